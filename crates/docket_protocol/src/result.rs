@@ -1,0 +1,58 @@
+//! The parts every result shares: the `resultType` discriminator, the
+//! `serverInfo` in `_meta`, and the caching hints of cacheable results.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::meta::{Implementation, SERVER_INFO_KEY};
+
+/// What kind of result a response carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultType {
+    /// A final result.
+    #[default]
+    Complete,
+    /// An interim result asking the client for input (multi round-trip requests).
+    InputRequired,
+    /// A task handle (tasks extension).
+    Task,
+}
+
+/// Who may reuse a cacheable result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Any client may reuse it.
+    Public,
+    /// Only the client that asked (it depends on who asked).
+    Private,
+}
+
+/// An empty acknowledgement: `{"resultType":"complete"}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyResult {
+    /// Always [`ResultType::Complete`].
+    pub result_type: ResultType,
+}
+
+/// Adds `_meta["io.modelcontextprotocol/serverInfo"]` to a result object, keeping any
+/// `_meta` it already has, and a `resultType` of `complete` when it has none.
+/// Non-object values are returned unchanged.
+pub fn stamp_server_info(mut result: Value, server_info: &Implementation) -> Value {
+    if let Value::Object(object) = &mut result {
+        object
+            .entry("resultType")
+            .or_insert_with(|| Value::String("complete".into()));
+        let meta = object
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(meta) = meta {
+            if let Ok(info) = serde_json::to_value(server_info) {
+                meta.insert(SERVER_INFO_KEY.to_owned(), info);
+            }
+        }
+    }
+    result
+}
