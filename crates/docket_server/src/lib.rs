@@ -1,1 +1,29 @@
-//! Placeholder.
+//! The Docket MCP server: the `/mcp` endpoint over hyper, the call pipeline
+//! (identity → authorization → gates → consent → handler), the tool registry,
+//! configuration and the platform tools.
+//!
+//! `serve(listener, app, shutdown)` owns the accept loop; the binary only parses
+//! flags, reads configuration, binds and installs signal handlers. Embedders build
+//! an [`App`] with their own tools through [`App::builder`] and call [`serve`].
+
+pub mod auth;
+pub mod config;
+pub mod headers;
+pub mod metrics;
+pub mod persona;
+pub mod rate_limit;
+pub mod registry;
+pub mod request_state;
+pub mod tools;
+
+mod app;
+mod call;
+mod dispatch;
+mod error;
+mod http;
+
+pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
+pub use config::Config;
+pub use error::McpError;
+pub use http::{Body, MCP_PATH, serve};
+pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};

@@ -1,0 +1,511 @@
+//! Identity: who is calling. The `auth:` configuration section, the
+//! [`Authenticator`] that turns request headers into an [`Identity`], and the
+//! RFC 9728 protected-resource metadata that tells clients where to get a token.
+//!
+//! A caller proves who it is with `Authorization: Bearer <token>` (an API key or
+//! an OIDC access token) or `X-API-Key: <key>`. What the identity may do is not
+//! decided here: its roles select a persona (see [`crate::persona`]).
+//!
+//! Secrets (API keys, bearer tokens) never appear in `Debug` output, logs or
+//! error messages.
+
+mod api_key;
+mod oidc;
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::error::Error as StdError;
+use std::fmt;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use serde::Deserialize;
+use serde_json::json;
+
+pub use api_key::{ApiKeyConfig, key_sha256_hex};
+pub use oidc::OidcConfig;
+
+use api_key::ApiKeyTable;
+use oidc::OidcVerifier;
+
+/// The header a client may use instead of `Authorization: Bearer` for an API key.
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// The `auth:` configuration section.
+///
+/// `Debug` is safe to log: API keys are redacted (see [`ApiKeyConfig`]).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Whether a request without credentials is served as the anonymous identity.
+    pub allow_anonymous: bool,
+    /// The roles the anonymous identity has.
+    pub anonymous_roles: Vec<String>,
+    /// The API keys clients may present.
+    pub api_keys: Vec<ApiKeyConfig>,
+    /// The OpenID Connect provider whose access tokens are accepted, if any.
+    pub oidc: Option<OidcConfig>,
+}
+
+impl AuthConfig {
+    /// Every problem in this section, as human sentences prefixed by the key
+    /// path (e.g. `"auth.api_keys[1]: set either key or key_sha256, not both"`).
+    /// Empty means valid. No problem ever quotes a key.
+    #[must_use]
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (index, role) in self.anonymous_roles.iter().enumerate() {
+            if role.trim().is_empty() {
+                problems.push(format!("auth.anonymous_roles[{index}]: must not be empty"));
+            }
+        }
+
+        // Each duplicate names the first entry that has the same name or key.
+        let mut first_with_name = HashMap::new();
+        let mut first_with_digest = HashMap::new();
+        for (index, key) in self.api_keys.iter().enumerate() {
+            let path = format!("auth.api_keys[{index}]");
+            problems.extend(key.problems(&path));
+            if !key.name.trim().is_empty() {
+                match first_with_name.entry(key.name.as_str()) {
+                    Entry::Occupied(first) => problems.push(format!(
+                        "{path}.name: \"{}\" is already the name of auth.api_keys[{}]",
+                        key.name,
+                        first.get()
+                    )),
+                    Entry::Vacant(slot) => {
+                        slot.insert(index);
+                    }
+                }
+            }
+            if let Some(digest) = key.digest() {
+                match first_with_digest.entry(digest) {
+                    Entry::Occupied(first) => problems.push(format!(
+                        "{path}: has the same key as auth.api_keys[{}]; give each holder its own key",
+                        first.get()
+                    )),
+                    Entry::Vacant(slot) => {
+                        slot.insert(index);
+                    }
+                }
+            }
+        }
+
+        if let Some(oidc) = &self.oidc {
+            problems.extend(oidc.problems("auth.oidc"));
+        }
+        problems
+    }
+}
+
+/// How an [`Identity`] proved itself.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IdentityKind {
+    /// A configured API key.
+    ApiKey,
+    /// An access token from the configured OpenID Connect provider.
+    Oidc,
+    /// No credentials, on a server that allows anonymous access.
+    Anonymous,
+}
+
+impl IdentityKind {
+    /// A short lower-case name for logs and audit rows: `apikey`, `oidc`, `anonymous`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiKey => "apikey",
+            Self::Oidc => "oidc",
+            Self::Anonymous => "anonymous",
+        }
+    }
+}
+
+impl fmt::Display for IdentityKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who is calling, as established by the [`Authenticator`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The stable principal id: `apikey:<name>`, `oidc:<sub>` or `anonymous`.
+    pub subject: String,
+    /// A human-readable name for the caller.
+    pub display_name: String,
+    /// The caller's e-mail address, when known.
+    pub email: Option<String>,
+    /// The caller's roles; they select the persona.
+    pub roles: Vec<String>,
+    /// How the caller proved who it is.
+    pub kind: IdentityKind,
+}
+
+impl Identity {
+    /// The subject of the anonymous identity.
+    pub const ANONYMOUS_SUBJECT: &'static str = "anonymous";
+
+    /// The anonymous identity with `roles`.
+    #[must_use]
+    pub fn anonymous(roles: Vec<String>) -> Self {
+        Self {
+            subject: Self::ANONYMOUS_SUBJECT.to_owned(),
+            display_name: Self::ANONYMOUS_SUBJECT.to_owned(),
+            email: None,
+            roles,
+            kind: IdentityKind::Anonymous,
+        }
+    }
+}
+
+/// Why a request could not be given an identity.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The request carried no credentials and anonymous access is off.
+    #[error("no credentials: send `Authorization: Bearer <token>` or `X-API-Key: <key>`")]
+    MissingCredentials,
+    /// The request carried credentials that are not valid.
+    #[error("invalid credentials: {reason}")]
+    InvalidCredentials {
+        /// Why, in words safe to show the caller; never contains the credential.
+        reason: String,
+    },
+    /// The credentials could not be checked because the identity provider (its
+    /// discovery document or its keys) could not be reached.
+    #[error("authentication is temporarily unavailable: {reason}")]
+    Unavailable {
+        /// What could not be reached, safe to show the caller.
+        reason: String,
+        /// The underlying failure, when there is one.
+        #[source]
+        source: Option<Box<dyn StdError + Send + Sync>>,
+    },
+    /// The `auth:` configuration is not valid; the message lists every problem.
+    #[error("invalid auth configuration: {0}")]
+    Config(String),
+}
+
+impl AuthError {
+    /// An [`AuthError::InvalidCredentials`] with `reason`.
+    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
+        Self::InvalidCredentials {
+            reason: reason.into(),
+        }
+    }
+
+    /// The `WWW-Authenticate` header value for a 401 answer to this error
+    /// (RFC 6750 §3, RFC 9728 §5.1), pointing the client at the protected-resource
+    /// metadata URL. `None` for errors that are not the caller's to fix
+    /// ([`AuthError::Unavailable`], [`AuthError::Config`]).
+    #[must_use]
+    pub fn www_authenticate(&self, resource_metadata_url: &str) -> Option<String> {
+        let metadata = quoted(resource_metadata_url);
+        match self {
+            Self::MissingCredentials => Some(format!("Bearer resource_metadata={metadata}")),
+            Self::InvalidCredentials { reason } => Some(format!(
+                "Bearer error=\"invalid_token\", error_description={}, resource_metadata={metadata}",
+                quoted(reason)
+            )),
+            Self::Unavailable { .. } | Self::Config(_) => None,
+        }
+    }
+}
+
+/// `text` as an RFC 7230 quoted-string.
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // A header value cannot hold control characters; drop them rather
+            // than produce a header hyper would refuse.
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The credential a request presents.
+enum Credential<'a> {
+    /// `Authorization: Bearer <token>`: an API key or an OIDC access token.
+    Bearer(&'a str),
+    /// `X-API-Key: <key>`: an API key only.
+    ApiKey(&'a str),
+}
+
+/// Finds the request's credential: `Authorization: Bearer` first, then `X-API-Key`.
+fn extract_credential(headers: &HeaderMap) -> Result<Option<Credential<'_>>, AuthError> {
+    let mut unsupported_scheme = false;
+    if let Some(value) = headers.get(AUTHORIZATION) {
+        let value = value
+            .to_str()
+            .map_err(|_| AuthError::invalid("the Authorization header is not valid text"))?
+            .trim();
+        let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+        if scheme.eq_ignore_ascii_case("bearer") {
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(AuthError::invalid("the bearer token is empty"));
+            }
+            return Ok(Some(Credential::Bearer(token)));
+        }
+        // Another scheme (Basic, say) is not ours; an X-API-Key header may still
+        // carry the credential, so only refuse once that is known to be absent.
+        unsupported_scheme = true;
+    }
+    if let Some(value) = headers.get(API_KEY_HEADER) {
+        let key = value
+            .to_str()
+            .map_err(|_| AuthError::invalid("the X-API-Key header is not valid text"))?
+            .trim();
+        if key.is_empty() {
+            return Err(AuthError::invalid("the X-API-Key header is empty"));
+        }
+        return Ok(Some(Credential::ApiKey(key)));
+    }
+    if unsupported_scheme {
+        return Err(AuthError::invalid(
+            "the Authorization header must use the Bearer scheme",
+        ));
+    }
+    Ok(None)
+}
+
+/// Turns request headers into an [`Identity`].
+///
+/// Cheap to share in an `Arc`: API keys live in a digest table and OIDC signing
+/// keys in a cache that is refreshed in the background of the first request that
+/// needs them.
+pub struct Authenticator {
+    anonymous: Option<Identity>,
+    api_keys: ApiKeyTable,
+    oidc: Option<OidcVerifier>,
+}
+
+impl fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("allow_anonymous", &self.anonymous.is_some())
+            .field("api_keys", &self.api_keys.len())
+            .field("oidc", &self.oidc)
+            .finish()
+    }
+}
+
+impl Authenticator {
+    /// Builds the authenticator from configuration. API keys are hashed here
+    /// (SHA-256) and the plain keys are not kept. The OIDC provider is not
+    /// contacted until the first token arrives, so an identity provider that is
+    /// down does not stop the server from starting.
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError::Config`] when [`AuthConfig::problems`] finds any problem, or
+    /// when the HTTP client for the OIDC provider cannot be built.
+    pub fn new(config: &AuthConfig) -> Result<Self, AuthError> {
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(AuthError::Config(problems.join("; ")));
+        }
+        let oidc = config.oidc.as_ref().map(OidcVerifier::new).transpose()?;
+        let api_keys = ApiKeyTable::new(&config.api_keys);
+        if !config.allow_anonymous && api_keys.len() == 0 && oidc.is_none() {
+            tracing::warn!(
+                "no API keys, no OIDC provider and anonymous access is off: every request will be refused"
+            );
+        }
+        Ok(Self {
+            anonymous: config
+                .allow_anonymous
+                .then(|| Identity::anonymous(config.anonymous_roles.clone())),
+            api_keys,
+            oidc,
+        })
+    }
+
+    /// Establishes who sent a request, from its headers.
+    ///
+    /// `Authorization: Bearer <token>` is looked at first, then `X-API-Key: <key>`.
+    /// A bearer token that is a configured API key is an API key; otherwise, when
+    /// OIDC is configured and the token has the shape of a JWT, it is validated
+    /// as an OIDC access token. A request without credentials is anonymous when
+    /// the configuration allows it.
+    ///
+    /// # Errors
+    ///
+    /// - [`AuthError::MissingCredentials`]: no credentials and anonymous access is off;
+    /// - [`AuthError::InvalidCredentials`]: a key or token that is not valid;
+    /// - [`AuthError::Unavailable`]: a token that cannot be checked because the
+    ///   identity provider cannot be reached (API keys keep working meanwhile).
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
+        match extract_credential(headers)? {
+            Some(Credential::Bearer(token)) => {
+                if let Some(identity) = self.api_keys.lookup(token) {
+                    return Ok(identity.clone());
+                }
+                match &self.oidc {
+                    Some(oidc) if oidc::looks_like_jwt(token) => oidc.validate(token).await,
+                    Some(_) => Err(AuthError::invalid(
+                        "the bearer token is neither a known API key nor an OIDC access token",
+                    )),
+                    None => Err(AuthError::invalid(
+                        "the bearer token is not a known API key",
+                    )),
+                }
+            }
+            Some(Credential::ApiKey(key)) => self
+                .api_keys
+                .lookup(key)
+                .cloned()
+                .ok_or_else(|| AuthError::invalid("the API key is not a known API key")),
+            None => self.anonymous.clone().ok_or(AuthError::MissingCredentials),
+        }
+    }
+
+    /// The RFC 9728 protected-resource metadata document for `resource` (the
+    /// absolute URL of the `/mcp` endpoint). It names the OIDC issuer as the
+    /// authorization server when OIDC is configured.
+    #[must_use]
+    pub fn protected_resource_metadata(&self, resource: &str) -> serde_json::Value {
+        let mut metadata = json!({
+            "resource": resource,
+            "resource_name": "Docket",
+            "bearer_methods_supported": ["header"],
+        });
+        if let Some(oidc) = &self.oidc {
+            metadata["authorization_servers"] = json!([oidc.issuer()]);
+        }
+        metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn key(name: &str, secret: &str) -> ApiKeyConfig {
+        ApiKeyConfig {
+            name: name.to_owned(),
+            key: Some(secret.to_owned()),
+            ..ApiKeyConfig::default()
+        }
+    }
+
+    #[test]
+    fn problems_find_duplicate_names_and_keys_without_quoting_keys() {
+        let config = AuthConfig {
+            anonymous_roles: vec![" ".to_owned()],
+            api_keys: vec![
+                key("alice", "alice-secret-0123456789"),
+                key("alice", "other-secret-0123456789"),
+                ApiKeyConfig {
+                    name: "bob".to_owned(),
+                    key_sha256: Some(key_sha256_hex("alice-secret-0123456789")),
+                    ..ApiKeyConfig::default()
+                },
+                key("alice", "third-secret-0123456789"),
+            ],
+            ..AuthConfig::default()
+        };
+        assert_eq!(
+            config.problems(),
+            vec![
+                "auth.anonymous_roles[0]: must not be empty",
+                "auth.api_keys[1].name: \"alice\" is already the name of auth.api_keys[0]",
+                "auth.api_keys[2]: has the same key as auth.api_keys[0]; give each holder its own key",
+                "auth.api_keys[3].name: \"alice\" is already the name of auth.api_keys[0]",
+            ]
+        );
+        assert!(matches!(
+            Authenticator::new(&config),
+            Err(AuthError::Config(message)) if !message.contains("secret")
+        ));
+    }
+
+    #[test]
+    fn default_config_is_valid_and_refuses_everyone() {
+        assert!(AuthConfig::default().problems().is_empty());
+        let config: AuthConfig = serde_json::from_str("{}").unwrap_or_default();
+        assert!(!config.allow_anonymous);
+        assert!(config.api_keys.is_empty() && config.oidc.is_none());
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let parsed = serde_json::from_str::<AuthConfig>(r#"{"allow_anonymus": true}"#);
+        assert!(parsed.is_err());
+        let parsed = serde_json::from_str::<AuthConfig>(
+            r#"{"api_keys": [{"name": "a", "key": "k", "role": ["x"]}]}"#,
+        );
+        assert!(parsed.is_err());
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                map.append(name, value);
+            }
+        }
+        map
+    }
+
+    #[test]
+    fn bearer_comes_before_x_api_key() {
+        let both = headers(&[("authorization", "bearer  tok "), ("x-api-key", "key")]);
+        assert!(matches!(
+            extract_credential(&both),
+            Ok(Some(Credential::Bearer("tok")))
+        ));
+        let basic = headers(&[("authorization", "Basic abc"), ("x-api-key", "key")]);
+        assert!(matches!(
+            extract_credential(&basic),
+            Ok(Some(Credential::ApiKey("key")))
+        ));
+        let basic_only = headers(&[("authorization", "Basic abc")]);
+        assert!(matches!(
+            extract_credential(&basic_only),
+            Err(AuthError::InvalidCredentials { .. })
+        ));
+        let empty = headers(&[("authorization", "Bearer")]);
+        assert!(matches!(
+            extract_credential(&empty),
+            Err(AuthError::InvalidCredentials { .. })
+        ));
+        assert!(matches!(extract_credential(&HeaderMap::new()), Ok(None)));
+    }
+
+    #[test]
+    fn www_authenticate_points_at_the_metadata() {
+        let url = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp";
+        assert_eq!(
+            AuthError::MissingCredentials
+                .www_authenticate(url)
+                .as_deref(),
+            Some(
+                "Bearer resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\""
+            )
+        );
+        let invalid = AuthError::invalid("the \"token\" has expired");
+        assert_eq!(
+            invalid.www_authenticate("u").as_deref(),
+            Some(
+                "Bearer error=\"invalid_token\", error_description=\"the \\\"token\\\" has expired\", resource_metadata=\"u\""
+            )
+        );
+        assert_eq!(AuthError::Config(String::new()).www_authenticate(url), None);
+    }
+}

@@ -1,0 +1,441 @@
+//! The configuration file: YAML in the shape of DESIGN.md §5, with `${ENV}`
+//! expansion, every unknown key reported, and every problem reported at once.
+//!
+//! Environment lookups are passed in as a function, because only the binary reads
+//! the process environment; tests pass a map.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::auth::AuthConfig;
+use crate::persona::{AdminConfig, PersonaConfig};
+use crate::rate_limit::RateLimitConfig;
+
+/// The whole configuration. Structs here do not use `deny_unknown_fields`: unknown
+/// keys are collected with `serde_ignored` so all of them are reported together.
+/// Every key is optional; [`Config::default`] is what
+/// `docket serve` runs with when no file is given (see [`Config::embedded_default`]).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// The HTTP server.
+    pub server: ServerConfig,
+    /// Who may call.
+    pub auth: AuthConfig,
+    /// Which persona names the administrators.
+    pub admin: AdminConfig,
+    /// What each persona may call, by persona name.
+    pub personas: BTreeMap<String, PersonaConfig>,
+    /// The per-identity rate limit.
+    pub rate_limit: RateLimitConfig,
+    /// Named connections to data systems.
+    pub connections: BTreeMap<String, ConnectionConfig>,
+    /// Log output.
+    pub logging: LoggingConfig,
+}
+
+/// The `server:` section.
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+pub struct ServerConfig {
+    /// The address to listen on.
+    pub address: SocketAddr,
+    /// The URL clients reach this server at, used in links it hands out.
+    pub public_base_url: Option<String>,
+    /// Origins (scheme://host[:port]) allowed besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    /// This replica's name; empty means a unique name per process.
+    pub replica_id: String,
+    /// Graceful shutdown.
+    pub shutdown: ShutdownConfig,
+    /// The largest request body accepted, in bytes.
+    pub max_request_bytes: usize,
+    /// The secret that protects `requestState`; every replica needs the same one.
+    /// When unset, a random secret is drawn per process (fine for one replica).
+    pub request_state_secret: Option<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            address: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_base_url: None,
+            allowed_origins: Vec::new(),
+            replica_id: String::new(),
+            shutdown: ShutdownConfig::default(),
+            max_request_bytes: 4 * 1024 * 1024,
+            request_state_secret: None,
+        }
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("address", &self.address)
+            .field("public_base_url", &self.public_base_url)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("replica_id", &self.replica_id)
+            .field("shutdown", &self.shutdown)
+            .field("max_request_bytes", &self.max_request_bytes)
+            .field("request_state_secret", &self.request_state_secret.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// The base URL clients use: `public_base_url`, or `http://<address>`.
+    pub fn base_url(&self) -> String {
+        match &self.public_base_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("http://{}", self.address),
+        }
+    }
+}
+
+/// `server.shutdown`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ShutdownConfig {
+    /// How long running work may take to finish after a shutdown signal.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub grace_period: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self { grace_period: Duration::from_secs(25) }
+    }
+}
+
+/// One entry of `connections:`. The kind-specific settings are read by the tools
+/// of that kind; here only what every connection has is interpreted.
+#[derive(Clone, Deserialize)]
+pub struct ConnectionConfig {
+    /// `trino`, `api` or `graphql`.
+    pub kind: ConnectionKind,
+    /// What the connection is for, shown by `list_connections`.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Kind-specific settings (URLs, credentials, limits), never shown to callers.
+    #[serde(flatten)]
+    pub settings: BTreeMap<String, yaml_serde::Value>,
+}
+
+impl fmt::Debug for ConnectionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Settings hold credentials; only their keys are printed.
+        f.debug_struct("ConnectionConfig")
+            .field("kind", &self.kind)
+            .field("description", &self.description)
+            .field("settings", &self.settings.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The kinds of data system a connection reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionKind {
+    /// A Trino cluster.
+    Trino,
+    /// An HTTP API.
+    Api,
+    /// A GraphQL endpoint.
+    Graphql,
+}
+
+impl ConnectionKind {
+    /// The name used in configuration and tool output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionKind::Trino => "trino",
+            ConnectionKind::Api => "api",
+            ConnectionKind::Graphql => "graphql",
+        }
+    }
+}
+
+/// The `logging:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct LoggingConfig {
+    /// `pretty` for people, `json` for log pipelines.
+    pub format: LogFormat,
+    /// A tracing filter, for example `info` or `docket_server=debug,info`.
+    pub level: String,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        Self { format: LogFormat::Pretty, level: "info".into() }
+    }
+}
+
+/// How logs are written to stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Everything wrong with a configuration file, all at once.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the configuration has {} problem(s):\n  - {}", .problems.len(), .problems.join("\n  - "))]
+pub struct ConfigError {
+    /// One sentence per problem, each starting with the key path it concerns.
+    pub problems: Vec<String>,
+}
+
+impl Config {
+    /// The configuration `docket serve` uses without `--config`: loopback only, and
+    /// anonymous callers are administrators, because only this machine can reach it.
+    pub fn embedded_default() -> Self {
+        let mut config = Config::default();
+        config.auth.allow_anonymous = true;
+        config.auth.anonymous_roles = vec!["admin".into()];
+        // The built-in `admin` persona allows every tool and connection.
+        config
+    }
+
+    /// Parses a YAML configuration, expanding `${NAME}` in string values with `env`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] listing every unknown key, unset variable, type error and
+    /// inconsistency found.
+    pub fn from_yaml(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut problems = Vec::new();
+        let mut value: yaml_serde::Value = match yaml_serde::from_str(text) {
+            Ok(yaml_serde::Value::Null) => yaml_serde::Value::Mapping(Default::default()),
+            Ok(value) => value,
+            Err(err) => return Err(ConfigError { problems: vec![format!("not valid YAML: {err}")] }),
+        };
+        expand_env(&mut value, "", env, &mut problems);
+
+        let mut unknown = Vec::new();
+        let parsed: Result<Config, _> =
+            serde_ignored::deserialize(value, |path| unknown.push(path.to_string()));
+        problems.extend(unknown.into_iter().map(|path| format!("{path}: unknown key")));
+        let config = match parsed {
+            Ok(config) => config,
+            Err(err) => {
+                problems.push(err.to_string());
+                return Err(ConfigError { problems });
+            }
+        };
+        problems.extend(config.problems());
+        if problems.is_empty() { Ok(config) } else { Err(ConfigError { problems }) }
+    }
+
+    /// Inconsistencies between sections, as sentences prefixed by the key path.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = self.auth.problems();
+        for (name, persona) in &self.personas {
+            for rule in &persona.api_routes {
+                if !self.connections.contains_key(&rule.connection) {
+                    problems.push(format!(
+                        "personas.{name}.api_routes: connection {:?} is not defined under connections",
+                        rule.connection
+                    ));
+                }
+            }
+        }
+        for origin in &self.server.allowed_origins {
+            if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                problems.push(format!(
+                    "server.allowed_origins: {origin:?} must be an origin such as https://app.example.com"
+                ));
+            }
+        }
+        if self.server.max_request_bytes == 0 {
+            problems.push("server.max_request_bytes: must be greater than zero".into());
+        }
+        let has_credentials = !self.auth.api_keys.is_empty() || self.auth.oidc.is_some();
+        if !self.server.address.ip().is_loopback() && self.auth.allow_anonymous {
+            problems.push(format!(
+                "auth.allow_anonymous: anonymous access is only allowed on a loopback address, and server.address is {}; \
+                 configure auth.api_keys or auth.oidc, or bind to 127.0.0.1",
+                self.server.address
+            ));
+        } else if !self.server.address.ip().is_loopback() && !has_credentials {
+            problems.push(format!(
+                "auth: server.address {} is reachable from other machines but no credentials are configured; \
+                 add auth.api_keys or auth.oidc, or bind to 127.0.0.1",
+                self.server.address
+            ));
+        }
+        problems
+    }
+}
+
+/// Replaces `${NAME}` in every string scalar; `$${` writes a literal `${`.
+fn expand_env(
+    value: &mut yaml_serde::Value,
+    path: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) {
+    match value {
+        yaml_serde::Value::String(text) if text.contains("${") => {
+            match expand_string(text, env) {
+                Ok(expanded) => *text = expanded,
+                Err(name) => problems.push(format!(
+                    "{}: environment variable {name} is not set",
+                    if path.is_empty() { "." } else { path }
+                )),
+            }
+        }
+        yaml_serde::Value::Sequence(items) => {
+            for (index, item) in items.iter_mut().enumerate() {
+                expand_env(item, &format!("{path}[{index}]"), env, problems);
+            }
+        }
+        yaml_serde::Value::Mapping(mapping) => {
+            for (key, item) in mapping.iter_mut() {
+                let key = key.as_str().unwrap_or("?");
+                let child = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+                expand_env(item, &child, env, problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Expands one string; `Err` names the first unset variable.
+fn expand_string(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('$') {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let Some(end) = after.find('}') else {
+                out.push_str(tail);
+                return Ok(out);
+            };
+            let name = &after[..end];
+            out.push_str(&env(name).ok_or_else(|| name.to_owned())?);
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Parses durations written as `250ms`, `2s`, `5m`, `1h` (or a bare number of seconds).
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let amount: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 500ms, 25s, 5m or 1h"))?;
+    let duration = match unit.trim() {
+        "ms" => Duration::from_millis(amount),
+        "" | "s" => Duration::from_secs(amount),
+        "m" => Duration::from_secs(amount.saturating_mul(60)),
+        "h" => Duration::from_secs(amount.saturating_mul(3600)),
+        other => return Err(format!("{text:?} has an unknown unit {other:?} (use ms, s, m or h)")),
+    };
+    Ok(duration)
+}
+
+/// Serde adapter for [`parse_duration`], accepting a string or a number of seconds.
+///
+/// # Errors
+/// When the value is not a duration.
+pub fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+    }
+    match Raw::deserialize(deserializer)? {
+        Raw::Seconds(seconds) => Ok(Duration::from_secs(seconds)),
+        Raw::Text(text) => parse_duration(&text).map_err(serde::de::Error::custom),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "ALICE_KEY" => Some("s3cret-alice".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_empty_file_is_the_default() {
+        let config = Config::from_yaml("", &env).expect("valid");
+        assert_eq!(config.server.address, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(config.server.shutdown.grace_period, Duration::from_secs(25));
+        assert!(!config.auth.allow_anonymous);
+    }
+
+    #[test]
+    fn env_references_are_expanded() {
+        let text = "auth:\n  api_keys:\n    - { name: alice, key: \"${ALICE_KEY}\", roles: [analyst] }\n";
+        let config = Config::from_yaml(text, &env).expect("valid");
+        assert_eq!(config.auth.api_keys[0].key.as_deref(), Some("s3cret-alice"));
+        assert_eq!(expand_string("a$${b}c", &env).as_deref(), Ok("a${b}c"));
+        assert_eq!(expand_string("cost $5", &env).as_deref(), Ok("cost $5"));
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let text = "server:\n  adress: 1\n  shutdown: { grace_period: 3s }\nfoo: 1\nauth:\n  api_keys:\n    - { name: bob, key: \"${MISSING}\" }\n";
+        let err = Config::from_yaml(text, &env).expect_err("invalid");
+        let all = err.problems.join("\n");
+        assert!(all.contains("server.adress: unknown key"), "{all}");
+        assert!(all.contains("foo: unknown key"), "{all}");
+        assert!(all.contains("auth.api_keys[0].key: environment variable MISSING is not set"), "{all}");
+    }
+
+    #[test]
+    fn anonymous_access_off_loopback_is_refused() {
+        let text = "server: { address: \"0.0.0.0:8080\" }\nauth: { allow_anonymous: true }\n";
+        let err = Config::from_yaml(text, &env).expect_err("invalid");
+        assert!(err.problems.iter().any(|p| p.contains("loopback")), "{err}");
+        let no_credentials = Config::from_yaml("server: { address: \"0.0.0.0:8080\" }\n", &env).expect_err("invalid");
+        assert!(no_credentials.problems[0].contains("no credentials"), "{no_credentials}");
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn connection_settings_are_not_printed() {
+        let text = "connections:\n  shop: { kind: api, base_url: \"https://x\", auth: { bearer: hunter2 } }\n";
+        let config = Config::from_yaml(text, &env).expect("valid");
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert_eq!(config.connections["shop"].kind, ConnectionKind::Api);
+    }
+}

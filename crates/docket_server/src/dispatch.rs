@@ -1,0 +1,117 @@
+//! JSON-RPC method dispatch for a request that passed the transport checks:
+//! `server/discover`, `tools/list` and `tools/call`.
+
+use std::sync::Arc;
+
+use docket_protocol::jsonrpc::Request;
+use docket_protocol::meta::RequestMeta;
+use docket_protocol::result::{CacheScope, ResultType};
+use docket_protocol::server::{DiscoverResult, ServerCapabilities, ToolsCapability};
+use docket_protocol::tools::ListToolsResult;
+use http::HeaderMap;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::app::App;
+use crate::auth::Identity;
+use crate::call;
+use crate::error::McpError;
+use crate::http::StreamItem;
+
+/// How long clients may cache `server/discover`, in milliseconds.
+const DISCOVER_TTL_MS: u64 = 5 * 60 * 1000;
+/// How long clients may cache `tools/list`, in milliseconds.
+const TOOLS_LIST_TTL_MS: u64 = 60 * 1000;
+
+/// What the transport learned about a request before dispatch.
+pub(crate) struct RequestContext {
+    /// Who is calling.
+    pub(crate) identity: Arc<Identity>,
+    /// The request's `_meta`.
+    pub(crate) meta: RequestMeta,
+    /// The request headers (for `Mcp-Param-*`).
+    pub(crate) headers: HeaderMap,
+}
+
+/// How a method answers.
+pub(crate) enum Reply {
+    /// One JSON result.
+    Json(Value),
+    /// An SSE stream of notifications ending with the result.
+    Stream(mpsc::Receiver<StreamItem>),
+}
+
+/// The methods this server implements.
+const METHODS: &[&str] = &["server/discover", "tools/list", "tools/call"];
+
+/// Whether `method` is implemented here.
+pub(crate) fn is_known_method(method: &str) -> bool {
+    METHODS.contains(&method)
+}
+
+/// The value the `Mcp-Name` header must carry for `method`, when it needs one.
+pub(crate) fn routing_name(method: &str, params: Option<&Value>) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params?.get(key)?.as_str().map(str::to_owned)
+}
+
+/// Runs one request.
+pub(crate) async fn dispatch(app: &App, context: RequestContext, request: Request) -> Result<Reply, McpError> {
+    match request.method.as_str() {
+        "server/discover" => Ok(Reply::Json(discover()?)),
+        "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
+        "tools/call" => call::call_tool(app, context, request.params).await,
+        other => Err(McpError::MethodNotFound(other.to_owned())),
+    }
+}
+
+fn discover() -> Result<Value, McpError> {
+    let result = DiscoverResult {
+        result_type: ResultType::Complete,
+        supported_versions: docket_protocol::SUPPORTED_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
+        capabilities: ServerCapabilities {
+            tools: Some(ToolsCapability { list_changed: None }),
+            extensions: None,
+            extra: Default::default(),
+        },
+        instructions: Some(
+            "Docket runs SQL on Trino, calls HTTP and GraphQL APIs, and runs managed scripts. \
+             Call platform_info first to see who you are and what you may use."
+                .into(),
+        ),
+        ttl_ms: DISCOVER_TTL_MS,
+        cache_scope: CacheScope::Public,
+        meta: None,
+    };
+    to_value(&result)
+}
+
+fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
+    let persona = app.state.personas.resolve(&context.identity.roles);
+    let tools = app
+        .state
+        .registry
+        .iter()
+        .filter(|tool| persona.as_ref().is_some_and(|persona| persona.may_call_tool(&tool.spec.name)))
+        .map(|tool| tool.spec.to_wire())
+        .collect();
+    // The list depends on who asks, so only this caller may reuse it.
+    let result = ListToolsResult {
+        result_type: ResultType::Complete,
+        tools,
+        next_cursor: None,
+        ttl_ms: TOOLS_LIST_TTL_MS,
+        cache_scope: CacheScope::Private,
+    };
+    to_value(&result)
+}
+
+/// Serializes a result.
+pub(crate) fn to_value(result: &impl serde::Serialize) -> Result<Value, McpError> {
+    serde_json::to_value(result).map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
+}

@@ -1,0 +1,82 @@
+//! The one place that turns failures into JSON-RPC errors and HTTP statuses, and
+//! the one place that logs them.
+
+use docket_protocol::error::ErrorObject;
+use docket_protocol::meta::ClientCapabilities;
+use http::StatusCode;
+
+use crate::registry::ToolError;
+
+/// A request that failed at the protocol level.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The body is not JSON.
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// The body is not one JSON-RPC request or notification.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// `params._meta` is missing or malformed.
+    #[error("invalid _meta: {0}")]
+    InvalidMeta(String),
+    /// A header is missing, malformed or disagrees with the body.
+    #[error("header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// The protocol version is not one this server speaks.
+    #[error("unsupported protocol version {0:?}")]
+    UnsupportedVersion(String),
+    /// The method does not exist here.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// The request needs a client capability it did not declare.
+    #[error("missing client capability: {message}")]
+    MissingCapability {
+        /// What to tell the client.
+        message: String,
+        /// What it needed.
+        required: ClientCapabilities,
+    },
+    /// The params are unusable: unknown tool, bad arguments, bad `requestState`.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// Something failed inside the server; the detail is logged, not sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<ToolError> for McpError {
+    fn from(error: ToolError) -> Self {
+        match error {
+            ToolError::InvalidParams(message) => McpError::InvalidParams(message),
+            ToolError::MissingCapability { message, required } => McpError::MissingCapability { message, required },
+            ToolError::Internal(message) => McpError::Internal(message),
+        }
+    }
+}
+
+impl McpError {
+    /// The HTTP status and JSON-RPC error object for this failure. Logs it: client
+    /// mistakes at debug level, server failures at error level.
+    pub fn to_wire(&self) -> (StatusCode, ErrorObject) {
+        match self {
+            McpError::Internal(detail) => tracing::error!(error = %detail, "request failed"),
+            other => tracing::debug!(error = %other, "request refused"),
+        }
+        match self {
+            McpError::Parse(detail) => (StatusCode::BAD_REQUEST, ErrorObject::parse_error(detail)),
+            McpError::InvalidRequest(detail) => (StatusCode::BAD_REQUEST, ErrorObject::invalid_request(detail)),
+            McpError::InvalidMeta(detail) => (StatusCode::BAD_REQUEST, ErrorObject::invalid_params(detail.clone())),
+            McpError::HeaderMismatch(detail) => (StatusCode::BAD_REQUEST, ErrorObject::header_mismatch(detail.clone())),
+            McpError::UnsupportedVersion(requested) => {
+                (StatusCode::BAD_REQUEST, ErrorObject::unsupported_version(requested))
+            }
+            McpError::MethodNotFound(method) => (StatusCode::NOT_FOUND, ErrorObject::method_not_found(method)),
+            McpError::MissingCapability { message, required } => {
+                (StatusCode::BAD_REQUEST, ErrorObject::missing_capability(message.clone(), required.clone()))
+            }
+            McpError::InvalidParams(detail) => (StatusCode::OK, ErrorObject::invalid_params(detail.clone())),
+            McpError::Internal(_) => (StatusCode::OK, ErrorObject::internal("internal error; see the server log")),
+        }
+    }
+}

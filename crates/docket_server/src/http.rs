@@ -1,0 +1,384 @@
+//! The HTTP layer: the accept loop (`serve`), routing, and the `/mcp` endpoint's
+//! transport rules — origin and host checks, authentication, body limits, header
+//! validation, and JSON or SSE answers.
+//!
+//! The order of the checks on `POST /mcp` is part of the contract (the conformance
+//! suite tests it): origin/host (403) → credentials (401) → content type (415) →
+//! body size (413) → JSON-RPC shape (400) → notifications (202) → `_meta` (400,
+//! -32602) → headers (400, -32020) → protocol version (400, -32022) → method
+//! (404, -32601) → the method's own checks.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use docket_protocol::error::ErrorObject;
+use docket_protocol::jsonrpc::{ClientMessage, MessageError, OutgoingNotification, Request, RequestId, Response as RpcResponse};
+use docket_protocol::meta::RequestMeta;
+use docket_protocol::result::stamp_server_info;
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::app::App;
+use crate::auth::AuthError;
+use crate::dispatch::{self, Reply};
+use crate::error::McpError;
+use crate::headers;
+
+/// The response body type: a whole JSON document or a stream of SSE frames.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The path of the MCP endpoint.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Serves `app` on `listener` until `shutdown` resolves, then stops accepting,
+/// marks the app as draining and waits up to `server.shutdown.grace_period` for
+/// open requests to finish.
+///
+/// # Errors
+/// Only when accepting connections fails in a way that cannot be retried.
+pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let builder = hyper::server::conn::http1::Builder::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Running out of file descriptors and similar are transient.
+                        tracing::warn!(error = %err, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                // Without TCP_NODELAY each small answer waits ~40 ms for the peer's delayed ACK.
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %err, "could not set TCP_NODELAY");
+                }
+                let app = app.clone();
+                let service = service_fn(move |request| {
+                    let app = app.clone();
+                    async move { Ok::<_, Infallible>(route(&app, request, peer).await) }
+                });
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(err) = connection.await {
+                        tracing::debug!(error = %err, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    app.start_draining();
+    let grace = app.config().server.shutdown.grace_period;
+    tracing::info!(?grace, "shutting down: waiting for open requests");
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("grace period over; closing the remaining connections");
+    }
+    Ok(())
+}
+
+/// Routes one HTTP request.
+async fn route(app: &App, request: hyper::Request<Incoming>, peer: SocketAddr) -> hyper::Response<Body> {
+    let path = request.uri().path().to_owned();
+    match (request.method(), path.as_str()) {
+        (&Method::POST, MCP_PATH) => {
+            let started = Instant::now();
+            let (method, response) = handle_mcp(app, request).await;
+            app.state.metrics.record_request(&method, response.status().as_u16());
+            tracing::debug!(%peer, method, status = response.status().as_u16(), elapsed = ?started.elapsed(), "mcp request");
+            response
+        }
+        (_, MCP_PATH) => {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the MCP endpoint accepts POST only\n");
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+            response
+        }
+        (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
+        (&Method::GET, "/readyz") if app.is_draining() => plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+        (&Method::GET, "/readyz") => plain(StatusCode::OK, "ready\n"),
+        (&Method::GET, "/metrics") => {
+            let mut response = full(StatusCode::OK, app.state.metrics.render());
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            response
+        }
+        (&Method::GET, "/.well-known/oauth-protected-resource")
+        | (&Method::GET, "/.well-known/oauth-protected-resource/mcp") => {
+            let resource = format!("{}{MCP_PATH}", app.config().server.base_url());
+            json_response(StatusCode::OK, &app.state.authenticator.protected_resource_metadata(&resource))
+        }
+        _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics.
+async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hyper::Response<Body>) {
+    let unknown = || "-".to_owned();
+    let (parts, body) = request.into_parts();
+    if let Err(reason) = check_origin_and_host(app, &parts.headers) {
+        tracing::info!(reason, "refused a request from a foreign origin or host");
+        return (unknown(), plain(StatusCode::FORBIDDEN, &format!("{reason}\n")));
+    }
+    let identity = match app.state.authenticator.authenticate(&parts.headers).await {
+        Ok(identity) => identity,
+        Err(err) => return (unknown(), auth_failure(app, &err)),
+    };
+    if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
+        let is_json = content_type
+            .to_str()
+            .map(|value| value.trim().to_ascii_lowercase().starts_with("application/json"))
+            .unwrap_or(false);
+        if !is_json {
+            return (unknown(), plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the JSON-RPC message as application/json\n"));
+        }
+    }
+    let limit = app.config().server.max_request_bytes;
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            let message = format!("the request body is larger than {limit} bytes\n");
+            return (unknown(), plain(StatusCode::PAYLOAD_TOO_LARGE, &message));
+        }
+        Err(err) => {
+            tracing::debug!(error = %err, "could not read the request body");
+            return (unknown(), plain(StatusCode::BAD_REQUEST, "could not read the request body\n"));
+        }
+    };
+    let request = match ClientMessage::parse(&bytes) {
+        Ok(ClientMessage::Request(request)) => request,
+        Ok(ClientMessage::Notification(notification)) => {
+            tracing::debug!(method = notification.method, "notification accepted");
+            return (notification.method, empty(StatusCode::ACCEPTED));
+        }
+        Err(MessageError::Parse(detail)) => return (unknown(), error_response(app, None, &McpError::Parse(detail))),
+        Err(MessageError::Invalid { id, reason }) => {
+            return (unknown(), error_response(app, id, &McpError::InvalidRequest(reason)));
+        }
+    };
+    let method = request.method.clone();
+    let meta = match validate(&request, &parts.headers) {
+        Ok(meta) => meta,
+        Err(err) => return (method, error_response(app, Some(request.id), &err)),
+    };
+    let context = dispatch::RequestContext { identity: std::sync::Arc::new(identity), meta, headers: parts.headers };
+    let id = request.id.clone();
+    let response = match dispatch::dispatch(app, context, request).await {
+        Ok(Reply::Json(result)) => result_response(app, id, result),
+        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver),
+        Err(err) => error_response(app, Some(id), &err),
+    };
+    (method, response)
+}
+
+/// The transport-level checks of a request, in the order the contract fixes.
+fn validate(request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpError> {
+    let meta = RequestMeta::from_params(request.params.as_ref()).map_err(|err| McpError::InvalidMeta(err.0))?;
+    let header = |result: Result<(), String>| result.map_err(McpError::HeaderMismatch);
+    header(headers::require_match(headers, headers::PROTOCOL_VERSION, "MCP-Protocol-Version", &meta.protocol_version))?;
+    header(headers::require_match(headers, headers::METHOD, "Mcp-Method", &request.method))?;
+    if let Some(name) = dispatch::routing_name(&request.method, request.params.as_ref()) {
+        header(headers::require_match(headers, headers::NAME, "Mcp-Name", &name))?;
+    }
+    if !docket_protocol::SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
+        return Err(McpError::UnsupportedVersion(meta.protocol_version));
+    }
+    if !dispatch::is_known_method(&request.method) {
+        return Err(McpError::MethodNotFound(request.method.clone()));
+    }
+    Ok(meta)
+}
+
+/// Refuses a request whose `Origin` (when present) or `Host` is not loopback, the
+/// configured public URL, or an allowed origin. This is the DNS-rebinding guard.
+fn check_origin_and_host(app: &App, headers: &HeaderMap) -> Result<(), String> {
+    let server = &app.config().server;
+    let allowed_origin = |origin: &str| {
+        let origin = origin.trim_end_matches('/');
+        is_loopback_authority(authority_of(origin))
+            || server.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+            || server.public_base_url.as_deref().is_some_and(|base| same_origin(base, origin))
+    };
+    if let Some(origin) = headers.get(ORIGIN) {
+        let origin = origin.to_str().map_err(|_| "the Origin header is not valid".to_owned())?;
+        if !allowed_origin(origin) {
+            return Err(format!("origin {origin:?} is not allowed"));
+        }
+    }
+    if let Some(host) = headers.get(HOST) {
+        let host = host.to_str().map_err(|_| "the Host header is not valid".to_owned())?;
+        let allowed_host = is_loopback_authority(host)
+            || host.eq_ignore_ascii_case(&server.address.to_string())
+            || server.public_base_url.as_deref().is_some_and(|base| authority_of(base).eq_ignore_ascii_case(host))
+            || server.allowed_origins.iter().any(|origin| authority_of(origin).eq_ignore_ascii_case(host));
+        if !allowed_host {
+            return Err(format!("host {host:?} is not allowed"));
+        }
+    }
+    Ok(())
+}
+
+/// `scheme://authority/...` → `authority`.
+fn authority_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+fn same_origin(base: &str, origin: &str) -> bool {
+    let scheme = |url: &str| url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+    scheme(base) == scheme(origin) && authority_of(base).eq_ignore_ascii_case(authority_of(origin))
+}
+
+/// Whether `host[:port]` names this machine's loopback interface.
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(host, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) { host } else { authority }
+        })
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn auth_failure(app: &App, error: &AuthError) -> hyper::Response<Body> {
+    let metadata = format!("{}/.well-known/oauth-protected-resource{MCP_PATH}", app.config().server.base_url());
+    match error.www_authenticate(&metadata) {
+        Some(challenge) => {
+            tracing::info!(error = %error, "refused a request without valid credentials");
+            let mut response = plain(StatusCode::UNAUTHORIZED, &format!("{error}\n"));
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response.headers_mut().insert(WWW_AUTHENTICATE, value);
+            }
+            response
+        }
+        None => {
+            tracing::error!(error = %error, "could not check credentials");
+            plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{error}\n"))
+        }
+    }
+}
+
+fn result_response(app: &App, id: RequestId, result: Value) -> hyper::Response<Body> {
+    let result = stamp_server_info(result, &app.state.server_info);
+    json_response(StatusCode::OK, &RpcResponse::result(id, result))
+}
+
+fn error_response(app: &App, id: Option<RequestId>, error: &McpError) -> hyper::Response<Body> {
+    let _ = app;
+    let (status, object) = error.to_wire();
+    json_response(status, &RpcResponse::error(id, object))
+}
+
+/// One message on an SSE response stream.
+pub(crate) enum StreamItem {
+    /// A notification related to the request (progress).
+    Notification(OutgoingNotification),
+    /// The final result; ends the stream.
+    Result(Value),
+    /// The final error; ends the stream.
+    Error(ErrorObject),
+}
+
+/// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
+/// message, keep-alive comments while waiting (their failed write is how a
+/// vanished client is noticed), and the end of the stream after the final answer.
+fn sse_response(app: &App, id: RequestId, mut receiver: mpsc::Receiver<StreamItem>) -> hyper::Response<Body> {
+    let server_info = app.state.server_info.clone();
+    let keepalive = app.state.sse_keepalive;
+    let (frames, frame_receiver) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(keepalive);
+        ticker.tick().await;
+        loop {
+            let (bytes, last) = tokio::select! {
+                item = receiver.recv() => match item {
+                    Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
+                    Some(StreamItem::Result(result)) => {
+                        let result = stamp_server_info(result, &server_info);
+                        (sse_frame(&RpcResponse::result(id.clone(), result)), true)
+                    }
+                    Some(StreamItem::Error(error)) => (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true),
+                    None => break,
+                },
+                _ = ticker.tick() => (Bytes::from_static(b": keep-alive\n\n"), false),
+                () = frames.closed() => break,
+            };
+            if frames.send(bytes).await.is_err() || last {
+                break;
+            }
+        }
+        // Dropping `receiver` here tells the call its stream is gone.
+    });
+    let stream = futures_util::stream::unfold(frame_receiver, |mut receiver| async move {
+        receiver.recv().await.map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), receiver))
+    });
+    let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn sse_frame(message: &impl serde::Serialize) -> Bytes {
+    let json = serde_json::to_string(message).unwrap_or_default();
+    Bytes::from(format!("event: message\ndata: {json}\n\n"))
+}
+
+fn json_response(status: StatusCode, body: &impl serde::Serialize) -> hyper::Response<Body> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut response = full(status, bytes);
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn plain(status: StatusCode, text: &str) -> hyper::Response<Body> {
+    let mut response = full(status, text.to_owned());
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+fn empty(status: StatusCode) -> hyper::Response<Body> {
+    full(status, Bytes::new())
+}
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> hyper::Response<Body> {
+    let mut response = hyper::Response::new(BodyExt::boxed_unsync(Full::new(body.into())));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_authorities_are_recognised() {
+        for authority in ["127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:80", "127.0.0.2"] {
+            assert!(is_loopback_authority(authority), "{authority}");
+        }
+        for authority in ["evil.example.com", "evil.example.com:8080", "10.0.0.1:80", "localhost.evil.com"] {
+            assert!(!is_loopback_authority(authority), "{authority}");
+        }
+        assert_eq!(authority_of("http://127.0.0.1:9/x"), "127.0.0.1:9");
+    }
+}

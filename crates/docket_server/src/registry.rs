@@ -1,0 +1,322 @@
+//! The tool registry: what each tool declares (name, description, input schema,
+//! annotations, whether it may become a task) and the handler that runs it.
+//!
+//! Embedders register their own tools here through [`ToolRegistry::register`];
+//! Docket's tools and the conformance fixture's tools use the same path.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use docket_protocol::JsonObject;
+use docket_protocol::meta::{ClientCapabilities, ProgressToken};
+use docket_protocol::mrtr::{InputRequests, InputResponses};
+use docket_protocol::tools::{CallToolResult, Tool, ToolAnnotations};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Identity;
+use crate::persona::Persona;
+
+/// Whether a call to a tool may, or must, become a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always answered directly.
+    Never,
+    /// A task when the request declares the tasks extension, direct otherwise.
+    Optional,
+    /// Only as a task; a request that does not declare the extension gets -32021.
+    Required,
+}
+
+/// What a tool declares about itself.
+#[derive(Clone, Debug)]
+pub struct ToolSpec {
+    /// The unique name.
+    pub name: String,
+    /// A human-readable title.
+    pub title: Option<String>,
+    /// What it does, for the model. Always present in `tools/list`.
+    pub description: String,
+    /// The JSON Schema of its arguments (`type: object` at the root). Arguments are
+    /// validated against it before the handler runs; to refuse unknown arguments, a
+    /// schema says `additionalProperties: false`, as every Docket tool does.
+    pub input_schema: Value,
+    /// The JSON Schema of its `structuredContent`, if it has one.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    pub annotations: Option<ToolAnnotations>,
+    /// Whether calls may become tasks.
+    pub task_support: TaskSupport,
+}
+
+impl ToolSpec {
+    /// A spec with the given name, description and input schema, never a task.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            input_schema,
+            output_schema: None,
+            annotations: None,
+            task_support: TaskSupport::Never,
+        }
+    }
+
+    /// Sets the annotations.
+    pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+
+    /// Sets whether calls may become tasks.
+    pub fn with_task_support(mut self, task_support: TaskSupport) -> Self {
+        self.task_support = task_support;
+        self
+    }
+
+    /// The wire description of this tool.
+    pub fn to_wire(&self) -> Tool {
+        Tool {
+            name: self.name.clone(),
+            title: self.title.clone(),
+            description: Some(self.description.clone()),
+            input_schema: self.input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+            annotations: self.annotations.clone(),
+            extra: JsonObject::new(),
+        }
+    }
+}
+
+/// Everything a handler gets for one call.
+pub struct ToolCall {
+    /// The validated arguments.
+    pub arguments: JsonObject,
+    /// Who is calling.
+    pub identity: Arc<Identity>,
+    /// The caller's persona.
+    pub persona: Arc<Persona>,
+    /// What the client declared for this request.
+    pub client_capabilities: ClientCapabilities,
+    /// Progress reporting; does nothing when the request asked for no progress.
+    pub progress: Progress,
+    /// The answers to an earlier `input_required` round, with the state the handler
+    /// returned then (already verified and decoded).
+    pub input: Option<InputRound>,
+    /// Fires when the call should stop: the client went away or the server is stopping.
+    pub cancel: CancellationToken,
+}
+
+/// The answers of one multi round-trip retry.
+#[derive(Clone, Debug)]
+pub struct InputRound {
+    /// The client's answers by key.
+    pub responses: InputResponses,
+    /// The state the handler returned with its `input_required` result.
+    pub state: Value,
+}
+
+/// What a handler returns.
+#[derive(Debug)]
+pub enum ToolOutcome {
+    /// The final result (a tool failure is a result with `isError`).
+    Result(CallToolResult),
+    /// Ask the client for input; `state` comes back, integrity-protected, on the retry.
+    InputRequired {
+        /// What to ask, by key.
+        requests: InputRequests,
+        /// The handler's private state for the next round.
+        state: Value,
+    },
+    /// A protocol-level failure.
+    Error(ToolError),
+}
+
+impl From<CallToolResult> for ToolOutcome {
+    fn from(result: CallToolResult) -> Self {
+        ToolOutcome::Result(result)
+    }
+}
+
+/// Failures a handler reports as JSON-RPC errors rather than tool results.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments or input responses are unusable (-32602).
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// The call needs a client capability the request did not declare (-32021).
+    #[error("missing client capability: {message}")]
+    MissingCapability {
+        /// What to tell the client.
+        message: String,
+        /// The capabilities needed, shaped like `ClientCapabilities`.
+        required: ClientCapabilities,
+    },
+    /// Something failed inside the server (-32603); the message must be safe to show.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The future a handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = ToolOutcome> + Send>>;
+
+/// Runs a tool.
+pub trait ToolHandler: Send + Sync + 'static {
+    /// Runs one call.
+    fn call(&self, call: ToolCall) -> ToolFuture;
+}
+
+impl<F, Fut> ToolHandler for F
+where
+    F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ToolOutcome> + Send + 'static,
+{
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        Box::pin(self(call))
+    }
+}
+
+/// A registered tool: its spec, compiled argument validator and handler.
+pub struct RegisteredTool {
+    /// What it declares.
+    pub spec: ToolSpec,
+    validator: jsonschema::Validator,
+    handler: Arc<dyn ToolHandler>,
+}
+
+impl RegisteredTool {
+    /// Checks arguments against the input schema; `Err` lists every violation.
+    ///
+    /// # Errors
+    /// A message naming each invalid or unknown argument.
+    pub fn validate(&self, arguments: &JsonObject) -> Result<(), String> {
+        let instance = Value::Object(arguments.clone());
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(&instance)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() { error.to_string() } else { format!("{path}: {error}") }
+            })
+            .collect();
+        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> Arc<dyn ToolHandler> {
+        Arc::clone(&self.handler)
+    }
+}
+
+/// Why a tool could not be registered.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// Two tools with one name.
+    #[error("a tool named {0:?} is already registered")]
+    Duplicate(String),
+    /// The name is not 1–128 characters of `[A-Za-z0-9_.-]`.
+    #[error("tool name {0:?} must be 1 to 128 characters of letters, digits, '_', '.' or '-'")]
+    BadName(String),
+    /// The input schema does not compile or is not an object schema.
+    #[error("the input schema of tool {name:?} is invalid: {reason}")]
+    BadSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// All tools, by name, in a deterministic (sorted) order.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, RegisteredTool>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool.
+    ///
+    /// # Errors
+    /// [`RegistryError`] for a duplicate or badly formed name, or a schema that does not compile.
+    pub fn register(&mut self, spec: ToolSpec, handler: impl ToolHandler) -> Result<(), RegistryError> {
+        let name = spec.name.clone();
+        let well_formed = !name.is_empty()
+            && name.len() <= 128
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !well_formed {
+            return Err(RegistryError::BadName(name));
+        }
+        if self.tools.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        if spec.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(RegistryError::BadSchema { name, reason: "the root must have type: object".into() });
+        }
+        let validator = jsonschema::validator_for(&spec.input_schema)
+            .map_err(|err| RegistryError::BadSchema { name: name.clone(), reason: err.to_string() })?;
+        self.tools.insert(name, RegisteredTool { spec, validator, handler: Arc::new(handler) });
+        Ok(())
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.tools.get(name)
+    }
+
+    /// Every tool, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+}
+
+/// Sends progress notifications for one call, when the request carried a progress token.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    sink: Option<(ProgressToken, mpsc::UnboundedSender<ProgressUpdate>)>,
+}
+
+/// One progress report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressUpdate {
+    /// The request's token.
+    pub token: ProgressToken,
+    /// Progress so far.
+    pub progress: u64,
+    /// The total, when known.
+    pub total: Option<u64>,
+    /// What is happening.
+    pub message: Option<String>,
+}
+
+impl Progress {
+    /// A reporter that sends updates for `token` into `sender`.
+    pub fn new(token: ProgressToken, sender: mpsc::UnboundedSender<ProgressUpdate>) -> Self {
+        Self { sink: Some((token, sender)) }
+    }
+
+    /// Whether the client asked for progress.
+    pub fn is_enabled(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// Reports progress; a no-op when the client asked for none or has gone away.
+    pub fn report(&self, progress: u64, total: Option<u64>, message: Option<String>) {
+        if let Some((token, sender)) = &self.sink {
+            let update = ProgressUpdate { token: token.clone(), progress, total, message };
+            // A closed channel means the response stream is gone; the call's cancel
+            // token fires for that, so there is nothing to do here.
+            let _ = sender.send(update);
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! `platform_info` (who am I, which persona, which tools and connections, whether
+//! tasks are on) and `list_connections`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::config::ConnectionConfig;
+use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
+
+/// The name of the platform information tool.
+pub const PLATFORM_INFO: &str = "platform_info";
+/// The name of the connection listing tool.
+pub const LIST_CONNECTIONS: &str = "list_connections";
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(true),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(false),
+        ..ToolAnnotations::default()
+    }
+}
+
+pub(super) fn register(
+    registry: &mut ToolRegistry,
+    connections: Arc<BTreeMap<String, ConnectionConfig>>,
+) -> Result<(), RegistryError> {
+    // The tool list and connections are captured when the app is built; both are
+    // fixed for the life of the process.
+    let tool_names: Arc<Vec<String>> = Arc::new(
+        registry
+            .iter()
+            .map(|tool| tool.spec.name.clone())
+            .chain([PLATFORM_INFO.to_owned(), LIST_CONNECTIONS.to_owned()])
+            .collect(),
+    );
+    let no_arguments = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    registry.register(
+        ToolSpec::new(
+            PLATFORM_INFO,
+            "Describes this Docket server and the caller: identity, persona, the tools and \
+             connections the caller may use, and whether long calls run as tasks.",
+            no_arguments.clone(),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let tool_names = Arc::clone(&tool_names);
+            async move { ToolOutcome::Result(platform_info(&call, &tool_names)) }
+        },
+    )?;
+    registry.register(
+        ToolSpec::new(
+            LIST_CONNECTIONS,
+            "Lists the data connections (Trino, HTTP APIs, GraphQL) the caller may use, with their kind and description.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["trino", "api", "graphql"], "description": "Only connections of this kind."}
+                },
+                "additionalProperties": false
+            }),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let connections = Arc::clone(&connections);
+            async move {
+                let kind = call.arguments.get("kind").and_then(Value::as_str);
+                let visible = visible_connections(connections.iter(), |name| call.persona.may_use_connection(name), kind);
+                ToolOutcome::Result(CallToolResult::structured(json!({ "connections": visible })))
+            }
+        },
+    )?;
+    Ok(())
+}
+
+fn platform_info(call: &ToolCall, tool_names: &[String]) -> CallToolResult {
+    let identity = &call.identity;
+    let persona = &call.persona;
+    let tools: Vec<&String> = tool_names.iter().filter(|name| persona.may_call_tool(name)).collect();
+    CallToolResult::structured(json!({
+        "server": {
+            "name": crate::app::SERVER_NAME,
+            "version": env!("CARGO_PKG_VERSION"),
+            "protocol_version": docket_protocol::PROTOCOL_VERSION,
+        },
+        "identity": {
+            "subject": identity.subject,
+            "name": identity.display_name,
+            "email": identity.email,
+            "roles": identity.roles,
+            "auth_type": identity.kind.as_str(),
+        },
+        "persona": persona.name,
+        "is_admin": persona.is_admin,
+        "tools": tools,
+        "tasks": { "enabled": false, "reason": "no task store is configured on this server" },
+    }))
+}
+
+/// The connections a caller may see, as `list_connections` reports them.
+fn visible_connections<'a>(
+    connections: impl Iterator<Item = (&'a String, &'a ConnectionConfig)>,
+    may_use: impl Fn(&str) -> bool,
+    kind: Option<&str>,
+) -> Vec<Value> {
+    connections
+        .filter(|(name, connection)| may_use(name) && kind.is_none_or(|kind| connection.kind.as_str() == kind))
+        .map(|(name, connection)| {
+            json!({ "name": name, "kind": connection.kind.as_str(), "description": connection.description })
+        })
+        .collect()
+}

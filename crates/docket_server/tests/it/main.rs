@@ -1,0 +1,3 @@
+//! The one integration test binary of `docket_server`: each module covers one area.
+
+mod auth;
