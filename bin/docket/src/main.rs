@@ -55,7 +55,8 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     let Some(path) = path else {
         return Ok(Config::embedded_default());
     };
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let config = Config::from_yaml(&text, &|name| std::env::var(name).ok())
         .with_context(|| format!("invalid configuration in {}", path.display()))?;
     Ok(config)
@@ -70,7 +71,10 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
 fn serve(path: Option<&Path>) -> anyhow::Result<()> {
     let config = load_config(path)?;
     init_tracing(config.logging.format, &config.logging.level);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
     runtime.block_on(async move {
         let address = config.server.address;
         let app = App::builder(config).build().context("cannot start the server")?;
@@ -116,7 +120,9 @@ async fn shutdown_signal() {
 fn init_tracing(format: LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Pretty => builder.init(),

@@ -66,7 +66,11 @@ pub struct AppBuilder {
 impl App {
     /// A builder for `config`.
     pub fn builder(config: Config) -> AppBuilder {
-        AppBuilder { config, registry: ToolRegistry::new(), sse_keepalive: Duration::from_secs(15) }
+        AppBuilder {
+            config,
+            registry: ToolRegistry::new(),
+            sse_keepalive: Duration::from_secs(15),
+        }
     }
 
     /// The configuration the app runs with.
@@ -95,7 +99,11 @@ impl AppBuilder {
     ///
     /// # Errors
     /// [`RegistryError`] when the name is taken or malformed or the schema is invalid.
-    pub fn tool(mut self, spec: ToolSpec, handler: impl ToolHandler) -> Result<Self, RegistryError> {
+    pub fn tool(
+        mut self,
+        spec: ToolSpec,
+        handler: impl ToolHandler,
+    ) -> Result<Self, RegistryError> {
         self.registry.register(spec, handler)?;
         Ok(self)
     }
@@ -113,7 +121,11 @@ impl AppBuilder {
     /// [`BuildError`] for an inconsistent configuration, an auth setup failure or a
     /// tool that clashes with a platform tool.
     pub fn build(self) -> Result<App, BuildError> {
-        let AppBuilder { config, mut registry, sse_keepalive } = self;
+        let AppBuilder {
+            config,
+            mut registry,
+            sse_keepalive,
+        } = self;
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(crate::config::ConfigError { problems }.into());
@@ -138,6 +150,8 @@ impl AppBuilder {
             draining: AtomicBool::new(false),
             sse_keepalive,
         };
-        Ok(App { state: Arc::new(state) })
+        Ok(App {
+            state: Arc::new(state),
+        })
     }
 }

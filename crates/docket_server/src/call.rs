@@ -30,7 +30,11 @@ use crate::request_state::Binding;
 use crate::tools::{PLATFORM_INFO, error_result};
 
 /// Runs one `tools/call`.
-pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option<Value>) -> Result<Reply, McpError> {
+pub(crate) async fn call_tool(
+    app: &App,
+    context: RequestContext,
+    params: Option<Value>,
+) -> Result<Reply, McpError> {
     let started = Instant::now();
     let params: CallToolParams = serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|err| McpError::InvalidParams(format!("invalid tools/call params: {err}")))?;
@@ -40,12 +44,19 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
         .get(&params.name)
         .ok_or_else(|| McpError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
     let arguments = params.arguments.clone().unwrap_or_default();
-    headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments).map_err(McpError::HeaderMismatch)?;
+    headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments)
+        .map_err(McpError::HeaderMismatch)?;
 
     let identity = &context.identity;
     let refuse = |result: CallToolResult| {
-        state.metrics.record_tool_call(&params.name, CallOutcome::Refused, started.elapsed());
-        tracing::info!(tool = params.name, subject = identity.subject, "tool call refused");
+        state
+            .metrics
+            .record_tool_call(&params.name, CallOutcome::Refused, started.elapsed());
+        tracing::info!(
+            tool = params.name,
+            subject = identity.subject,
+            "tool call refused"
+        );
         to_value(&result).map(Reply::Json)
     };
 
@@ -54,7 +65,10 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
         return refuse(error_result(
             "unauthorized",
             "authorization_denied",
-            &format!("not authorized: no persona matches the roles of {}", identity.display_name),
+            &format!(
+                "not authorized: no persona matches the roles of {}",
+                identity.display_name
+            ),
             "Ask an administrator to give you a role that maps to a persona.",
         ));
     };
@@ -62,8 +76,14 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
         return refuse(error_result(
             "unauthorized",
             "authorization_denied",
-            &format!("not authorized: tool not allowed for persona: {}", persona.name),
-            &format!("Persona \"{}\" is not permitted to call \"{}\". Request access from an administrator.", persona.name, params.name),
+            &format!(
+                "not authorized: tool not allowed for persona: {}",
+                persona.name
+            ),
+            &format!(
+                "Persona \"{}\" is not permitted to call \"{}\". Request access from an administrator.",
+                persona.name, params.name
+            ),
         ));
     }
     if let Some(Value::String(connection)) = arguments.get("connection") {
@@ -71,8 +91,14 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
             return refuse(error_result(
                 "unauthorized",
                 "authorization_denied",
-                &format!("not authorized: connection not allowed for persona: {}", persona.name),
-                &format!("Persona \"{}\" may not use connection \"{connection}\".", persona.name),
+                &format!(
+                    "not authorized: connection not allowed for persona: {}",
+                    persona.name
+                ),
+                &format!(
+                    "Persona \"{}\" may not use connection \"{connection}\".",
+                    persona.name
+                ),
             ));
         }
     }
@@ -84,32 +110,60 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
             return refuse(error_result(
                 "rate_limited",
                 "rate_limited",
-                &format!("RATE_LIMITED: too many tool calls in a short window; {} was refused", params.name),
-                &format!("Wait {} seconds before calling again.", limited.retry_after.as_secs().max(1)),
+                &format!(
+                    "RATE_LIMITED: too many tool calls in a short window; {} was refused",
+                    params.name
+                ),
+                &format!(
+                    "Wait {} seconds before calling again.",
+                    limited.retry_after.as_secs().max(1)
+                ),
             ));
         }
     }
     let declares_tasks = context.meta.client_capabilities.declares_tasks();
     if tool.spec.task_support == TaskSupport::Required && !declares_tasks {
         return Err(McpError::MissingCapability {
-            message: format!("the tool {} runs only as a task: declare the io.modelcontextprotocol/tasks extension", params.name),
-            required: docket_protocol::meta::ClientCapabilities::with_extension(docket_protocol::TASKS_EXTENSION),
+            message: format!(
+                "the tool {} runs only as a task: declare the io.modelcontextprotocol/tasks extension",
+                params.name
+            ),
+            required: docket_protocol::meta::ClientCapabilities::with_extension(
+                docket_protocol::TASKS_EXTENSION,
+            ),
         });
     }
-    tool.validate(&arguments)
-        .map_err(|problems| McpError::InvalidParams(format!("invalid arguments for tool {}: {problems}", params.name)))?;
+    tool.validate(&arguments).map_err(|problems| {
+        McpError::InvalidParams(format!(
+            "invalid arguments for tool {}: {problems}",
+            params.name
+        ))
+    })?;
 
     // Consent and other multi round-trip input: the state must be ours, for this
     // caller and this very call.
     let now = unix_now();
-    let binding = Binding { subject: &identity.subject, tool: &params.name, arguments: &arguments };
+    let binding = Binding {
+        subject: &identity.subject,
+        tool: &params.name,
+        arguments: &arguments,
+    };
     let input = match (&params.request_state, &params.input_responses) {
         (None, None) => None,
         (Some(sealed), responses) => {
-            let state_value = state.state_key.open(sealed, binding, now).map_err(|err| McpError::InvalidParams(err.to_string()))?;
-            Some(InputRound { responses: responses.clone().unwrap_or_default(), state: state_value })
+            let state_value = state
+                .state_key
+                .open(sealed, binding, now)
+                .map_err(|err| McpError::InvalidParams(err.to_string()))?;
+            Some(InputRound {
+                responses: responses.clone().unwrap_or_default(),
+                state: state_value,
+            })
         }
-        (None, Some(responses)) => Some(InputRound { responses: responses.clone(), state: Value::Null }),
+        (None, Some(responses)) => Some(InputRound {
+            responses: responses.clone(),
+            state: Value::Null,
+        }),
     };
 
     let cancel = CancellationToken::new();
@@ -130,8 +184,18 @@ pub(crate) async fn call_tool(app: &App, context: RequestContext, params: Option
         cancel: cancel.clone(),
     };
     let handler = tool.handler();
-    let running = RunningCall { handle: tokio::spawn(async move { handler.call(call).await }), cancel };
-    let finish = Finish { app: app.clone(), tool: params.name.clone(), subject: identity.subject.clone(), arguments, started, now };
+    let running = RunningCall {
+        handle: tokio::spawn(async move { handler.call(call).await }),
+        cancel,
+    };
+    let finish = Finish {
+        app: app.clone(),
+        tool: params.name.clone(),
+        subject: identity.subject.clone(),
+        arguments,
+        started,
+        now,
+    };
 
     match progress_updates {
         None => {
@@ -157,7 +221,9 @@ impl RunningCall {
     async fn wait(mut self) -> ToolOutcome {
         match (&mut self.handle).await {
             Ok(outcome) => outcome,
-            Err(err) => ToolOutcome::Error(crate::registry::ToolError::Internal(format!("the tool stopped unexpectedly: {err}"))),
+            Err(err) => ToolOutcome::Error(crate::registry::ToolError::Internal(format!(
+                "the tool stopped unexpectedly: {err}"
+            ))),
         }
     }
 }
@@ -196,7 +262,11 @@ async fn stream_call(
     };
     // Progress sent just before the end still goes out first, in order.
     while let Ok(update) = updates.try_recv() {
-        if items.send(StreamItem::Notification(progress_notification(update))).await.is_err() {
+        if items
+            .send(StreamItem::Notification(progress_notification(update)))
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -236,11 +306,22 @@ impl Finish {
         let state = &self.app.state;
         let (label, answer) = match outcome {
             ToolOutcome::Result(result) => {
-                let label = if result.is_error() { CallOutcome::ToolError } else { CallOutcome::Ok };
+                let label = if result.is_error() {
+                    CallOutcome::ToolError
+                } else {
+                    CallOutcome::Ok
+                };
                 (label, to_value(&result))
             }
-            ToolOutcome::InputRequired { requests, state: handler_state } => {
-                let binding = Binding { subject: &self.subject, tool: &self.tool, arguments: &self.arguments };
+            ToolOutcome::InputRequired {
+                requests,
+                state: handler_state,
+            } => {
+                let binding = Binding {
+                    subject: &self.subject,
+                    tool: &self.tool,
+                    arguments: &self.arguments,
+                };
                 let result = InputRequiredResult {
                     result_type: ResultType::InputRequired,
                     input_requests: Some(requests),
@@ -259,6 +340,7 @@ impl Finish {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
-

@@ -82,7 +82,10 @@ impl fmt::Debug for ServerConfig {
             .field("replica_id", &self.replica_id)
             .field("shutdown", &self.shutdown)
             .field("max_request_bytes", &self.max_request_bytes)
-            .field("request_state_secret", &self.request_state_secret.as_ref().map(|_| "<redacted>"))
+            .field(
+                "request_state_secret",
+                &self.request_state_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -108,7 +111,9 @@ pub struct ShutdownConfig {
 
 impl Default for ShutdownConfig {
     fn default() -> Self {
-        Self { grace_period: Duration::from_secs(25) }
+        Self {
+            grace_period: Duration::from_secs(25),
+        }
     }
 }
 
@@ -172,7 +177,10 @@ pub struct LoggingConfig {
 
 impl Default for LoggingConfig {
     fn default() -> Self {
-        Self { format: LogFormat::Pretty, level: "info".into() }
+        Self {
+            format: LogFormat::Pretty,
+            level: "info".into(),
+        }
     }
 }
 
@@ -210,19 +218,30 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] listing every unknown key, unset variable, type error and
     /// inconsistency found.
-    pub fn from_yaml(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn from_yaml(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let mut problems = Vec::new();
         let mut value: yaml_serde::Value = match yaml_serde::from_str(text) {
             Ok(yaml_serde::Value::Null) => yaml_serde::Value::Mapping(Default::default()),
             Ok(value) => value,
-            Err(err) => return Err(ConfigError { problems: vec![format!("not valid YAML: {err}")] }),
+            Err(err) => {
+                return Err(ConfigError {
+                    problems: vec![format!("not valid YAML: {err}")],
+                });
+            }
         };
         expand_env(&mut value, "", env, &mut problems);
 
         let mut unknown = Vec::new();
         let parsed: Result<Config, _> =
             serde_ignored::deserialize(value, |path| unknown.push(path.to_string()));
-        problems.extend(unknown.into_iter().map(|path| format!("{path}: unknown key")));
+        problems.extend(
+            unknown
+                .into_iter()
+                .map(|path| format!("{path}: unknown key")),
+        );
         let config = match parsed {
             Ok(config) => config,
             Err(err) => {
@@ -231,7 +250,11 @@ impl Config {
             }
         };
         problems.extend(config.problems());
-        if problems.is_empty() { Ok(config) } else { Err(ConfigError { problems }) }
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError { problems })
+        }
     }
 
     /// Inconsistencies between sections, as sentences prefixed by the key path.
@@ -283,15 +306,13 @@ fn expand_env(
     problems: &mut Vec<String>,
 ) {
     match value {
-        yaml_serde::Value::String(text) if text.contains("${") => {
-            match expand_string(text, env) {
-                Ok(expanded) => *text = expanded,
-                Err(name) => problems.push(format!(
-                    "{}: environment variable {name} is not set",
-                    if path.is_empty() { "." } else { path }
-                )),
-            }
-        }
+        yaml_serde::Value::String(text) if text.contains("${") => match expand_string(text, env) {
+            Ok(expanded) => *text = expanded,
+            Err(name) => problems.push(format!(
+                "{}: environment variable {name} is not set",
+                if path.is_empty() { "." } else { path }
+            )),
+        },
         yaml_serde::Value::Sequence(items) => {
             for (index, item) in items.iter_mut().enumerate() {
                 expand_env(item, &format!("{path}[{index}]"), env, problems);
@@ -300,7 +321,11 @@ fn expand_env(
         yaml_serde::Value::Mapping(mapping) => {
             for (key, item) in mapping.iter_mut() {
                 let key = key.as_str().unwrap_or("?");
-                let child = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
+                let child = if path.is_empty() {
+                    key.to_owned()
+                } else {
+                    format!("{path}.{key}")
+                };
                 expand_env(item, &child, env, problems);
             }
         }
@@ -341,7 +366,9 @@ fn expand_string(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Str
 /// A message saying what was expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let amount: u64 = digits
         .parse()
@@ -351,7 +378,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "" | "s" => Duration::from_secs(amount),
         "m" => Duration::from_secs(amount.saturating_mul(60)),
         "h" => Duration::from_secs(amount.saturating_mul(3600)),
-        other => return Err(format!("{text:?} has an unknown unit {other:?} (use ms, s, m or h)")),
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?} (use ms, s, m or h)"
+            ));
+        }
     };
     Ok(duration)
 }
@@ -360,7 +391,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// When the value is not a duration.
-pub fn deserialize_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+pub fn deserialize_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -387,14 +420,18 @@ mod tests {
     #[test]
     fn an_empty_file_is_the_default() {
         let config = Config::from_yaml("", &env).expect("valid");
-        assert_eq!(config.server.address, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(
+            config.server.address,
+            SocketAddr::from(([127, 0, 0, 1], 8080))
+        );
         assert_eq!(config.server.shutdown.grace_period, Duration::from_secs(25));
         assert!(!config.auth.allow_anonymous);
     }
 
     #[test]
     fn env_references_are_expanded() {
-        let text = "auth:\n  api_keys:\n    - { name: alice, key: \"${ALICE_KEY}\", roles: [analyst] }\n";
+        let text =
+            "auth:\n  api_keys:\n    - { name: alice, key: \"${ALICE_KEY}\", roles: [analyst] }\n";
         let config = Config::from_yaml(text, &env).expect("valid");
         assert_eq!(config.auth.api_keys[0].key.as_deref(), Some("s3cret-alice"));
         assert_eq!(expand_string("a$${b}c", &env).as_deref(), Ok("a${b}c"));
@@ -408,7 +445,10 @@ mod tests {
         let all = err.problems.join("\n");
         assert!(all.contains("server.adress: unknown key"), "{all}");
         assert!(all.contains("foo: unknown key"), "{all}");
-        assert!(all.contains("auth.api_keys[0].key: environment variable MISSING is not set"), "{all}");
+        assert!(
+            all.contains("auth.api_keys[0].key: environment variable MISSING is not set"),
+            "{all}"
+        );
     }
 
     #[test]
@@ -416,8 +456,12 @@ mod tests {
         let text = "server: { address: \"0.0.0.0:8080\" }\nauth: { allow_anonymous: true }\n";
         let err = Config::from_yaml(text, &env).expect_err("invalid");
         assert!(err.problems.iter().any(|p| p.contains("loopback")), "{err}");
-        let no_credentials = Config::from_yaml("server: { address: \"0.0.0.0:8080\" }\n", &env).expect_err("invalid");
-        assert!(no_credentials.problems[0].contains("no credentials"), "{no_credentials}");
+        let no_credentials = Config::from_yaml("server: { address: \"0.0.0.0:8080\" }\n", &env)
+            .expect_err("invalid");
+        assert!(
+            no_credentials.problems[0].contains("no credentials"),
+            "{no_credentials}"
+        );
     }
 
     #[test]

@@ -61,7 +61,11 @@ pub(crate) fn routing_name(method: &str, params: Option<&Value>) -> Option<Strin
 }
 
 /// Runs one request.
-pub(crate) async fn dispatch(app: &App, context: RequestContext, request: Request) -> Result<Reply, McpError> {
+pub(crate) async fn dispatch(
+    app: &App,
+    context: RequestContext,
+    request: Request,
+) -> Result<Reply, McpError> {
     match request.method.as_str() {
         "server/discover" => Ok(Reply::Json(discover()?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
@@ -73,7 +77,10 @@ pub(crate) async fn dispatch(app: &App, context: RequestContext, request: Reques
 fn discover() -> Result<Value, McpError> {
     let result = DiscoverResult {
         result_type: ResultType::Complete,
-        supported_versions: docket_protocol::SUPPORTED_VERSIONS.iter().map(|v| (*v).to_owned()).collect(),
+        supported_versions: docket_protocol::SUPPORTED_VERSIONS
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect(),
         capabilities: ServerCapabilities {
             tools: Some(ToolsCapability { list_changed: None }),
             extensions: None,
@@ -97,7 +104,11 @@ fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
         .state
         .registry
         .iter()
-        .filter(|tool| persona.as_ref().is_some_and(|persona| persona.may_call_tool(&tool.spec.name)))
+        .filter(|tool| {
+            persona
+                .as_ref()
+                .is_some_and(|persona| persona.may_call_tool(&tool.spec.name))
+        })
         .map(|tool| tool.spec.to_wire())
         .collect();
     // The list depends on who asks, so only this caller may reuse it.
@@ -113,5 +124,6 @@ fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
 
 /// Serializes a result.
 pub(crate) fn to_value(result: &impl serde::Serialize) -> Result<Value, McpError> {
-    serde_json::to_value(result).map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
+    serde_json::to_value(result)
+        .map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
 }

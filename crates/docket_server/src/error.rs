@@ -49,7 +49,9 @@ impl From<ToolError> for McpError {
     fn from(error: ToolError) -> Self {
         match error {
             ToolError::InvalidParams(message) => McpError::InvalidParams(message),
-            ToolError::MissingCapability { message, required } => McpError::MissingCapability { message, required },
+            ToolError::MissingCapability { message, required } => {
+                McpError::MissingCapability { message, required }
+            }
             ToolError::Internal(message) => McpError::Internal(message),
         }
     }
@@ -65,18 +67,36 @@ impl McpError {
         }
         match self {
             McpError::Parse(detail) => (StatusCode::BAD_REQUEST, ErrorObject::parse_error(detail)),
-            McpError::InvalidRequest(detail) => (StatusCode::BAD_REQUEST, ErrorObject::invalid_request(detail)),
-            McpError::InvalidMeta(detail) => (StatusCode::BAD_REQUEST, ErrorObject::invalid_params(detail.clone())),
-            McpError::HeaderMismatch(detail) => (StatusCode::BAD_REQUEST, ErrorObject::header_mismatch(detail.clone())),
-            McpError::UnsupportedVersion(requested) => {
-                (StatusCode::BAD_REQUEST, ErrorObject::unsupported_version(requested))
+            McpError::InvalidRequest(detail) => (
+                StatusCode::BAD_REQUEST,
+                ErrorObject::invalid_request(detail),
+            ),
+            McpError::InvalidMeta(detail) => (
+                StatusCode::BAD_REQUEST,
+                ErrorObject::invalid_params(detail.clone()),
+            ),
+            McpError::HeaderMismatch(detail) => (
+                StatusCode::BAD_REQUEST,
+                ErrorObject::header_mismatch(detail.clone()),
+            ),
+            McpError::UnsupportedVersion(requested) => (
+                StatusCode::BAD_REQUEST,
+                ErrorObject::unsupported_version(requested),
+            ),
+            McpError::MethodNotFound(method) => {
+                (StatusCode::NOT_FOUND, ErrorObject::method_not_found(method))
             }
-            McpError::MethodNotFound(method) => (StatusCode::NOT_FOUND, ErrorObject::method_not_found(method)),
-            McpError::MissingCapability { message, required } => {
-                (StatusCode::BAD_REQUEST, ErrorObject::missing_capability(message.clone(), required.clone()))
+            McpError::MissingCapability { message, required } => (
+                StatusCode::BAD_REQUEST,
+                ErrorObject::missing_capability(message.clone(), required.clone()),
+            ),
+            McpError::InvalidParams(detail) => {
+                (StatusCode::OK, ErrorObject::invalid_params(detail.clone()))
             }
-            McpError::InvalidParams(detail) => (StatusCode::OK, ErrorObject::invalid_params(detail.clone())),
-            McpError::Internal(_) => (StatusCode::OK, ErrorObject::internal("internal error; see the server log")),
+            McpError::Internal(_) => (
+                StatusCode::OK,
+                ErrorObject::internal("internal error; see the server log"),
+            ),
         }
     }
 }

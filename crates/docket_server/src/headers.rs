@@ -31,20 +31,29 @@ pub fn read(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
     if values.next().is_some() {
         return Err(format!("the {name} header is repeated"));
     }
-    let text = raw.to_str().map_err(|_| format!("the {name} header has invalid characters"))?;
+    let text = raw
+        .to_str()
+        .map_err(|_| format!("the {name} header has invalid characters"))?;
     let text = text.trim_matches(|c| c == ' ' || c == '\t');
     if text.chars().any(|c| c.is_ascii_control()) {
         return Err(format!("the {name} header has invalid characters"));
     }
-    decode(text).map(Some).map_err(|reason| format!("the {name} header {reason}"))
+    decode(text)
+        .map(Some)
+        .map_err(|reason| format!("the {name} header {reason}"))
 }
 
 /// Decodes the `=?base64?…?=` wrapper; other values are returned as they are.
 fn decode(text: &str) -> Result<String, String> {
-    let Some(inner) = text.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) else {
+    let Some(inner) = text
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    else {
         return Ok(text.to_owned());
     };
-    let bytes = STANDARD.decode(inner).map_err(|_| "has an invalid base64 value".to_owned())?;
+    let bytes = STANDARD
+        .decode(inner)
+        .map_err(|_| "has an invalid base64 value".to_owned())?;
     String::from_utf8(bytes).map_err(|_| "has a base64 value that is not UTF-8".to_owned())
 }
 
@@ -52,9 +61,16 @@ fn decode(text: &str) -> Result<String, String> {
 ///
 /// # Errors
 /// A message naming the header and both values.
-pub fn require_match(headers: &HeaderMap, name: &str, display: &str, expected: &str) -> Result<(), String> {
+pub fn require_match(
+    headers: &HeaderMap,
+    name: &str,
+    display: &str,
+    expected: &str,
+) -> Result<(), String> {
     match read(headers, name)? {
-        None => Err(format!("the {display} header is required and must be {expected:?}")),
+        None => Err(format!(
+            "the {display} header is required and must be {expected:?}"
+        )),
         Some(actual) if actual == expected => Ok(()),
         Some(actual) => Err(format!(
             "Header mismatch: {display} header value {actual:?} does not match body value {expected:?}"
@@ -68,7 +84,11 @@ pub fn require_match(headers: &HeaderMap, name: &str, display: &str, expected: &
 ///
 /// # Errors
 /// A message naming the first header that is missing or differs.
-pub fn check_param_headers(headers: &HeaderMap, input_schema: &Value, arguments: &serde_json::Map<String, Value>) -> Result<(), String> {
+pub fn check_param_headers(
+    headers: &HeaderMap,
+    input_schema: &Value,
+    arguments: &serde_json::Map<String, Value>,
+) -> Result<(), String> {
     let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else {
         return Ok(());
     };
@@ -82,7 +102,9 @@ pub fn check_param_headers(headers: &HeaderMap, input_schema: &Value, arguments:
         let name = format!("{PARAM_PREFIX}{}", header.to_ascii_lowercase());
         let display = format!("Mcp-Param-{header}");
         let Some(actual) = read(headers, &name)? else {
-            return Err(format!("the {display} header is required because argument {property:?} is set"));
+            return Err(format!(
+                "the {display} header is required because argument {property:?} is set"
+            ));
         };
         let matches = match value {
             Value::String(text) => actual == *text,
@@ -143,8 +165,19 @@ mod tests {
         }});
         let args = json!({"region": "eu-west", "limit": 10, "other": "x"});
         let args = args.as_object().expect("object");
-        assert!(check_param_headers(&headers(&[("mcp-param-region", "eu-west"), ("mcp-param-limit", "010")]), &schema, args).is_ok());
-        assert!(check_param_headers(&headers(&[("mcp-param-region", "us")]), &schema, args).is_err());
-        assert!(check_param_headers(&headers(&[("mcp-param-limit", "10")]), &schema, args).is_err());
+        assert!(
+            check_param_headers(
+                &headers(&[("mcp-param-region", "eu-west"), ("mcp-param-limit", "010")]),
+                &schema,
+                args
+            )
+            .is_ok()
+        );
+        assert!(
+            check_param_headers(&headers(&[("mcp-param-region", "us")]), &schema, args).is_err()
+        );
+        assert!(
+            check_param_headers(&headers(&[("mcp-param-limit", "10")]), &schema, args).is_err()
+        );
     }
 }

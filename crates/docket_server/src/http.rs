@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use docket_protocol::error::ErrorObject;
-use docket_protocol::jsonrpc::{ClientMessage, MessageError, OutgoingNotification, Request, RequestId, Response as RpcResponse};
+use docket_protocol::jsonrpc::{
+    ClientMessage, MessageError, OutgoingNotification, Request, RequestId, Response as RpcResponse,
+};
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_server_info;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
@@ -48,7 +50,11 @@ pub const MCP_PATH: &str = "/mcp";
 ///
 /// # Errors
 /// Only when accepting connections fails in a way that cannot be retried.
-pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    app: App,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     let builder = hyper::server::conn::http1::Builder::new();
     tokio::pin!(shutdown);
@@ -88,54 +94,82 @@ pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output
     app.start_draining();
     let grace = app.config().server.shutdown.grace_period;
     tracing::info!(?grace, "shutting down: waiting for open requests");
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("grace period over; closing the remaining connections");
     }
     Ok(())
 }
 
 /// Routes one HTTP request.
-async fn route(app: &App, request: hyper::Request<Incoming>, peer: SocketAddr) -> hyper::Response<Body> {
+async fn route(
+    app: &App,
+    request: hyper::Request<Incoming>,
+    peer: SocketAddr,
+) -> hyper::Response<Body> {
     let path = request.uri().path().to_owned();
     match (request.method(), path.as_str()) {
         (&Method::POST, MCP_PATH) => {
             let started = Instant::now();
             let (method, response) = handle_mcp(app, request).await;
-            app.state.metrics.record_request(&method, response.status().as_u16());
+            app.state
+                .metrics
+                .record_request(&method, response.status().as_u16());
             tracing::debug!(%peer, method, status = response.status().as_u16(), elapsed = ?started.elapsed(), "mcp request");
             response
         }
         (_, MCP_PATH) => {
-            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the MCP endpoint accepts POST only\n");
-            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+            let mut response = plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the MCP endpoint accepts POST only\n",
+            );
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
             response
         }
         (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
-        (&Method::GET, "/readyz") if app.is_draining() => plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+        (&Method::GET, "/readyz") if app.is_draining() => {
+            plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+        }
         (&Method::GET, "/readyz") => plain(StatusCode::OK, "ready\n"),
         (&Method::GET, "/metrics") => {
             let mut response = full(StatusCode::OK, app.state.metrics.render());
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
             response
         }
         (&Method::GET, "/.well-known/oauth-protected-resource")
         | (&Method::GET, "/.well-known/oauth-protected-resource/mcp") => {
             let resource = format!("{}{MCP_PATH}", app.config().server.base_url());
-            json_response(StatusCode::OK, &app.state.authenticator.protected_resource_metadata(&resource))
+            json_response(
+                StatusCode::OK,
+                &app.state
+                    .authenticator
+                    .protected_resource_metadata(&resource),
+            )
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
 /// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics.
-async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hyper::Response<Body>) {
+async fn handle_mcp(
+    app: &App,
+    request: hyper::Request<Incoming>,
+) -> (String, hyper::Response<Body>) {
     let unknown = || "-".to_owned();
     let (parts, body) = request.into_parts();
     if let Err(reason) = check_origin_and_host(app, &parts.headers) {
         tracing::info!(reason, "refused a request from a foreign origin or host");
-        return (unknown(), plain(StatusCode::FORBIDDEN, &format!("{reason}\n")));
+        return (
+            unknown(),
+            plain(StatusCode::FORBIDDEN, &format!("{reason}\n")),
+        );
     }
     let identity = match app.state.authenticator.authenticate(&parts.headers).await {
         Ok(identity) => identity,
@@ -144,10 +178,21 @@ async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hy
     if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
         let is_json = content_type
             .to_str()
-            .map(|value| value.trim().to_ascii_lowercase().starts_with("application/json"))
+            .map(|value| {
+                value
+                    .trim()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            })
             .unwrap_or(false);
         if !is_json {
-            return (unknown(), plain(StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the JSON-RPC message as application/json\n"));
+            return (
+                unknown(),
+                plain(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "send the JSON-RPC message as application/json\n",
+                ),
+            );
         }
     }
     let limit = app.config().server.max_request_bytes;
@@ -159,7 +204,10 @@ async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hy
         }
         Err(err) => {
             tracing::debug!(error = %err, "could not read the request body");
-            return (unknown(), plain(StatusCode::BAD_REQUEST, "could not read the request body\n"));
+            return (
+                unknown(),
+                plain(StatusCode::BAD_REQUEST, "could not read the request body\n"),
+            );
         }
     };
     let request = match ClientMessage::parse(&bytes) {
@@ -168,9 +216,17 @@ async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hy
             tracing::debug!(method = notification.method, "notification accepted");
             return (notification.method, empty(StatusCode::ACCEPTED));
         }
-        Err(MessageError::Parse(detail)) => return (unknown(), error_response(app, None, &McpError::Parse(detail))),
+        Err(MessageError::Parse(detail)) => {
+            return (
+                unknown(),
+                error_response(app, None, &McpError::Parse(detail)),
+            );
+        }
         Err(MessageError::Invalid { id, reason }) => {
-            return (unknown(), error_response(app, id, &McpError::InvalidRequest(reason)));
+            return (
+                unknown(),
+                error_response(app, id, &McpError::InvalidRequest(reason)),
+            );
         }
     };
     let method = request.method.clone();
@@ -178,7 +234,11 @@ async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hy
         Ok(meta) => meta,
         Err(err) => return (method, error_response(app, Some(request.id), &err)),
     };
-    let context = dispatch::RequestContext { identity: std::sync::Arc::new(identity), meta, headers: parts.headers };
+    let context = dispatch::RequestContext {
+        identity: std::sync::Arc::new(identity),
+        meta,
+        headers: parts.headers,
+    };
     let id = request.id.clone();
     let response = match dispatch::dispatch(app, context, request).await {
         Ok(Reply::Json(result)) => result_response(app, id, result),
@@ -190,12 +250,28 @@ async fn handle_mcp(app: &App, request: hyper::Request<Incoming>) -> (String, hy
 
 /// The transport-level checks of a request, in the order the contract fixes.
 fn validate(request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpError> {
-    let meta = RequestMeta::from_params(request.params.as_ref()).map_err(|err| McpError::InvalidMeta(err.0))?;
+    let meta = RequestMeta::from_params(request.params.as_ref())
+        .map_err(|err| McpError::InvalidMeta(err.0))?;
     let header = |result: Result<(), String>| result.map_err(McpError::HeaderMismatch);
-    header(headers::require_match(headers, headers::PROTOCOL_VERSION, "MCP-Protocol-Version", &meta.protocol_version))?;
-    header(headers::require_match(headers, headers::METHOD, "Mcp-Method", &request.method))?;
+    header(headers::require_match(
+        headers,
+        headers::PROTOCOL_VERSION,
+        "MCP-Protocol-Version",
+        &meta.protocol_version,
+    ))?;
+    header(headers::require_match(
+        headers,
+        headers::METHOD,
+        "Mcp-Method",
+        &request.method,
+    ))?;
     if let Some(name) = dispatch::routing_name(&request.method, request.params.as_ref()) {
-        header(headers::require_match(headers, headers::NAME, "Mcp-Name", &name))?;
+        header(headers::require_match(
+            headers,
+            headers::NAME,
+            "Mcp-Name",
+            &name,
+        ))?;
     }
     if !docket_protocol::SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
         return Err(McpError::UnsupportedVersion(meta.protocol_version));
@@ -213,21 +289,37 @@ fn check_origin_and_host(app: &App, headers: &HeaderMap) -> Result<(), String> {
     let allowed_origin = |origin: &str| {
         let origin = origin.trim_end_matches('/');
         is_loopback_authority(authority_of(origin))
-            || server.allowed_origins.iter().any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
-            || server.public_base_url.as_deref().is_some_and(|base| same_origin(base, origin))
+            || server
+                .allowed_origins
+                .iter()
+                .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+            || server
+                .public_base_url
+                .as_deref()
+                .is_some_and(|base| same_origin(base, origin))
     };
     if let Some(origin) = headers.get(ORIGIN) {
-        let origin = origin.to_str().map_err(|_| "the Origin header is not valid".to_owned())?;
+        let origin = origin
+            .to_str()
+            .map_err(|_| "the Origin header is not valid".to_owned())?;
         if !allowed_origin(origin) {
             return Err(format!("origin {origin:?} is not allowed"));
         }
     }
     if let Some(host) = headers.get(HOST) {
-        let host = host.to_str().map_err(|_| "the Host header is not valid".to_owned())?;
+        let host = host
+            .to_str()
+            .map_err(|_| "the Host header is not valid".to_owned())?;
         let allowed_host = is_loopback_authority(host)
             || host.eq_ignore_ascii_case(&server.address.to_string())
-            || server.public_base_url.as_deref().is_some_and(|base| authority_of(base).eq_ignore_ascii_case(host))
-            || server.allowed_origins.iter().any(|origin| authority_of(origin).eq_ignore_ascii_case(host));
+            || server
+                .public_base_url
+                .as_deref()
+                .is_some_and(|base| authority_of(base).eq_ignore_ascii_case(host))
+            || server
+                .allowed_origins
+                .iter()
+                .any(|origin| authority_of(origin).eq_ignore_ascii_case(host));
         if !allowed_host {
             return Err(format!("host {host:?} is not allowed"));
         }
@@ -242,7 +334,10 @@ fn authority_of(url: &str) -> &str {
 }
 
 fn same_origin(base: &str, origin: &str) -> bool {
-    let scheme = |url: &str| url.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+    let scheme = |url: &str| {
+        url.split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase())
+    };
     scheme(base) == scheme(origin) && authority_of(base).eq_ignore_ascii_case(authority_of(origin))
 }
 
@@ -251,16 +346,27 @@ fn is_loopback_authority(authority: &str) -> bool {
     let host = if let Some(rest) = authority.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
     } else {
-        authority.rsplit_once(':').map_or(authority, |(host, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) { host } else { authority }
-        })
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, port)| {
+                if port.chars().all(|c| c.is_ascii_digit()) {
+                    host
+                } else {
+                    authority
+                }
+            })
     };
     host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn auth_failure(app: &App, error: &AuthError) -> hyper::Response<Body> {
-    let metadata = format!("{}/.well-known/oauth-protected-resource{MCP_PATH}", app.config().server.base_url());
+    let metadata = format!(
+        "{}/.well-known/oauth-protected-resource{MCP_PATH}",
+        app.config().server.base_url()
+    );
     match error.www_authenticate(&metadata) {
         Some(challenge) => {
             tracing::info!(error = %error, "refused a request without valid credentials");
@@ -301,7 +407,11 @@ pub(crate) enum StreamItem {
 /// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
 /// message, keep-alive comments while waiting (their failed write is how a
 /// vanished client is noticed), and the end of the stream after the final answer.
-fn sse_response(app: &App, id: RequestId, mut receiver: mpsc::Receiver<StreamItem>) -> hyper::Response<Body> {
+fn sse_response(
+    app: &App,
+    id: RequestId,
+    mut receiver: mpsc::Receiver<StreamItem>,
+) -> hyper::Response<Body> {
     let server_info = app.state.server_info.clone();
     let keepalive = app.state.sse_keepalive;
     let (frames, frame_receiver) = mpsc::channel::<Bytes>(16);
@@ -329,7 +439,10 @@ fn sse_response(app: &App, id: RequestId, mut receiver: mpsc::Receiver<StreamIte
         // Dropping `receiver` here tells the call its stream is gone.
     });
     let stream = futures_util::stream::unfold(frame_receiver, |mut receiver| async move {
-        receiver.recv().await.map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), receiver))
+        receiver
+            .recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), receiver))
     });
     let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
     let headers = response.headers_mut();
@@ -347,13 +460,18 @@ fn sse_frame(message: &impl serde::Serialize) -> Bytes {
 fn json_response(status: StatusCode, body: &impl serde::Serialize) -> hyper::Response<Body> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut response = full(status, bytes);
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
 fn plain(status: StatusCode, text: &str) -> hyper::Response<Body> {
     let mut response = full(status, text.to_owned());
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 
@@ -373,10 +491,21 @@ mod tests {
 
     #[test]
     fn loopback_authorities_are_recognised() {
-        for authority in ["127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:80", "127.0.0.2"] {
+        for authority in [
+            "127.0.0.1:8080",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:80",
+            "127.0.0.2",
+        ] {
             assert!(is_loopback_authority(authority), "{authority}");
         }
-        for authority in ["evil.example.com", "evil.example.com:8080", "10.0.0.1:80", "localhost.evil.com"] {
+        for authority in [
+            "evil.example.com",
+            "evil.example.com:8080",
+            "10.0.0.1:80",
+            "localhost.evil.com",
+        ] {
             assert!(!is_loopback_authority(authority), "{authority}");
         }
         assert_eq!(authority_of("http://127.0.0.1:9/x"), "127.0.0.1:9");

@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upper bounds of the duration histogram buckets, in seconds.
-const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
 
 /// The server's metrics.
 #[derive(Debug, Default)]
@@ -61,14 +63,20 @@ impl Metrics {
     /// Counts one HTTP request to `/mcp` by JSON-RPC method (or `-`) and status.
     pub fn record_request(&self, method: &str, status: u16) {
         if let Ok(mut inner) = self.inner.lock() {
-            *inner.requests.entry((method.to_owned(), status)).or_default() += 1;
+            *inner
+                .requests
+                .entry((method.to_owned(), status))
+                .or_default() += 1;
         }
     }
 
     /// Records one tool call.
     pub fn record_tool_call(&self, tool: &str, outcome: CallOutcome, elapsed: Duration) {
         if let Ok(mut inner) = self.inner.lock() {
-            let histogram = inner.tool_calls.entry((tool.to_owned(), outcome.label())).or_default();
+            let histogram = inner
+                .tool_calls
+                .entry((tool.to_owned(), outcome.label()))
+                .or_default();
             if histogram.counts.is_empty() {
                 histogram.counts = vec![0; BUCKETS.len()];
             }
@@ -89,26 +97,54 @@ impl Metrics {
         let Ok(inner) = self.inner.lock() else {
             return out;
         };
-        out.push_str("# HELP docket_http_requests_total MCP requests by JSON-RPC method and HTTP status.\n");
+        out.push_str(
+            "# HELP docket_http_requests_total MCP requests by JSON-RPC method and HTTP status.\n",
+        );
         out.push_str("# TYPE docket_http_requests_total counter\n");
         for ((method, status), count) in &inner.requests {
-            let _ = writeln!(out, "docket_http_requests_total{{method=\"{}\",status=\"{status}\"}} {count}", escape(method));
+            let _ = writeln!(
+                out,
+                "docket_http_requests_total{{method=\"{}\",status=\"{status}\"}} {count}",
+                escape(method)
+            );
         }
         out.push_str("# HELP docket_tool_calls_total Tool calls by tool and outcome.\n");
         out.push_str("# TYPE docket_tool_calls_total counter\n");
         for ((tool, outcome), histogram) in &inner.tool_calls {
-            let _ = writeln!(out, "docket_tool_calls_total{{tool=\"{}\",outcome=\"{outcome}\"}} {}", escape(tool), histogram.count);
+            let _ = writeln!(
+                out,
+                "docket_tool_calls_total{{tool=\"{}\",outcome=\"{outcome}\"}} {}",
+                escape(tool),
+                histogram.count
+            );
         }
-        out.push_str("# HELP docket_tool_call_duration_seconds Tool call duration by tool and outcome.\n");
+        out.push_str(
+            "# HELP docket_tool_call_duration_seconds Tool call duration by tool and outcome.\n",
+        );
         out.push_str("# TYPE docket_tool_call_duration_seconds histogram\n");
         for ((tool, outcome), histogram) in &inner.tool_calls {
             let labels = format!("tool=\"{}\",outcome=\"{outcome}\"", escape(tool));
             for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
-                let _ = writeln!(out, "docket_tool_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}");
+                let _ = writeln!(
+                    out,
+                    "docket_tool_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
+                );
             }
-            let _ = writeln!(out, "docket_tool_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", histogram.count);
-            let _ = writeln!(out, "docket_tool_call_duration_seconds_sum{{{labels}}} {}", histogram.sum);
-            let _ = writeln!(out, "docket_tool_call_duration_seconds_count{{{labels}}} {}", histogram.count);
+            let _ = writeln!(
+                out,
+                "docket_tool_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                histogram.count
+            );
+            let _ = writeln!(
+                out,
+                "docket_tool_call_duration_seconds_sum{{{labels}}} {}",
+                histogram.sum
+            );
+            let _ = writeln!(
+                out,
+                "docket_tool_call_duration_seconds_count{{{labels}}} {}",
+                histogram.count
+            );
         }
         out
     }
@@ -116,7 +152,10 @@ impl Metrics {
 
 /// Escapes a label value.
 fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -130,8 +169,14 @@ mod tests {
         metrics.record_request("tools/call", 200);
         metrics.record_tool_call("greet", CallOutcome::Ok, Duration::from_millis(30));
         let text = metrics.render();
-        assert!(text.contains("docket_http_requests_total{method=\"tools/call\",status=\"200\"} 2"), "{text}");
-        assert!(text.contains("docket_tool_calls_total{tool=\"greet\",outcome=\"ok\"} 1"), "{text}");
+        assert!(
+            text.contains("docket_http_requests_total{method=\"tools/call\",status=\"200\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("docket_tool_calls_total{tool=\"greet\",outcome=\"ok\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("le=\"0.025\"} 0"), "{text}");
         assert!(text.contains("le=\"0.05\"} 1"), "{text}");
     }

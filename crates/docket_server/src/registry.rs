@@ -54,7 +54,11 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A spec with the given name, description and input schema, never a task.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
         Self {
             name: name.into(),
             title: None,
@@ -201,10 +205,18 @@ impl RegisteredTool {
             .iter_errors(&instance)
             .map(|error| {
                 let path = error.instance_path().to_string();
-                if path.is_empty() { error.to_string() } else { format!("{path}: {error}") }
+                if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{path}: {error}")
+                }
             })
             .collect();
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     /// The handler.
@@ -249,11 +261,17 @@ impl ToolRegistry {
     ///
     /// # Errors
     /// [`RegistryError`] for a duplicate or badly formed name, or a schema that does not compile.
-    pub fn register(&mut self, spec: ToolSpec, handler: impl ToolHandler) -> Result<(), RegistryError> {
+    pub fn register(
+        &mut self,
+        spec: ToolSpec,
+        handler: impl ToolHandler,
+    ) -> Result<(), RegistryError> {
         let name = spec.name.clone();
         let well_formed = !name.is_empty()
             && name.len() <= 128
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
         if !well_formed {
             return Err(RegistryError::BadName(name));
         }
@@ -261,11 +279,25 @@ impl ToolRegistry {
             return Err(RegistryError::Duplicate(name));
         }
         if spec.input_schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(RegistryError::BadSchema { name, reason: "the root must have type: object".into() });
+            return Err(RegistryError::BadSchema {
+                name,
+                reason: "the root must have type: object".into(),
+            });
         }
-        let validator = jsonschema::validator_for(&spec.input_schema)
-            .map_err(|err| RegistryError::BadSchema { name: name.clone(), reason: err.to_string() })?;
-        self.tools.insert(name, RegisteredTool { spec, validator, handler: Arc::new(handler) });
+        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|err| {
+            RegistryError::BadSchema {
+                name: name.clone(),
+                reason: err.to_string(),
+            }
+        })?;
+        self.tools.insert(
+            name,
+            RegisteredTool {
+                spec,
+                validator,
+                handler: Arc::new(handler),
+            },
+        );
         Ok(())
     }
 
@@ -302,7 +334,9 @@ pub struct ProgressUpdate {
 impl Progress {
     /// A reporter that sends updates for `token` into `sender`.
     pub fn new(token: ProgressToken, sender: mpsc::UnboundedSender<ProgressUpdate>) -> Self {
-        Self { sink: Some((token, sender)) }
+        Self {
+            sink: Some((token, sender)),
+        }
     }
 
     /// Whether the client asked for progress.
@@ -313,7 +347,12 @@ impl Progress {
     /// Reports progress; a no-op when the client asked for none or has gone away.
     pub fn report(&self, progress: u64, total: Option<u64>, message: Option<String>) {
         if let Some((token, sender)) = &self.sink {
-            let update = ProgressUpdate { token: token.clone(), progress, total, message };
+            let update = ProgressUpdate {
+                token: token.clone(),
+                progress,
+                total,
+                message,
+            };
             // A closed channel means the response stream is gone; the call's cancel
             // token fires for that, so there is nothing to do here.
             let _ = sender.send(update);

@@ -101,12 +101,23 @@ impl RequestStateKey {
     ///
     /// # Errors
     /// [`StateError`] when the seal fails, the binding differs, or the state expired.
-    pub fn open(&self, token: &str, binding: Binding<'_>, now_unix: u64) -> Result<Value, StateError> {
+    pub fn open(
+        &self,
+        token: &str,
+        binding: Binding<'_>,
+        now_unix: u64,
+    ) -> Result<Value, StateError> {
         let (payload, tag) = token.split_once('.').ok_or(StateError::Tampered)?;
-        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| StateError::Tampered)?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| StateError::Tampered)?;
         // `verify_slice` compares in constant time.
-        self.mac(payload.as_bytes()).verify_slice(&tag).map_err(|_| StateError::Tampered)?;
-        let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| StateError::Tampered)?;
+        self.mac(payload.as_bytes())
+            .verify_slice(&tag)
+            .map_err(|_| StateError::Tampered)?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| StateError::Tampered)?;
         let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| StateError::Tampered)?;
         if sealed.v != 1 {
             return Err(StateError::Tampered);
@@ -155,27 +166,47 @@ mod tests {
     fn a_sealed_state_opens_for_the_same_call_only() {
         let key = RequestStateKey::from_secret("test secret");
         let args = arguments(json!({"sql": "select 1"}));
-        let binding = Binding { subject: "apikey:alice", tool: "trino_query", arguments: &args };
+        let binding = Binding {
+            subject: "apikey:alice",
+            tool: "trino_query",
+            arguments: &args,
+        };
         let token = key.seal(binding, &json!({"step": 2}), 1000);
         assert_eq!(key.open(&token, binding, 1001), Ok(json!({"step": 2})));
 
         let other_args = arguments(json!({"sql": "select 2"}));
         let foreign = [
-            Binding { subject: "apikey:bob", ..binding },
-            Binding { tool: "trino_export", ..binding },
-            Binding { arguments: &other_args, ..binding },
+            Binding {
+                subject: "apikey:bob",
+                ..binding
+            },
+            Binding {
+                tool: "trino_export",
+                ..binding
+            },
+            Binding {
+                arguments: &other_args,
+                ..binding
+            },
         ];
         for binding in foreign {
             assert_eq!(key.open(&token, binding, 1001), Err(StateError::Foreign));
         }
-        assert_eq!(key.open(&token, binding, 1000 + STATE_LIFETIME_SECONDS + 1), Err(StateError::Expired));
+        assert_eq!(
+            key.open(&token, binding, 1000 + STATE_LIFETIME_SECONDS + 1),
+            Err(StateError::Expired)
+        );
     }
 
     #[test]
     fn tampering_is_detected() {
         let key = RequestStateKey::from_secret("test secret");
         let args = JsonObject::new();
-        let binding = Binding { subject: "anonymous", tool: "t", arguments: &args };
+        let binding = Binding {
+            subject: "anonymous",
+            tool: "t",
+            arguments: &args,
+        };
         let token = key.seal(binding, &json!({"admin": false}), 0);
         let (payload, tag) = token.split_once('.').expect("two parts");
 
@@ -191,9 +222,16 @@ mod tests {
             "not a state".to_owned(),
             String::new(),
         ] {
-            assert_eq!(key.open(&bad, binding, 0), Err(StateError::Tampered), "{bad}");
+            assert_eq!(
+                key.open(&bad, binding, 0),
+                Err(StateError::Tampered),
+                "{bad}"
+            );
         }
         let other_key = RequestStateKey::from_secret("another secret");
-        assert_eq!(other_key.open(&token, binding, 0), Err(StateError::Tampered));
+        assert_eq!(
+            other_key.open(&token, binding, 0),
+            Err(StateError::Tampered)
+        );
     }
 }

@@ -17,7 +17,10 @@ pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
-pub fn register_platform_tools(registry: &mut ToolRegistry, config: &Config) -> Result<(), RegistryError> {
+pub fn register_platform_tools(
+    registry: &mut ToolRegistry,
+    config: &Config,
+) -> Result<(), RegistryError> {
     platform::register(registry, Arc::new(config.connections.clone()))
 }
 
@@ -29,7 +32,8 @@ pub fn error_result(code: &str, category: &str, message: &str, hint: &str) -> Ca
         "{message} (code: {code}) Hint: {hint}"
     ))]);
     result.is_error = Some(true);
-    result.structured_content =
-        Some(json!({ "error": { "code": code, "category": category, "message": message, "hint": hint } }));
+    result.structured_content = Some(
+        json!({ "error": { "code": code, "category": category, "message": message, "hint": hint } }),
+    );
     result
 }

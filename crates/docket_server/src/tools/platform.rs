@@ -80,7 +80,10 @@ pub(super) fn register(
 fn platform_info(call: &ToolCall, tool_names: &[String]) -> CallToolResult {
     let identity = &call.identity;
     let persona = &call.persona;
-    let tools: Vec<&String> = tool_names.iter().filter(|name| persona.may_call_tool(name)).collect();
+    let tools: Vec<&String> = tool_names
+        .iter()
+        .filter(|name| persona.may_call_tool(name))
+        .collect();
     CallToolResult::structured(json!({
         "server": {
             "name": crate::app::SERVER_NAME,

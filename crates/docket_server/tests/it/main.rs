@@ -1,3 +1,6 @@
 //! The one integration test binary of `docket_server`: each module covers one area.
 
 mod auth;
+mod http;
+mod pipeline;
+mod support;

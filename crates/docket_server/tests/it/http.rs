@@ -1,0 +1,397 @@
+//! The Streamable HTTP rules of the `/mcp` endpoint: one test per status code and
+//! per JSON-RPC error code, in the order the transport checks them.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, post_raw};
+
+#[tokio::test]
+async fn discover_answers_with_result_type_and_server_info() {
+    let server = TestServer::default_app().await;
+    let (status, body) = server.rpc("server/discover", json!({})).send().await;
+    assert_eq!(status, 200);
+    let result = &body["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "docket"
+    );
+    assert!(result["ttlMs"].as_u64().is_some());
+    assert_eq!(result["cacheScope"], "public");
+    assert!(result["capabilities"]["tools"].is_object());
+    assert!(
+        result["capabilities"].get("tasks").is_none(),
+        "tasks live under extensions only"
+    );
+}
+
+#[tokio::test]
+async fn get_and_delete_are_405() {
+    let server = TestServer::default_app().await;
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::DELETE,
+        reqwest::Method::PUT,
+    ] {
+        let response = server
+            .http
+            .request(method.clone(), server.url("/mcp"))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status().as_u16(), 405, "{method}");
+        assert_eq!(response.headers()["allow"], "POST");
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_origin_or_host_is_403() {
+    let server = TestServer::default_app().await;
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("origin", "http://evil.example.com")
+        .send()
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("host", "evil.example.com")
+        .header("origin", "http://evil.example.com")
+        .send()
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("host", "evil.example.com:80")
+        .send()
+        .await;
+    assert_eq!(
+        status, 403,
+        "a rebinding attack carries a foreign Host without an Origin"
+    );
+    let origin = format!("http://{}", server.addr);
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("origin", &origin)
+        .send()
+        .await;
+    assert_eq!(status, 200, "the server's own loopback origin is allowed");
+}
+
+#[tokio::test]
+async fn configured_origins_are_allowed() {
+    let mut config = docket_server::Config::embedded_default();
+    config.server.allowed_origins = vec!["https://app.example.com".into()];
+    let server = TestServer::start(docket_server::App::builder(config).build().expect("app")).await;
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("origin", "https://app.example.com")
+        .send()
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("origin", "https://other.example.com")
+        .send()
+        .await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let mut config = docket_server::Config::embedded_default();
+    config.server.max_request_bytes = 1024;
+    let server = TestServer::start(docket_server::App::builder(config).build().expect("app")).await;
+    let padding = "x".repeat(4096);
+    let (status, _) = server
+        .rpc("server/discover", json!({"padding": padding}))
+        .send()
+        .await;
+    assert_eq!(status, 413);
+    let (status, _) = server.rpc("server/discover", json!({})).send().await;
+    assert_eq!(status, 200, "a body under the limit still passes");
+}
+
+#[tokio::test]
+async fn a_non_json_content_type_is_415() {
+    let server = TestServer::default_app().await;
+    let (status, _) = server
+        .rpc("server/discover", json!({}))
+        .header("content-type", "text/plain")
+        .send()
+        .await;
+    assert_eq!(status, 415);
+}
+
+#[tokio::test]
+async fn a_notification_is_202_with_no_body() {
+    let server = TestServer::default_app().await;
+    let body =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+    let response = post_raw(&server, "notifications/cancelled", body.to_string()).await;
+    assert_eq!(response.status().as_u16(), 202);
+    assert!(response.bytes().await.expect("body").is_empty());
+}
+
+#[tokio::test]
+async fn invalid_json_is_400_parse_error_with_null_id() {
+    let server = TestServer::default_app().await;
+    let response = post_raw(&server, "tools/list", "{\"jsonrpc\": \"2.0\", ").await;
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.expect("json body");
+    assert_eq!(body["error"]["code"], -32700);
+    assert_eq!(body["id"], Value::Null);
+}
+
+#[tokio::test]
+async fn batches_and_responses_are_400_invalid_request() {
+    let server = TestServer::default_app().await;
+    for body in [
+        json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 5}),
+    ] {
+        let response = post_raw(&server, "tools/list", body.to_string()).await;
+        assert_eq!(response.status().as_u16(), 400, "{body}");
+        let answer: Value = response.json().await.expect("json body");
+        assert_eq!(answer["error"]["code"], -32600, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn missing_meta_fields_are_400_invalid_params() {
+    let server = TestServer::default_app().await;
+    let cases = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+    ];
+    for body in cases {
+        let response = post_raw(&server, "server/discover", body.to_string()).await;
+        assert_eq!(response.status().as_u16(), 400, "{body}");
+        let answer: Value = response.json().await.expect("json body");
+        assert_eq!(answer["error"]["code"], -32602, "{body}");
+        assert_eq!(answer["id"], body["id"], "the error echoes the request id");
+    }
+    let without_client_info = json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = post_raw(&server, "server/discover", without_client_info.to_string()).await;
+    assert_eq!(response.status().as_u16(), 200, "clientInfo is optional");
+}
+
+#[tokio::test]
+async fn header_problems_are_400_header_mismatch() {
+    let server = TestServer::default_app().await;
+    let cases = [
+        (
+            "missing MCP-Protocol-Version",
+            server
+                .rpc("tools/list", json!({}))
+                .without_header("mcp-protocol-version"),
+        ),
+        (
+            "missing Mcp-Method",
+            server
+                .rpc("tools/list", json!({}))
+                .without_header("mcp-method"),
+        ),
+        (
+            "wrong Mcp-Method",
+            server
+                .rpc("tools/list", json!({}))
+                .header("mcp-method", "server/discover"),
+        ),
+        (
+            "upper-cased Mcp-Method",
+            server
+                .rpc("tools/list", json!({}))
+                .header("mcp-method", "TOOLS/LIST"),
+        ),
+        (
+            "missing Mcp-Name",
+            server
+                .rpc("tools/call", json!({"name": "platform_info"}))
+                .without_header("mcp-name"),
+        ),
+        (
+            "wrong Mcp-Name",
+            server
+                .rpc("tools/call", json!({"name": "platform_info"}))
+                .header("mcp-name", "list_connections"),
+        ),
+        (
+            "broken base64",
+            server
+                .rpc("tools/call", json!({"name": "platform_info"}))
+                .header("mcp-name", "=?base64?***?="),
+        ),
+    ];
+    for (case, rpc) in cases {
+        let (status, body) = rpc.send().await;
+        assert_eq!(status, 400, "{case}");
+        assert_eq!(body["error"]["code"], -32020, "{case}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn header_values_are_trimmed_and_base64_decoded() {
+    let server = TestServer::default_app().await;
+    let (status, body) = server
+        .rpc("tools/call", json!({"name": "platform_info"}))
+        .header("mcp-name", "  platform_info  ")
+        .send()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server
+        .rpc("tools/call", json!({"name": "platform_info"}))
+        .header("mcp-name", "=?base64?cGxhdGZvcm1faW5mbw==?=")
+        .send()
+        .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_header_and_meta_version_mismatch_is_32020_before_the_version_check() {
+    let server = TestServer::default_app().await;
+    let mut rpc = server.rpc("server/discover", json!({}));
+    rpc.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let (status, body) = rpc.send().await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+}
+
+#[tokio::test]
+async fn an_unsupported_version_is_400_with_supported_and_requested() {
+    let server = TestServer::default_app().await;
+    let mut rpc = server
+        .rpc("server/discover", json!({}))
+        .header("mcp-protocol-version", "v999.0.0");
+    rpc.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let (status, body) = rpc.send().await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["code"], -32022);
+    assert_eq!(body["error"]["data"]["requested"], "v999.0.0");
+    assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28"]));
+}
+
+#[tokio::test]
+async fn unknown_and_removed_methods_are_404_method_not_found() {
+    let server = TestServer::default_app().await;
+    for method in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "unknown/method",
+        "tasks/list",
+        "tasks/result",
+    ] {
+        let (status, body) = server.rpc(method, json!({})).send().await;
+        assert_eq!(status, 404, "{method}");
+        assert_eq!(body["error"]["code"], -32601, "{method}");
+        assert_eq!(body["id"], 1, "{method}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_tools_are_invalid_params() {
+    let server = TestServer::default_app().await;
+    let (status, body) = server.call_tool("no_such_tool", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["error"]["code"], -32602);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no_such_tool"))
+    );
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let mut server = TestServer::default_app().await;
+    let health = server
+        .http
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(health.status().as_u16(), 200);
+    let ready = server
+        .http
+        .get(server.url("/readyz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ready.status().as_u16(), 200);
+
+    server.call_tool("platform_info", json!({})).await;
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("docket_http_requests_total{method=\"tools/call\",status=\"200\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("docket_tool_calls_total{tool=\"platform_info\",outcome=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "docket_tool_call_duration_seconds_count{tool=\"platform_info\",outcome=\"ok\"} 1"
+        ),
+        "{metrics}"
+    );
+
+    server.app.start_draining();
+    let draining = server
+        .http
+        .get(server.url("/readyz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(draining.status().as_u16(), 503);
+    server.begin_shutdown();
+    let stopped = server
+        .stopped
+        .take()
+        .expect("running")
+        .await
+        .expect("joined");
+    assert!(stopped.is_ok());
+}
+
+#[tokio::test]
+async fn every_result_carries_result_type_and_server_info() {
+    let server = TestServer::default_app().await;
+    for (method, params) in [
+        ("server/discover", json!({})),
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({"name": "platform_info", "arguments": {}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "list_connections", "arguments": {}}),
+        ),
+    ] {
+        let (status, body) = server.rpc(method, params).send().await;
+        assert_eq!(status, 200, "{method}");
+        assert_eq!(body["result"]["resultType"], "complete", "{method}");
+        assert_eq!(
+            body["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "docket",
+            "{method}"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! Test support: a server on a loopback port running an [`App`], and a small MCP
+//! client that sends well-formed requests unless a test says otherwise.
+
+use std::net::SocketAddr;
+
+use docket_server::{App, Config};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+/// A running server; dropping it shuts the server down.
+pub(crate) struct TestServer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) app: App,
+    pub(crate) http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub(crate) stopped: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    /// Serves `app` on 127.0.0.1 with an ephemeral port.
+    pub(crate) async fn start(app: App) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let (shutdown, signal) = oneshot::channel::<()>();
+        let served = app.clone();
+        let stopped = tokio::spawn(async move {
+            docket_server::serve(listener, served, async {
+                let _ = signal.await;
+            })
+            .await
+        });
+        Self {
+            addr,
+            app,
+            http: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            stopped: Some(stopped),
+        }
+    }
+
+    /// Serves the embedded default configuration plus nothing else.
+    pub(crate) async fn default_app() -> Self {
+        Self::start(
+            App::builder(Config::embedded_default())
+                .build()
+                .expect("app"),
+        )
+        .await
+    }
+
+    /// Asks the server to shut down (as SIGTERM would).
+    pub(crate) fn begin_shutdown(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A request builder for `method` with every header and `_meta` field right.
+    pub(crate) fn rpc(&self, method: &str, params: Value) -> Rpc {
+        Rpc::new(self, method, params)
+    }
+
+    /// Calls a tool with well-formed headers; returns (status, body JSON).
+    pub(crate) async fn call_tool(&self, name: &str, arguments: Value) -> (u16, Value) {
+        self.rpc("tools/call", json!({"name": name, "arguments": arguments}))
+            .send()
+            .await
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.begin_shutdown();
+    }
+}
+
+/// The `_meta` a well-behaved client sends.
+pub(crate) fn meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "docket-tests", "version": "0"}
+    })
+}
+
+/// One JSON-RPC request under construction.
+pub(crate) struct Rpc {
+    http: reqwest::Client,
+    url: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
+}
+
+impl Rpc {
+    fn new(server: &TestServer, method: &str, mut params: Value) -> Self {
+        if params.get("_meta").is_none() {
+            params["_meta"] = meta(json!({}));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        headers.insert("mcp-method", HeaderValue::from_str(method).expect("header"));
+        let name = match method {
+            "tools/call" => params.get("name").and_then(Value::as_str),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                params.get("taskId").and_then(Value::as_str)
+            }
+            _ => None,
+        };
+        if let Some(name) = name {
+            headers.insert("mcp-name", HeaderValue::from_str(name).expect("header"));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        Self {
+            http: server.http.clone(),
+            url: server.url("/mcp"),
+            headers,
+            body,
+        }
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(value).expect("header"),
+        );
+        self
+    }
+
+    pub(crate) fn without_header(mut self, name: &'static str) -> Self {
+        self.headers.remove(name);
+        self
+    }
+
+    pub(crate) fn capabilities(mut self, capabilities: Value) -> Self {
+        self.body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+        self
+    }
+
+    pub(crate) async fn response(self) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .headers(self.headers)
+            .json(&self.body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Sends; returns the status and the JSON body (Null for an empty or non-JSON body).
+    pub(crate) async fn send(self) -> (u16, Value) {
+        let response = self.response().await;
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+/// Posts a raw body with the standard headers for `method`.
+pub(crate) async fn post_raw(
+    server: &TestServer,
+    method: &str,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .body(body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// Parses the `data:` lines of an SSE body into JSON messages.
+pub(crate) fn sse_messages(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| serde_json::from_str(data.trim()).expect("each data line is one JSON message"))
+        .collect()
+}
