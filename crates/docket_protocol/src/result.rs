@@ -48,10 +48,8 @@ pub fn stamp_server_info(mut result: Value, server_info: &Implementation) -> Val
         let meta = object
             .entry("_meta")
             .or_insert_with(|| Value::Object(Default::default()));
-        if let Value::Object(meta) = meta {
-            if let Ok(info) = serde_json::to_value(server_info) {
-                meta.insert(SERVER_INFO_KEY.to_owned(), info);
-            }
+        if let (Value::Object(meta), Ok(info)) = (meta, serde_json::to_value(server_info)) {
+            meta.insert(SERVER_INFO_KEY.to_owned(), info);
         }
     }
     result

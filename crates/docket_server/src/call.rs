@@ -86,8 +86,10 @@ pub(crate) async fn call_tool(
             ),
         ));
     }
-    if let Some(Value::String(connection)) = arguments.get("connection") {
-        if !persona.may_use_connection(connection) {
+    if let Some(Value::String(connection)) = arguments.get("connection")
+        && !persona.may_use_connection(connection)
+    {
+        {
             return refuse(error_result(
                 "unauthorized",
                 "authorization_denied",
@@ -105,8 +107,10 @@ pub(crate) async fn call_tool(
 
     // Gates. The rate limit comes first; platform_info stays callable so a caller
     // can always find out who it is.
-    if params.name != PLATFORM_INFO {
-        if let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now()) {
+    if params.name != PLATFORM_INFO
+        && let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now())
+    {
+        {
             return refuse(error_result(
                 "rate_limited",
                 "rate_limited",
@@ -128,9 +132,9 @@ pub(crate) async fn call_tool(
                 "the tool {} runs only as a task: declare the io.modelcontextprotocol/tasks extension",
                 params.name
             ),
-            required: docket_protocol::meta::ClientCapabilities::with_extension(
+            required: Box::new(docket_protocol::meta::ClientCapabilities::with_extension(
                 docket_protocol::TASKS_EXTENSION,
-            ),
+            )),
         });
     }
     tool.validate(&arguments).map_err(|problems| {

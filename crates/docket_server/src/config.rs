@@ -260,6 +260,8 @@ impl Config {
     /// Inconsistencies between sections, as sentences prefixed by the key path.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = self.auth.problems();
+        problems.extend(crate::persona::problems(&self.personas, &self.admin));
+        problems.extend(self.rate_limit.problems());
         for (name, persona) in &self.personas {
             for rule in &persona.api_routes {
                 if !self.connections.contains_key(&rule.connection) {

@@ -34,8 +34,8 @@ pub enum McpError {
     MissingCapability {
         /// What to tell the client.
         message: String,
-        /// What it needed.
-        required: ClientCapabilities,
+        /// What it needed (boxed: it is large and rare).
+        required: Box<ClientCapabilities>,
     },
     /// The params are unusable: unknown tool, bad arguments, bad `requestState`.
     #[error("invalid params: {0}")]
@@ -88,7 +88,7 @@ impl McpError {
             }
             McpError::MissingCapability { message, required } => (
                 StatusCode::BAD_REQUEST,
-                ErrorObject::missing_capability(message.clone(), required.clone()),
+                ErrorObject::missing_capability(message.clone(), (**required).clone()),
             ),
             McpError::InvalidParams(detail) => {
                 (StatusCode::OK, ErrorObject::invalid_params(detail.clone()))

@@ -158,8 +158,9 @@ pub enum ToolError {
     MissingCapability {
         /// What to tell the client.
         message: String,
-        /// The capabilities needed, shaped like `ClientCapabilities`.
-        required: ClientCapabilities,
+        /// The capabilities needed, shaped like `ClientCapabilities` (boxed: it is large
+        /// and rare).
+        required: Box<ClientCapabilities>,
     },
     /// Something failed inside the server (-32603); the message must be safe to show.
     #[error("internal error: {0}")]

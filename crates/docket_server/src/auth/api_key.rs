@@ -25,7 +25,7 @@ const RECOMMENDED_MIN_KEY_CHARS: usize = 16;
 /// `key_sha256` (the lower- or upper-case hex SHA-256 digest of the secret) must
 /// be set. `Debug` never prints either of them.
 #[derive(Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ApiKeyConfig {
     /// A unique name for the key's holder; the identity's subject is `apikey:<name>`.
     pub name: String,

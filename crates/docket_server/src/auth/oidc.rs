@@ -50,7 +50,7 @@ const ASYMMETRIC_ALGORITHMS: [&str; 9] = [
 
 /// The `auth.oidc` configuration section.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct OidcConfig {
     /// The provider's issuer URL, exactly as it appears in the tokens' `iss`
     /// claim (a trailing `/` difference is tolerated). `https://`, or `http://`

@@ -73,8 +73,7 @@ fn with_confirm(builder: AppBuilder) -> AppBuilder {
 }
 
 fn keyed_config(personas: &[(&str, PersonaConfig)], keys: &[(&str, &str, &[&str])]) -> Config {
-    let mut config = Config::default();
-    config.auth = AuthConfig {
+    let auth = AuthConfig {
         api_keys: keys
             .iter()
             .map(|(name, key, roles)| ApiKeyConfig {
@@ -87,6 +86,7 @@ fn keyed_config(personas: &[(&str, PersonaConfig)], keys: &[(&str, &str, &[&str]
             .collect(),
         ..AuthConfig::default()
     };
+    let mut config = Config { auth, ..Config::default() };
     for (name, persona) in personas {
         config.personas.insert((*name).into(), persona.clone());
     }
@@ -579,7 +579,9 @@ async fn a_handler_can_ask_for_a_capability_the_client_lacks() {
                 } else {
                     ToolOutcome::Error(ToolError::MissingCapability {
                         message: "this tool needs sampling".into(),
-                        required: docket_protocol::meta::ClientCapabilities::with_sampling(),
+                        required: Box::new(
+                            docket_protocol::meta::ClientCapabilities::with_sampling(),
+                        ),
                     })
                 }
             },
