@@ -1,0 +1,332 @@
+//! An in-memory [`TaskStore`]: for unit tests and for embedders that want the task
+//! protocol without durability. One process only; nothing survives a restart.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::id::TaskId;
+use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
+use crate::store::{
+    AuditContext, AuditEntry, Beat, NewTask, SignalListener, StoreError, TaskSignal, TaskStore,
+};
+
+/// A clock the store reads; tests pass a fixed or stepping one.
+pub type Clock = Box<dyn Fn() -> OffsetDateTime + Send + Sync>;
+
+struct Entry {
+    record: TaskRecord,
+    audit: AuditContext,
+    answers: Map<String, Value>,
+    /// Every input key ever requested, so keys stay unique for the task's life.
+    requested_keys: Vec<String>,
+}
+
+/// A [`TaskStore`] in a mutex-guarded map.
+pub struct MemoryStore {
+    tasks: Mutex<HashMap<TaskId, Entry>>,
+    audit: Mutex<Vec<AuditEntry>>,
+    listener: Mutex<Option<SignalListener>>,
+    clock: Clock,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::with_clock(Box::new(OffsetDateTime::now_utc))
+    }
+}
+
+impl MemoryStore {
+    /// A store reading the system clock.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store reading `clock`.
+    pub fn with_clock(clock: Clock) -> Self {
+        Self {
+            tasks: Mutex::default(),
+            audit: Mutex::default(),
+            listener: Mutex::default(),
+            clock,
+        }
+    }
+
+    /// Every audit row written so far.
+    pub fn audit_entries(&self) -> Vec<AuditEntry> {
+        lock(&self.audit).clone()
+    }
+
+    fn signal(&self, signal: TaskSignal) {
+        let listener = lock(&self.listener).clone();
+        if let Some(listener) = listener {
+            listener(signal);
+        }
+    }
+
+    /// Ends `entry` with `outcome` if it has not ended; returns the audit row to write.
+    fn end(entry: &mut Entry, outcome: Outcome, now: OffsetDateTime) -> Option<AuditEntry> {
+        let record = &mut entry.record;
+        if record.status.is_terminal() {
+            return None;
+        }
+        let duration_ms =
+            i64::try_from((now - record.created_at).whole_milliseconds()).unwrap_or(i64::MAX);
+        let audit = AuditEntry::for_outcome(
+            &record.tool,
+            &record.owner,
+            entry.audit.clone(),
+            &outcome,
+            duration_ms,
+        );
+        record.status = outcome.status();
+        record.last_updated_at = now;
+        record.input_requests = None;
+        match outcome {
+            Outcome::Completed(result) => record.result = Some(result),
+            Outcome::Failed(error) => {
+                record.status_message = Some(error.message.clone());
+                record.error = Some(error);
+            }
+            Outcome::Cancelled => record.status_message = Some("cancelled".into()),
+        }
+        Some(audit)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving it.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        let now = (self.clock)();
+        let record = TaskRecord {
+            id: task.id.clone(),
+            tool: task.tool,
+            arguments: task.arguments,
+            owner: task.owner,
+            extra_follower: task.extra_follower,
+            replica_id: task.replica_id,
+            status: TaskStatus::Working,
+            status_message: task.status_message,
+            created_at: now,
+            last_updated_at: now,
+            heartbeat_at: now,
+            cancel_requested_at: None,
+            result: None,
+            error: None,
+            input_requests: None,
+            expires_at: task.retention.map(|retention| now + retention),
+            poll_interval_ms: task.poll_interval_ms,
+        };
+        let mut tasks = lock(&self.tasks);
+        if tasks.contains_key(&task.id) {
+            return Err(StoreError::Duplicate);
+        }
+        let entry = Entry {
+            record: record.clone(),
+            audit: task.audit,
+            answers: Map::new(),
+            requested_keys: Vec::new(),
+        };
+        tasks.insert(task.id, entry);
+        Ok(record)
+    }
+
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
+        let now = (self.clock)();
+        Ok(lock(&self.tasks)
+            .get(id)
+            .map(|entry| (entry.record.clone(), now)))
+    }
+
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+        let now = (self.clock)();
+        let audit = lock(&self.tasks)
+            .get_mut(id)
+            .and_then(|entry| Self::end(entry, outcome, now));
+        let ended = audit.is_some();
+        if let Some(audit) = audit {
+            lock(&self.audit).push(audit);
+        }
+        Ok(ended)
+    }
+
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        let now = (self.clock)();
+        let asked = match lock(&self.tasks).get_mut(id) {
+            Some(entry) if !entry.record.status.is_terminal() => {
+                entry.record.cancel_requested_at.get_or_insert(now);
+                true
+            }
+            _ => false,
+        };
+        if asked {
+            self.signal(TaskSignal::Cancel(id.clone()));
+        }
+        Ok(())
+    }
+
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
+        let now = (self.clock)();
+        let mut tasks = lock(&self.tasks);
+        let mut cancelled = Vec::new();
+        for beat in beats {
+            if let Some(entry) = tasks.get_mut(&beat.id) {
+                let record = &mut entry.record;
+                if record.replica_id != replica_id || record.status.is_terminal() {
+                    continue;
+                }
+                record.heartbeat_at = now;
+                if beat.status_message.is_some() && beat.status_message != record.status_message {
+                    record.status_message.clone_from(&beat.status_message);
+                    record.last_updated_at = now;
+                }
+                if record.cancel_requested_at.is_some() {
+                    cancelled.push(beat.id.clone());
+                }
+            }
+        }
+        Ok(cancelled)
+    }
+
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        let now = (self.clock)();
+        let mut tasks = lock(&self.tasks);
+        let Some(entry) = tasks.get_mut(id) else {
+            return Ok(false);
+        };
+        if entry.record.status.is_terminal() {
+            return Ok(false);
+        }
+        let mut outstanding = match entry.record.input_requests.take() {
+            Some(Value::Object(outstanding)) => outstanding,
+            _ => Map::new(),
+        };
+        for (key, request) in requests {
+            if !entry.requested_keys.contains(&key) {
+                entry.requested_keys.push(key.clone());
+                outstanding.insert(key, request);
+            }
+        }
+        entry.record.input_requests = Some(Value::Object(outstanding));
+        entry.record.status = TaskStatus::InputRequired;
+        entry.record.last_updated_at = now;
+        Ok(true)
+    }
+
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        let now = (self.clock)();
+        let answered = {
+            let mut tasks = lock(&self.tasks);
+            let Some(entry) = tasks.get_mut(id) else {
+                return Ok(());
+            };
+            let Some(Value::Object(outstanding)) = entry.record.input_requests.as_mut() else {
+                return Ok(());
+            };
+            let mut answered = false;
+            for (key, response) in responses {
+                if outstanding.remove(key).is_some() {
+                    entry.answers.insert(key.clone(), response.clone());
+                    answered = true;
+                }
+            }
+            if outstanding.is_empty() {
+                entry.record.input_requests = None;
+                if entry.record.status == TaskStatus::InputRequired {
+                    entry.record.status = TaskStatus::Working;
+                }
+            }
+            if answered {
+                entry.record.last_updated_at = now;
+            }
+            answered
+        };
+        if answered {
+            self.signal(TaskSignal::Input(id.clone()));
+        }
+        Ok(())
+    }
+
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
+        Ok(lock(&self.tasks)
+            .get_mut(id)
+            .map(|entry| std::mem::take(&mut entry.answers))
+            .unwrap_or_default())
+    }
+
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+        let now = (self.clock)();
+        let mut failed = Vec::new();
+        let mut audits = Vec::new();
+        for (id, entry) in lock(&self.tasks).iter_mut() {
+            if entry.record.is_stale(now, stale_after)
+                && let Some(audit) =
+                    Self::end(entry, Outcome::Failed(TaskError::replica_gone()), now)
+            {
+                audits.push(audit);
+                failed.push(id.clone());
+            }
+        }
+        lock(&self.audit).extend(audits);
+        Ok(failed)
+    }
+
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+        let now = (self.clock)();
+        let mut tasks = lock(&self.tasks);
+        let expired: Vec<TaskId> = tasks
+            .iter()
+            .filter(|(_, entry)| {
+                entry
+                    .record
+                    .expires_at
+                    .is_some_and(|expires_at| expires_at <= now)
+            })
+            .map(|(id, _)| id.clone())
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect();
+        for id in &expired {
+            tasks.remove(id);
+        }
+        Ok(expired)
+    }
+
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        lock(&self.audit).push(entry);
+        Ok(())
+    }
+
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(lock(&self.audit)
+            .iter()
+            .rev()
+            .filter(|entry| entry.tool == tool)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn set_signal_listener(&self, listener: SignalListener) {
+        *lock(&self.listener) = Some(listener);
+    }
+}

@@ -1,0 +1,405 @@
+//! The tokio runtime for task work.
+//!
+//! [`TaskRuntime::spawn`] commits the task row, then runs the work detached from
+//! the request that started it. While work runs, ONE heartbeat statement per beat
+//! stamps every running task of this replica, stores their status messages, and
+//! learns which of them another replica asked to cancel. A cancel taken on this
+//! replica stops the work at once; signals from other replicas (database
+//! notifications) arrive through [`TaskRuntime::signal`]. On shutdown,
+//! [`TaskRuntime::drain`] refuses new work, lets running work finish within the
+//! grace period, and records the rest as failed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::id::TaskId;
+use crate::model::{Outcome, TaskError, TaskRecord};
+use crate::store::{Beat, NewTask, StoreError, TaskSignal, TaskStore};
+
+/// How the runtime paces itself.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// This replica's id, stamped on the tasks it runs.
+    pub replica_id: String,
+    /// How often running tasks are stamped (default 2 s).
+    pub heartbeat_interval: Duration,
+    /// How long without a stamp before a task's replica counts as gone (default 30 s).
+    pub stale_after: Duration,
+    /// How often the maintenance pass (stale tasks, retention) runs.
+    pub maintenance_interval: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            replica_id: String::new(),
+            heartbeat_interval: Duration::from_secs(2),
+            stale_after: Duration::from_secs(30),
+            maintenance_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why work could not be started.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The replica is shutting down and takes no new work.
+    #[error(
+        "the server is shutting down and takes no new tasks; call the tool again on another replica"
+    )]
+    Draining,
+    /// The id could not be drawn from the OS random source.
+    #[error("could not draw a task id: {0}")]
+    Random(String),
+    /// The task row could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why waiting for input ended without answers.
+#[non_exhaustive]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// The task was cancelled (or the replica is stopping) while it waited.
+    #[error("the task was cancelled while waiting for input")]
+    Cancelled,
+    /// The task ended before the requests could be recorded.
+    #[error("the task has already ended")]
+    Ended,
+    /// The store failed.
+    #[error("the task store failed: {0}")]
+    Store(String),
+}
+
+struct Running {
+    cancel: CancellationToken,
+    status_message: Arc<Mutex<Option<String>>>,
+    input_ready: Arc<Notify>,
+}
+
+/// Runs task work on this replica.
+pub struct TaskRuntime {
+    store: Arc<dyn TaskStore>,
+    config: RuntimeConfig,
+    running: Mutex<HashMap<TaskId, Running>>,
+    draining: AtomicBool,
+    tracker: TaskTracker,
+    /// Fires when the grace period is over: remaining work is recorded as failed.
+    shutdown: CancellationToken,
+    /// Stops the background loops.
+    stop_background: CancellationToken,
+}
+
+/// What task work gets: its id, its cancel token, a status message it can set, and
+/// a way to ask the client for input.
+pub struct TaskContext {
+    id: TaskId,
+    cancel: CancellationToken,
+    status_message: Arc<Mutex<Option<String>>>,
+    input_ready: Arc<Notify>,
+    store: Arc<dyn TaskStore>,
+    poll: Duration,
+}
+
+impl TaskContext {
+    /// The task's id.
+    pub fn id(&self) -> &TaskId {
+        &self.id
+    }
+
+    /// Fires when the task is cancelled; long work should watch it.
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Sets what the task reports it is doing ("412 000 rows written, 38 MB"); the
+    /// next heartbeat stores it.
+    pub fn set_status_message(&self, message: impl Into<String>) {
+        *lock(&self.status_message) = Some(message.into());
+    }
+
+    /// Asks the client for input and waits until every key is answered. The requests
+    /// are stored with the task, so any replica reports them.
+    ///
+    /// # Errors
+    /// [`InputError`] when the task is cancelled or ends, or the store fails.
+    pub async fn request_input(
+        &self,
+        requests: Map<String, Value>,
+    ) -> Result<Map<String, Value>, InputError> {
+        let wanted: Vec<String> = requests.keys().cloned().collect();
+        let recorded = self
+            .store
+            .require_input(&self.id, requests)
+            .await
+            .map_err(|err| InputError::Store(err.to_string()))?;
+        if !recorded {
+            return Err(InputError::Ended);
+        }
+        let mut answers = Map::new();
+        loop {
+            let taken = self
+                .store
+                .take_answers(&self.id)
+                .await
+                .map_err(|err| InputError::Store(err.to_string()))?;
+            answers.extend(taken);
+            if wanted.iter().all(|key| answers.contains_key(key)) {
+                return Ok(answers);
+            }
+            // A signal wakes us early; the poll covers a lost one.
+            tokio::select! {
+                () = self.input_ready.notified() => {}
+                () = tokio::time::sleep(self.poll) => {}
+                () = self.cancel.cancelled() => return Err(InputError::Cancelled),
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl TaskRuntime {
+    /// A runtime over `store`. Call [`TaskRuntime::start_background`] to run the
+    /// heartbeat and maintenance loops.
+    pub fn new(store: Arc<dyn TaskStore>, config: RuntimeConfig) -> Arc<Self> {
+        let runtime = Arc::new(Self {
+            store,
+            config,
+            running: Mutex::default(),
+            draining: AtomicBool::new(false),
+            tracker: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+            stop_background: CancellationToken::new(),
+        });
+        let weak: Weak<Self> = Arc::downgrade(&runtime);
+        runtime.store.set_signal_listener(Arc::new(move |signal| {
+            if let Some(runtime) = weak.upgrade() {
+                runtime.signal(signal);
+            }
+        }));
+        runtime
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Whether the runtime refuses new work.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// How many tasks run on this replica now.
+    pub fn running_count(&self) -> usize {
+        lock(&self.running).len()
+    }
+
+    /// Starts the heartbeat loop (every `heartbeat_interval`) and the maintenance
+    /// loop (stale tasks and retention, every `maintenance_interval`).
+    pub fn start_background(self: &Arc<Self>) {
+        let runtime = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(runtime.config.heartbeat_interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    () = runtime.stop_background.cancelled() => return,
+                }
+                if let Err(err) = runtime.beat().await {
+                    tracing::warn!(error = %err, "heartbeat failed");
+                }
+            }
+        });
+        let runtime = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(runtime.config.maintenance_interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    () = runtime.stop_background.cancelled() => return,
+                }
+                runtime.maintain().await;
+            }
+        });
+    }
+
+    /// Commits `task`, then runs `work` detached from the caller. Returns the
+    /// committed record: it is readable on every replica before this returns.
+    ///
+    /// # Errors
+    /// [`SpawnError::Draining`] while shutting down; [`SpawnError::Store`] when the
+    /// row cannot be written (then no work runs).
+    pub async fn spawn<F, Fut>(
+        self: &Arc<Self>,
+        task: NewTask,
+        work: F,
+    ) -> Result<TaskRecord, SpawnError>
+    where
+        F: FnOnce(TaskContext) -> Fut + Send + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        if self.is_draining() {
+            return Err(SpawnError::Draining);
+        }
+        let record = self.store.create(task).await?;
+        let id = record.id.clone();
+        let cancel = CancellationToken::new();
+        let status_message = Arc::new(Mutex::new(record.status_message.clone()));
+        let input_ready = Arc::new(Notify::new());
+        lock(&self.running).insert(
+            id.clone(),
+            Running {
+                cancel: cancel.clone(),
+                status_message: Arc::clone(&status_message),
+                input_ready: Arc::clone(&input_ready),
+            },
+        );
+        let context = TaskContext {
+            id: id.clone(),
+            cancel: cancel.clone(),
+            status_message,
+            input_ready,
+            store: Arc::clone(&self.store),
+            poll: self.config.heartbeat_interval,
+        };
+        let runtime = Arc::clone(self);
+        self.tracker.spawn(async move {
+            let work = work(context);
+            let outcome = tokio::select! {
+                outcome = work => outcome,
+                () = cancel.cancelled() => Outcome::Cancelled,
+                () = runtime.shutdown.cancelled() => Outcome::Failed(TaskError::shut_down()),
+            };
+            // Compare-and-set: if another replica already ended it (stale sweep), this
+            // write loses and changes nothing.
+            match runtime.store.finish(&id, outcome).await {
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!(task = %id, error = %err, "could not record how a task ended")
+                }
+            }
+            lock(&runtime.running).remove(&id);
+        });
+        Ok(record)
+    }
+
+    /// Asks a task to stop: records the request (so the replica running it learns
+    /// of it) and stops it at once if it runs here.
+    ///
+    /// # Errors
+    /// When the store cannot record the request.
+    pub async fn cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.store.request_cancel(id).await?;
+        self.cancel_local(id);
+        Ok(())
+    }
+
+    /// Handles a signal from another replica.
+    pub fn signal(&self, signal: TaskSignal) {
+        match signal {
+            TaskSignal::Cancel(id) => self.cancel_local(&id),
+            TaskSignal::Input(id) => {
+                if let Some(running) = lock(&self.running).get(&id) {
+                    running.input_ready.notify_one();
+                }
+            }
+        }
+    }
+
+    fn cancel_local(&self, id: &TaskId) {
+        if let Some(running) = lock(&self.running).get(id) {
+            running.cancel.cancel();
+        }
+    }
+
+    /// One heartbeat: a single store statement for every task running here.
+    ///
+    /// # Errors
+    /// When the store fails; the next beat tries again.
+    pub async fn beat(&self) -> Result<(), StoreError> {
+        let beats: Vec<Beat> = lock(&self.running)
+            .iter()
+            .map(|(id, running)| Beat {
+                id: id.clone(),
+                status_message: lock(&running.status_message).clone(),
+            })
+            .collect();
+        if beats.is_empty() {
+            return Ok(());
+        }
+        let cancelled = self
+            .store
+            .heartbeat(&self.config.replica_id, &beats)
+            .await?;
+        for id in &cancelled {
+            self.cancel_local(id);
+        }
+        // Tasks waiting for input look for answers on every beat too, in case a
+        // notification was lost.
+        for running in lock(&self.running).values() {
+            running.input_ready.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The maintenance pass: fail tasks whose replica is gone, delete expired ones.
+    /// Safe on every replica at once: both are compare-and-set in the store.
+    pub async fn maintain(&self) {
+        match self.store.fail_stale(self.config.stale_after).await {
+            Ok(failed) if !failed.is_empty() => tracing::warn!(
+                count = failed.len(),
+                "recorded tasks of a vanished replica as failed"
+            ),
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "stale-task sweep failed"),
+        }
+        match self.store.delete_expired(1000).await {
+            Ok(deleted) if !deleted.is_empty() => {
+                tracing::info!(count = deleted.len(), "deleted expired tasks")
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "retention pass failed"),
+        }
+    }
+
+    /// Shuts down: refuses new work, waits up to `grace` for running work, records
+    /// what is still running as failed ("call the tool again"), and stops the loops.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                still_running = self.running_count(),
+                "grace period over; recording unfinished tasks as failed"
+            );
+            self.shutdown.cancel();
+            self.tracker.wait().await;
+        }
+        self.stop_background.cancel();
+    }
+}

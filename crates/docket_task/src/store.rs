@@ -1,0 +1,211 @@
+//! The [`TaskStore`] trait: what the task machinery needs from a database.
+//!
+//! Every method is one short transaction. The rules an implementation must keep:
+//! - [`TaskStore::create`] returns only after the row is committed, so a read on any
+//!   replica finds the task at once.
+//! - Terminal transitions are compare-and-set: only a task that has not ended can
+//!   end, so a late completion never overwrites a cancel and two writers racing to
+//!   end a task cannot both win. The winner also writes the task's one audit row, in
+//!   the same transaction.
+//! - [`TaskStore::heartbeat`] stamps ALL of a replica's running tasks in one
+//!   statement and returns those with a cancel requested.
+//! - Times that decide staleness and expiry come from the database clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::id::TaskId;
+use crate::model::{Outcome, TaskRecord};
+
+/// A task to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewTask {
+    /// Its id (from [`TaskId::generate`]).
+    pub id: TaskId,
+    /// The tool that runs it.
+    pub tool: String,
+    /// The call's arguments, as given.
+    pub arguments: Value,
+    /// The subject of whoever starts it.
+    pub owner: String,
+    /// A further subject that may follow it, if the task kind names one.
+    pub extra_follower: Option<String>,
+    /// The replica that will run it.
+    pub replica_id: String,
+    /// The first status message.
+    pub status_message: Option<String>,
+    /// How long after creation it may be deleted; `None` for no expiry of its own.
+    pub retention: Option<Duration>,
+    /// How often a client should poll, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// What its audit row will record when it ends.
+    pub audit: AuditContext,
+}
+
+/// What an audit row records about a call besides its outcome.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuditContext {
+    /// The caller's persona.
+    pub persona: Option<String>,
+    /// The connection the call used, if any.
+    pub connection: Option<String>,
+    /// The arguments with secrets redacted.
+    pub arguments: Value,
+}
+
+/// One audit row: a `tools/call` that ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditEntry {
+    /// The tool.
+    pub tool: String,
+    /// Who called.
+    pub subject: String,
+    /// Persona, connection and redacted arguments.
+    pub context: AuditContext,
+    /// Whether it succeeded (completed without `isError`).
+    pub success: bool,
+    /// `completed`, `tool_error`, `failed` or `cancelled`.
+    pub outcome: String,
+    /// The error message, when it did not succeed.
+    pub error_message: Option<String>,
+    /// How long it took, in milliseconds.
+    pub duration_ms: i64,
+}
+
+impl AuditEntry {
+    /// The row for a task that ended with `outcome` after `duration_ms`.
+    pub fn for_outcome(
+        tool: &str,
+        subject: &str,
+        context: AuditContext,
+        outcome: &Outcome,
+        duration_ms: i64,
+    ) -> Self {
+        let (label, error_message) = match outcome {
+            Outcome::Completed(_) if outcome.is_success() => ("completed", None),
+            Outcome::Completed(result) => ("tool_error", first_text(result)),
+            Outcome::Failed(error) => ("failed", Some(error.message.clone())),
+            Outcome::Cancelled => ("cancelled", Some("cancelled by the caller".to_owned())),
+        };
+        Self {
+            tool: tool.to_owned(),
+            subject: subject.to_owned(),
+            context,
+            success: outcome.is_success(),
+            outcome: label.to_owned(),
+            error_message,
+            duration_ms,
+        }
+    }
+}
+
+/// The first text block of a `CallToolResult`, for an audit message.
+fn first_text(result: &Value) -> Option<String> {
+    result
+        .get("content")?
+        .as_array()?
+        .iter()
+        .find_map(|block| block.get("text")?.as_str().map(str::to_owned))
+}
+
+/// One task's stamp in a heartbeat.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Beat {
+    /// The task.
+    pub id: TaskId,
+    /// Its current status message (progress), if it has one.
+    pub status_message: Option<String>,
+}
+
+/// A signal another replica sent about a task, delivered early by the database's
+/// notifications (the row stays the source of truth; a lost signal costs latency).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskSignal {
+    /// A cancel was asked for.
+    Cancel(TaskId),
+    /// Input responses arrived.
+    Input(TaskId),
+}
+
+/// Receives [`TaskSignal`]s.
+pub type SignalListener = Arc<dyn Fn(TaskSignal) + Send + Sync>;
+
+/// Why a store operation failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or refused the statement.
+    #[error("the task store is unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value could not be read back.
+    #[error("a stored task is corrupt: {0}")]
+    Corrupt(String),
+    /// A task with this id already exists.
+    #[error("a task with this id already exists")]
+    Duplicate,
+}
+
+/// What the task machinery needs from a database.
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Inserts a `working` task and commits before returning.
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError>;
+
+    /// Reads a task, with the database clock's current time for staleness checks.
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>;
+
+    /// Ends a task with `outcome` if it has not ended yet, and writes its audit row.
+    /// Returns whether this call ended it.
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError>;
+
+    /// Records that a cancel was asked for (no-op on an ended task) and signals the
+    /// replica running it.
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError>;
+
+    /// Stamps every listed task of `replica_id` in ONE statement, storing each status
+    /// message; returns the ids among them with a cancel requested.
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError>;
+
+    /// Adds input requests to a running task and moves it to `input_required`.
+    /// Keys must be unique for the task's life. Returns false if the task ended.
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError>;
+
+    /// Applies answers: keys that are outstanding move to the answered set (unknown
+    /// keys are ignored); when none remain outstanding the task is `working` again.
+    /// Visible to the very next read on any replica; signals the running replica.
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError>;
+
+    /// Removes and returns the answers the running work has not consumed yet.
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError>;
+
+    /// Fails every task whose replica stopped stamping it more than `stale_after`
+    /// ago (database clock), writing their audit rows. Returns the ids it failed.
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError>;
+
+    /// Deletes up to `limit` tasks whose expiry has passed. Returns their ids.
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError>;
+
+    /// Writes the audit row of a call that did not become a task.
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError>;
+
+    /// The newest audit rows for `tool`, newest first, at most `limit`.
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// Asks to be told about signals other replicas send. Stores without
+    /// notifications ignore it (the heartbeat still carries every signal).
+    fn set_signal_listener(&self, listener: SignalListener) {
+        let _ = listener;
+    }
+}

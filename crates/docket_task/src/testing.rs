@@ -1,0 +1,429 @@
+//! The behaviour every [`TaskStore`] must have, as test functions any backend can
+//! run. One test source for every backend, so backends cannot
+//! drift apart. Use [`store_suite!`](crate::store_suite) to generate one
+//! `#[tokio::test]` per property.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::id::TaskId;
+use crate::model::{Caller, Outcome, TaskError, TaskStatus};
+use crate::store::{AuditContext, AuditEntry, Beat, NewTask, TaskStore};
+
+/// A new task for `tool` owned by `apikey:alice` on replica `a`.
+pub fn new_task(tool: &str) -> NewTask {
+    NewTask {
+        id: TaskId::generate().expect("OS random source"),
+        tool: tool.to_owned(),
+        arguments: json!({"sql": "select 1", "format": "csv"}),
+        owner: "apikey:alice".into(),
+        extra_follower: None,
+        replica_id: "a".into(),
+        status_message: Some("starting".into()),
+        retention: Some(Duration::from_secs(7 * 86_400)),
+        poll_interval_ms: 1000,
+        audit: AuditContext {
+            persona: Some("analyst".into()),
+            connection: Some("warehouse".into()),
+            arguments: json!({"sql": "select 1"}),
+        },
+    }
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A created task is readable at once with every field it was created with.
+pub async fn created_task_is_readable(store: Arc<dyn TaskStore>) {
+    let task = new_task("created_task_is_readable");
+    let created = store.create(task.clone()).await.expect("create");
+    let (read, now) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read, created);
+    assert_eq!(read.status, TaskStatus::Working);
+    assert_eq!(read.tool, task.tool);
+    assert_eq!(read.arguments, task.arguments);
+    assert_eq!(read.owner, "apikey:alice");
+    assert_eq!(read.status_message.as_deref(), Some("starting"));
+    assert_eq!(read.ttl_ms(), Some(7 * 86_400_000));
+    assert!(now >= read.created_at);
+    assert!(read.may_follow(&Caller {
+        subject: "apikey:alice".into(),
+        is_admin: false
+    }));
+    assert!(
+        store
+            .get(&TaskId::from_stored("no-such-task".into()))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store.create(task).await.is_err(),
+        "a duplicate id is refused"
+    );
+}
+
+/// The first terminal transition wins; later ones change nothing.
+pub async fn finishing_is_compare_and_set(store: Arc<dyn TaskStore>) {
+    let tool = "finishing_is_compare_and_set";
+    let task = new_task(tool);
+    store.create(task.clone()).await.expect("create");
+    let result = json!({"content": [{"type": "text", "text": "done"}]});
+    assert!(
+        store
+            .finish(&task.id, Outcome::Completed(result.clone()))
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !store
+            .finish(&task.id, Outcome::Cancelled)
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !store
+            .finish(&task.id, Outcome::Failed(TaskError::internal("late")))
+            .await
+            .expect("finish")
+    );
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Completed);
+    assert_eq!(read.result, Some(result));
+    assert_eq!(read.error, None);
+    let audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(audit.len(), 1, "exactly one audit row");
+    assert_eq!(audit[0].outcome, "completed");
+    assert!(audit[0].success);
+    assert_eq!(audit[0].subject, "apikey:alice");
+    assert_eq!(audit[0].context.connection.as_deref(), Some("warehouse"));
+}
+
+/// A cancel that ended the task is not overwritten by a late completion.
+pub async fn a_late_completion_never_overwrites_a_cancel(store: Arc<dyn TaskStore>) {
+    let tool = "a_late_completion_never_overwrites_a_cancel";
+    let task = new_task(tool);
+    store.create(task.clone()).await.expect("create");
+    store.request_cancel(&task.id).await.expect("cancel");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert!(read.cancel_requested_at.is_some());
+    assert_eq!(
+        read.status,
+        TaskStatus::Working,
+        "a cancel request alone does not end the task"
+    );
+    assert!(
+        store
+            .finish(&task.id, Outcome::Cancelled)
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !store
+            .finish(&task.id, Outcome::Completed(json!({"content": []})))
+            .await
+            .expect("finish")
+    );
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Cancelled);
+    assert_eq!(read.result, None);
+    let audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].outcome, "cancelled");
+}
+
+/// Many writers racing to end one task: exactly one wins, one audit row.
+pub async fn racing_writers_cannot_both_win(store: Arc<dyn TaskStore>) {
+    let tool = "racing_writers_cannot_both_win";
+    let task = new_task(tool);
+    store.create(task.clone()).await.expect("create");
+    let mut handles = Vec::new();
+    for writer in 0..8 {
+        let store = Arc::clone(&store);
+        let id = task.id.clone();
+        handles.push(tokio::spawn(async move {
+            let outcome = if writer % 2 == 0 {
+                Outcome::Cancelled
+            } else {
+                Outcome::Completed(json!({"content": [], "writer": writer}))
+            };
+            store.finish(&id, outcome).await.expect("finish")
+        }));
+    }
+    let mut wins = 0;
+    for handle in handles {
+        if handle.await.expect("joined") {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(
+        store.audit_for_tool(tool, 10).await.expect("audit").len(),
+        1
+    );
+}
+
+/// Cancelling an ended task changes nothing.
+pub async fn cancelling_an_ended_task_is_a_no_op(store: Arc<dyn TaskStore>) {
+    let task = new_task("cancelling_an_ended_task_is_a_no_op");
+    store.create(task.clone()).await.expect("create");
+    store
+        .finish(&task.id, Outcome::Completed(json!({"content": []})))
+        .await
+        .expect("finish");
+    store.request_cancel(&task.id).await.expect("cancel");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Completed);
+    assert_eq!(read.cancel_requested_at, None);
+    store
+        .request_cancel(&TaskId::from_stored("no-such-task".into()))
+        .await
+        .expect("unknown ids are fine");
+}
+
+/// One heartbeat stamps the replica's tasks, stores their messages, and reports
+/// which have a cancel requested; another replica's tasks are left alone.
+pub async fn heartbeat_stamps_and_reports_cancels(store: Arc<dyn TaskStore>) {
+    let first = new_task("heartbeat_stamps_and_reports_cancels");
+    let second = new_task("heartbeat_stamps_and_reports_cancels");
+    let mut foreign = new_task("heartbeat_stamps_and_reports_cancels");
+    foreign.replica_id = "b".into();
+    for task in [&first, &second, &foreign] {
+        store.create(task.clone()).await.expect("create");
+    }
+    let (before, _) = store.get(&first.id).await.expect("get").expect("present");
+    store.request_cancel(&second.id).await.expect("cancel");
+    store.request_cancel(&foreign.id).await.expect("cancel");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let beats = [
+        Beat {
+            id: first.id.clone(),
+            status_message: Some("412 000 rows written, 38 MB".into()),
+        },
+        Beat {
+            id: second.id.clone(),
+            status_message: None,
+        },
+        Beat {
+            id: foreign.id.clone(),
+            status_message: Some("not mine".into()),
+        },
+    ];
+    let cancelled = store.heartbeat("a", &beats).await.expect("heartbeat");
+    assert_eq!(cancelled, vec![second.id.clone()]);
+    let (after, _) = store.get(&first.id).await.expect("get").expect("present");
+    assert!(after.heartbeat_at > before.heartbeat_at);
+    assert_eq!(
+        after.status_message.as_deref(),
+        Some("412 000 rows written, 38 MB")
+    );
+    let (untouched, _) = store.get(&foreign.id).await.expect("get").expect("present");
+    assert_eq!(untouched.status_message.as_deref(), Some("starting"));
+    assert!(
+        store
+            .heartbeat("a", &[])
+            .await
+            .expect("empty heartbeat")
+            .is_empty()
+    );
+}
+
+/// Input requests and answers live with the task: partial answers keep the rest
+/// outstanding, unknown keys are ignored, keys are unique for the task's life.
+pub async fn input_requests_and_answers_live_with_the_task(store: Arc<dyn TaskStore>) {
+    let task = new_task("input_requests_and_answers_live_with_the_task");
+    store.create(task.clone()).await.expect("create");
+    let requests = object(json!({
+        "name": {"method": "elicitation/create", "params": {"message": "Name?", "requestedSchema": {"type": "object"}}},
+        "confirm": {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {"type": "object"}}}
+    }));
+    assert!(
+        store
+            .require_input(&task.id, requests)
+            .await
+            .expect("require")
+    );
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::InputRequired);
+    assert_eq!(
+        read.input_requests
+            .as_ref()
+            .and_then(Value::as_object)
+            .map(Map::len),
+        Some(2)
+    );
+
+    let first = object(
+        json!({"name": {"action": "accept", "content": {"name": "partial-1"}}, "unknown-key": {"ignored": true}}),
+    );
+    store.answer_input(&task.id, &first).await.expect("answer");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(
+        read.status,
+        TaskStatus::InputRequired,
+        "one answer of two keeps the task waiting"
+    );
+    let outstanding = read
+        .input_requests
+        .as_ref()
+        .and_then(Value::as_object)
+        .expect("outstanding");
+    assert!(outstanding.contains_key("confirm") && !outstanding.contains_key("name"));
+
+    let answers = store.take_answers(&task.id).await.expect("take");
+    assert_eq!(answers.keys().collect::<Vec<_>>(), ["name"]);
+    assert!(
+        store.take_answers(&task.id).await.expect("take").is_empty(),
+        "answers are taken once"
+    );
+
+    store
+        .answer_input(
+            &task.id,
+            &object(json!({"confirm": {"action": "accept", "content": {"confirm": true}}})),
+        )
+        .await
+        .expect("answer");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Working);
+    assert_eq!(read.input_requests, None);
+
+    let reused = object(
+        json!({"name": {"method": "elicitation/create", "params": {"message": "Again?", "requestedSchema": {"type": "object"}}}}),
+    );
+    store
+        .require_input(&task.id, reused)
+        .await
+        .expect("require");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    let outstanding = read
+        .input_requests
+        .as_ref()
+        .and_then(Value::as_object)
+        .map(Map::len)
+        .unwrap_or(0);
+    assert_eq!(outstanding, 0, "a key used once is not asked again");
+}
+
+/// A working task whose replica stopped stamping it fails, once, with an audit row.
+pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) {
+    let tool = "stale_tasks_fail_once_with_an_audit_row";
+    let stale = new_task(tool);
+    store.create(stale.clone()).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let fresh = new_task(tool);
+    store.create(fresh.clone()).await.expect("create");
+    let failed = store
+        .fail_stale(Duration::from_millis(25))
+        .await
+        .expect("sweep");
+    assert!(
+        failed.contains(&stale.id) && !failed.contains(&fresh.id),
+        "{failed:?}"
+    );
+    let (read, _) = store.get(&stale.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Failed);
+    assert!(
+        read.error
+            .as_ref()
+            .is_some_and(|error| error.message.contains("call the tool again"))
+    );
+    assert!(
+        !store
+            .fail_stale(Duration::from_millis(25))
+            .await
+            .expect("sweep")
+            .contains(&stale.id)
+    );
+    let audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|entry| entry.outcome == "failed")
+            .count(),
+        1
+    );
+}
+
+/// Retention deletes expired tasks and keeps the rest.
+pub async fn retention_deletes_only_expired_tasks(store: Arc<dyn TaskStore>) {
+    let mut expired = new_task("retention_deletes_only_expired_tasks");
+    expired.retention = Some(Duration::ZERO);
+    let kept = new_task("retention_deletes_only_expired_tasks");
+    let mut unlimited = new_task("retention_deletes_only_expired_tasks");
+    unlimited.retention = None;
+    for task in [&expired, &kept, &unlimited] {
+        store.create(task.clone()).await.expect("create");
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let deleted = store.delete_expired(1000).await.expect("retention");
+    assert!(deleted.contains(&expired.id));
+    assert!(!deleted.contains(&kept.id) && !deleted.contains(&unlimited.id));
+    assert!(store.get(&expired.id).await.expect("get").is_none());
+    assert!(store.get(&kept.id).await.expect("get").is_some());
+    let (read, _) = store
+        .get(&unlimited.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.ttl_ms(), None);
+}
+
+/// Calls that did not become tasks are audited through the same store.
+pub async fn direct_calls_are_audited(store: Arc<dyn TaskStore>) {
+    let tool = "direct_calls_are_audited";
+    let entry = AuditEntry {
+        tool: tool.into(),
+        subject: "apikey:bob".into(),
+        context: AuditContext {
+            persona: Some("analyst".into()),
+            connection: None,
+            arguments: json!({"text": "hi"}),
+        },
+        success: true,
+        outcome: "completed".into(),
+        error_message: None,
+        duration_ms: 12,
+    };
+    store.record_audit(entry.clone()).await.expect("audit");
+    assert_eq!(
+        store.audit_for_tool(tool, 10).await.expect("audit"),
+        vec![entry]
+    );
+}
+
+/// Generates one `#[tokio::test]` per store property. `$make` is an async
+/// expression yielding `(Arc<dyn TaskStore>, guard)`; the guard (for example a
+/// per-test database schema) lives until the test ends.
+#[macro_export]
+macro_rules! store_suite {
+    ($make:expr) => {
+        $crate::store_suite!(@tests $make;
+            created_task_is_readable,
+            finishing_is_compare_and_set,
+            a_late_completion_never_overwrites_a_cancel,
+            racing_writers_cannot_both_win,
+            cancelling_an_ended_task_is_a_no_op,
+            heartbeat_stamps_and_reports_cancels,
+            input_requests_and_answers_live_with_the_task,
+            stale_tasks_fail_once_with_an_audit_row,
+            retention_deletes_only_expired_tasks,
+            direct_calls_are_audited,
+        );
+    };
+    (@tests $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (store, _guard) = $make.await;
+                $crate::testing::$name(store).await;
+            }
+        )*
+    };
+}

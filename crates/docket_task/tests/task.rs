@@ -1,0 +1,300 @@
+//! The task runtime over the in-memory store, and the store behaviour suite run
+//! against the in-memory store (the database backends run the same suite).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use docket_task::memory::MemoryStore;
+use docket_task::runtime::{InputError, RuntimeConfig, SpawnError, TaskRuntime};
+use docket_task::store::{AuditEntry, Beat, NewTask, SignalListener, StoreError};
+use docket_task::testing::new_task;
+use docket_task::{Outcome, TaskId, TaskRecord, TaskStatus, TaskStore};
+use serde_json::{Map, Value, json};
+use time::OffsetDateTime;
+use tokio::sync::oneshot;
+
+docket_task::store_suite!(async { (Arc::new(MemoryStore::new()) as Arc<dyn TaskStore>, ()) });
+
+/// A store that counts heartbeat statements and otherwise forwards to memory.
+#[derive(Default)]
+struct CountingStore {
+    inner: MemoryStore,
+    heartbeats: AtomicUsize,
+}
+
+#[async_trait]
+impl TaskStore for CountingStore {
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        self.inner.create(task).await
+    }
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
+        self.inner.get(id).await
+    }
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+        self.inner.finish(id, outcome).await
+    }
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.inner.request_cancel(id).await
+    }
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
+        self.heartbeats.fetch_add(1, Ordering::SeqCst);
+        self.inner.heartbeat(replica_id, beats).await
+    }
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        self.inner.require_input(id, requests).await
+    }
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        self.inner.answer_input(id, responses).await
+    }
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
+        self.inner.take_answers(id).await
+    }
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+        self.inner.fail_stale(stale_after).await
+    }
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+        self.inner.delete_expired(limit).await
+    }
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.inner.record_audit(entry).await
+    }
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit_for_tool(tool, limit).await
+    }
+    fn set_signal_listener(&self, listener: SignalListener) {
+        // Deliberately dropped: this store delivers signals only through heartbeats,
+        // like a database whose notifications were lost.
+        let _ = listener;
+    }
+}
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig {
+        replica_id: "a".into(),
+        ..RuntimeConfig::default()
+    }
+}
+
+async fn wait_for_status(store: &dyn TaskStore, id: &TaskId, status: TaskStatus) -> TaskRecord {
+    // A guard against hanging, not a speed assertion.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (record, _) = store.get(id).await.expect("get").expect("present");
+        if record.status == status {
+            return record;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task stayed {:?}",
+            record.status
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_row_is_committed_before_spawn_returns_and_work_completes() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    let (release, released) = oneshot::channel::<()>();
+    let task = new_task("spawn");
+    let record = runtime
+        .spawn(task.clone(), |_context| async move {
+            let _ = released.await;
+            Outcome::Completed(json!({"content": [{"type": "text", "text": "done"}]}))
+        })
+        .await
+        .expect("spawned");
+    assert_eq!(record.status, TaskStatus::Working);
+    let (read, _) = store
+        .get(&task.id)
+        .await
+        .expect("get")
+        .expect("committed before spawn returned");
+    assert_eq!(read.status, TaskStatus::Working);
+    release.send(()).expect("work waiting");
+    let done = wait_for_status(&*store, &task.id, TaskStatus::Completed).await;
+    assert_eq!(done.result.expect("result")["content"][0]["text"], "done");
+}
+
+#[tokio::test]
+async fn a_local_cancel_stops_the_work_at_once() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    let task = new_task("local_cancel");
+    runtime
+        .spawn(task.clone(), |_context| std::future::pending::<Outcome>())
+        .await
+        .expect("spawned");
+    runtime.cancel(&task.id).await.expect("cancel");
+    wait_for_status(&*store, &task.id, TaskStatus::Cancelled).await;
+    assert_eq!(runtime.running_count(), 0);
+}
+
+#[tokio::test]
+async fn work_that_finished_first_keeps_its_outcome() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    let task = new_task("finished_first");
+    runtime
+        .spawn(task.clone(), |_context| async {
+            Outcome::Completed(json!({"content": []}))
+        })
+        .await
+        .expect("spawned");
+    wait_for_status(&*store, &task.id, TaskStatus::Completed).await;
+    runtime
+        .cancel(&task.id)
+        .await
+        .expect("a cancel after the end is acknowledged");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_cancel_recorded_elsewhere_arrives_with_the_next_heartbeat() {
+    let store = Arc::new(CountingStore::default());
+    let runtime = TaskRuntime::new(store.clone() as Arc<dyn TaskStore>, config());
+    let task = new_task("remote_cancel");
+    runtime
+        .spawn(task.clone(), |_context| std::future::pending::<Outcome>())
+        .await
+        .expect("spawned");
+    // Another replica records the cancel; no notification reaches this one.
+    store.inner.request_cancel(&task.id).await.expect("cancel");
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(
+        read.status,
+        TaskStatus::Working,
+        "without a heartbeat nothing has happened yet"
+    );
+    runtime.beat().await.expect("heartbeat");
+    wait_for_status(&*store, &task.id, TaskStatus::Cancelled).await;
+}
+
+#[tokio::test]
+async fn one_heartbeat_statement_stamps_every_running_task() {
+    let store = Arc::new(CountingStore::default());
+    let runtime = TaskRuntime::new(store.clone() as Arc<dyn TaskStore>, config());
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        let task = new_task("many");
+        ids.push(task.id.clone());
+        runtime
+            .spawn(task, |context| async move {
+                context.set_status_message("busy");
+                std::future::pending::<Outcome>().await
+            })
+            .await
+            .expect("spawned");
+    }
+    tokio::task::yield_now().await;
+    runtime.beat().await.expect("heartbeat");
+    assert_eq!(
+        store.heartbeats.load(Ordering::SeqCst),
+        1,
+        "one statement for 200 tasks"
+    );
+    let (read, _) = store.get(&ids[0]).await.expect("get").expect("present");
+    assert_eq!(read.status_message.as_deref(), Some("busy"));
+    runtime.drain(Duration::ZERO).await;
+}
+
+#[tokio::test]
+async fn draining_lets_short_work_finish_and_fails_long_work() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    let short = new_task("drain_short");
+    let long = new_task("drain_long");
+    runtime
+        .spawn(short.clone(), |_context| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Outcome::Completed(json!({"content": []}))
+        })
+        .await
+        .expect("spawned");
+    runtime
+        .spawn(long.clone(), |_context| std::future::pending::<Outcome>())
+        .await
+        .expect("spawned");
+    runtime.drain(Duration::from_millis(500)).await;
+    let (short_read, _) = store.get(&short.id).await.expect("get").expect("present");
+    assert_eq!(short_read.status, TaskStatus::Completed);
+    let (long_read, _) = store.get(&long.id).await.expect("get").expect("present");
+    assert_eq!(long_read.status, TaskStatus::Failed);
+    assert!(
+        long_read
+            .error
+            .expect("error")
+            .message
+            .contains("shut down")
+    );
+    assert!(matches!(
+        runtime
+            .spawn(new_task("late"), |_c| async { Outcome::Cancelled })
+            .await,
+        Err(SpawnError::Draining)
+    ));
+}
+
+#[tokio::test]
+async fn work_can_wait_for_input_answered_through_the_store() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    let task = new_task("input");
+    runtime
+        .spawn(task.clone(), |context| async move {
+            let mut requests = Map::new();
+            requests.insert("confirm".into(), json!({"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {"type": "object"}}}));
+            match context.request_input(requests).await {
+                Ok(answers) => Outcome::Completed(json!({"content": [{"type": "text", "text": answers["confirm"]["action"]}]})),
+                Err(InputError::Cancelled) => Outcome::Cancelled,
+                Err(other) => Outcome::Failed(docket_task::TaskError::internal(other.to_string())),
+            }
+        })
+        .await
+        .expect("spawned");
+    wait_for_status(&*store, &task.id, TaskStatus::InputRequired).await;
+    let mut answers = Map::new();
+    answers.insert(
+        "confirm".into(),
+        json!({"action": "accept", "content": {"confirm": true}}),
+    );
+    store
+        .answer_input(&task.id, &answers)
+        .await
+        .expect("answer");
+    let done = wait_for_status(&*store, &task.id, TaskStatus::Completed).await;
+    assert_eq!(done.result.expect("result")["content"][0]["text"], "accept");
+}
+
+#[tokio::test]
+async fn maintenance_fails_tasks_of_a_vanished_replica() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let mut gone = new_task("vanished");
+    gone.replica_id = "b".into();
+    store.create(gone.clone()).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let runtime = TaskRuntime::new(
+        Arc::clone(&store),
+        RuntimeConfig {
+            stale_after: Duration::from_millis(10),
+            ..config()
+        },
+    );
+    runtime.maintain().await;
+    let (read, _) = store.get(&gone.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Failed);
+    let audit = store.audit_for_tool("vanished", 10).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+}
