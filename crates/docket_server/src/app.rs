@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use docket_protocol::meta::Implementation;
+use docket_task::TaskStore;
+use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
 use crate::auth::{AuthError, Authenticator};
 use crate::config::Config;
@@ -14,6 +16,7 @@ use crate::persona::Personas;
 use crate::rate_limit::RateLimiter;
 use crate::registry::{RegistryError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::request_state::RequestStateKey;
+use crate::tasks::Tasks;
 use crate::tools;
 
 /// The server's name in `serverInfo`.
@@ -36,6 +39,12 @@ pub(crate) struct AppState {
     pub(crate) metrics: Metrics,
     pub(crate) draining: AtomicBool,
     pub(crate) sse_keepalive: Duration,
+    /// The task machinery, when a store is configured and `tasks.enabled`.
+    pub(crate) tasks: Option<Tasks>,
+    /// Where audit rows go, when a store is configured and `audit.enabled`.
+    pub(crate) audit: Option<Arc<dyn TaskStore>>,
+    /// This replica's id.
+    pub(crate) replica_id: String,
 }
 
 /// Why the application could not be built.
@@ -61,6 +70,7 @@ pub struct AppBuilder {
     config: Config,
     registry: ToolRegistry,
     sse_keepalive: Duration,
+    store: Option<Arc<dyn TaskStore>>,
 }
 
 impl App {
@@ -70,6 +80,7 @@ impl App {
             config,
             registry: ToolRegistry::new(),
             sse_keepalive: Duration::from_secs(15),
+            store: None,
         }
     }
 
@@ -83,7 +94,8 @@ impl App {
         &self.state.metrics
     }
 
-    /// Marks the app as draining: `/readyz` answers 503 from now on.
+    /// Marks the app as draining: `/readyz` answers 503 from now on, and new
+    /// task-creating calls are refused.
     pub fn start_draining(&self) {
         self.state.draining.store(true, Ordering::SeqCst);
     }
@@ -91,6 +103,21 @@ impl App {
     /// Whether the app is draining.
     pub fn is_draining(&self) -> bool {
         self.state.draining.load(Ordering::SeqCst)
+    }
+
+    /// Whether calls may become tasks (a store is configured and `tasks.enabled`).
+    pub fn tasks_enabled(&self) -> bool {
+        self.state.tasks.is_some()
+    }
+
+    /// This replica's id, stamped on the tasks it runs.
+    pub fn replica_id(&self) -> &str {
+        &self.state.replica_id
+    }
+
+    /// The task runtime, when tasks are enabled.
+    pub fn task_runtime(&self) -> Option<&Arc<TaskRuntime>> {
+        self.state.tasks.as_ref().map(|tasks| &tasks.runtime)
     }
 }
 
@@ -106,6 +133,13 @@ impl AppBuilder {
     ) -> Result<Self, RegistryError> {
         self.registry.register(spec, handler)?;
         Ok(self)
+    }
+
+    /// The store for tasks and audit rows. Without one, every call is answered
+    /// directly and nothing is audited.
+    pub fn task_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// How often an SSE response sends a keep-alive comment; the write also detects
@@ -125,6 +159,7 @@ impl AppBuilder {
             config,
             mut registry,
             sse_keepalive,
+            store,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -138,6 +173,37 @@ impl AppBuilder {
             Some(secret) => RequestStateKey::from_secret(secret),
             None => RequestStateKey::random().map_err(|err| BuildError::Random(err.to_string()))?,
         };
+        let replica_id = if config.server.replica_id.is_empty() {
+            let mut suffix = [0u8; 4];
+            getrandom::fill(&mut suffix).map_err(|err| BuildError::Random(err.to_string()))?;
+            format!("replica-{}", hex::encode(suffix))
+        } else {
+            config.server.replica_id.clone()
+        };
+        let tasks = match &store {
+            Some(store) if config.tasks.enabled => {
+                let runtime = TaskRuntime::new(
+                    Arc::clone(store),
+                    RuntimeConfig {
+                        replica_id: replica_id.clone(),
+                        heartbeat_interval: config.tasks.heartbeat_interval,
+                        stale_after: config.tasks.stale_after,
+                        // Often enough that a vanished replica's tasks are recorded
+                        // failed (and audited) soon after they start to read as failed.
+                        maintenance_interval: (config.tasks.stale_after / 2)
+                            .min(Duration::from_secs(15)),
+                    },
+                );
+                Some(Tasks {
+                    runtime,
+                    retention: Duration::from_secs(u64::from(config.tasks.retention_days) * 86_400),
+                    poll_interval_ms: config.tasks.poll_interval_ms,
+                    stale_after: config.tasks.stale_after,
+                })
+            }
+            _ => None,
+        };
+        let audit = store.filter(|_| config.audit.enabled);
         let state = AppState {
             server_info: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
             config,
@@ -149,6 +215,9 @@ impl AppBuilder {
             metrics: Metrics::default(),
             draining: AtomicBool::new(false),
             sse_keepalive,
+            tasks,
+            audit,
+            replica_id,
         };
         Ok(App {
             state: Arc::new(state),

@@ -6,6 +6,7 @@
 //! structured error; a malformed call is a JSON-RPC error. Refused calls never reach
 //! a handler.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use docket_protocol::JsonObject;
@@ -14,19 +15,26 @@ use docket_protocol::mrtr::InputRequiredResult;
 use docket_protocol::progress::{PROGRESS_METHOD, ProgressParams};
 use docket_protocol::result::ResultType;
 use docket_protocol::tools::{CallToolParams, CallToolResult};
+use docket_task::TaskId;
+use docket_task::store::{AuditContext, AuditEntry, NewTask};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
+use crate::audit::redact_arguments;
 use crate::dispatch::{Reply, RequestContext, to_value};
 use crate::error::McpError;
 use crate::headers;
 use crate::http::StreamItem;
 use crate::metrics::CallOutcome;
-use crate::registry::{InputRound, Progress, ProgressUpdate, TaskSupport, ToolCall, ToolOutcome};
+use crate::registry::{
+    Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, TaskSupport, ToolCall,
+    ToolHandler, ToolOutcome,
+};
 use crate::request_state::Binding;
+use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
 use crate::tools::{PLATFORM_INFO, error_result};
 
 /// Runs one `tools/call`.
@@ -170,6 +178,71 @@ pub(crate) async fn call_tool(
         }),
     };
 
+    // Consent: the tool may ask the client before anything runs, and before any
+    // task exists, so a refusal or a prompt leaves no task behind.
+    let handler = tool.handler();
+    let consent_request = ConsentRequest {
+        arguments: &arguments,
+        identity,
+        client_capabilities: &context.meta.client_capabilities,
+        input: input.as_ref(),
+    };
+    let connection = arguments
+        .get("connection")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let finish = Finish {
+        app: app.clone(),
+        tool: params.name.clone(),
+        subject: identity.subject.clone(),
+        persona: persona.name.clone(),
+        connection,
+        arguments: arguments.clone(),
+        started,
+        now,
+    };
+    match handler.consent(&consent_request).await {
+        Consent::Proceed => {}
+        Consent::Refuse(result) => return refuse(result),
+        Consent::Ask {
+            requests,
+            state: consent_state,
+        } => {
+            let outcome = ToolOutcome::InputRequired {
+                requests,
+                state: consent_state,
+            };
+            return finish.into_result(outcome).map(Reply::Json);
+        }
+    }
+
+    // A task when the tool may become one, this very request declares the extension,
+    // and tasks are on.
+    if tool.spec.task_support != TaskSupport::Never && declares_tasks {
+        match &state.tasks {
+            Some(tasks) => {
+                let call = ToolCall {
+                    arguments,
+                    identity: identity.clone(),
+                    persona,
+                    client_capabilities: context.meta.client_capabilities.clone(),
+                    progress: Progress::default(),
+                    input,
+                    cancel: CancellationToken::new(),
+                    task: None,
+                };
+                return start_task(app, tasks, call, handler, finish).await;
+            }
+            None if tool.spec.task_support == TaskSupport::Required => {
+                return Err(McpError::Unavailable(format!(
+                    "the tool {} runs only as a task, and tasks are not enabled on this server",
+                    params.name
+                )));
+            }
+            None => {}
+        }
+    }
+
     let cancel = CancellationToken::new();
     let (progress, progress_updates) = match &context.meta.progress_token {
         Some(token) => {
@@ -179,26 +252,18 @@ pub(crate) async fn call_tool(
         None => (Progress::default(), None),
     };
     let call = ToolCall {
-        arguments: arguments.clone(),
+        arguments,
         identity: identity.clone(),
         persona,
         client_capabilities: context.meta.client_capabilities.clone(),
         progress,
         input,
         cancel: cancel.clone(),
+        task: None,
     };
-    let handler = tool.handler();
     let running = RunningCall {
         handle: tokio::spawn(async move { handler.call(call).await }),
         cancel,
-    };
-    let finish = Finish {
-        app: app.clone(),
-        tool: params.name.clone(),
-        subject: identity.subject.clone(),
-        arguments,
-        started,
-        now,
     };
 
     match progress_updates {
@@ -300,6 +365,8 @@ struct Finish {
     app: App,
     tool: String,
     subject: String,
+    persona: String,
+    connection: Option<String>,
     arguments: JsonObject,
     started: Instant,
     now: u64,
@@ -338,9 +405,115 @@ impl Finish {
         };
         let elapsed = self.started.elapsed();
         state.metrics.record_tool_call(&self.tool, label, elapsed);
+        if label != CallOutcome::InputRequired {
+            self.audit(label, &answer, elapsed);
+        }
         tracing::info!(tool = self.tool, subject = self.subject, outcome = ?label, ?elapsed, "tool call");
         answer
     }
+}
+
+impl Finish {
+    /// The audit context of this call.
+    fn audit_context(&self) -> AuditContext {
+        let redact_keys = &self.app.state.config.audit.redact_keys;
+        AuditContext {
+            persona: Some(self.persona.clone()),
+            connection: self.connection.clone(),
+            arguments: redact_arguments(&self.arguments, redact_keys),
+        }
+    }
+
+    /// Writes the audit row of a call that ran and did not become a task. Written
+    /// in the background: an audit failure never fails the call.
+    fn audit(
+        &self,
+        label: CallOutcome,
+        answer: &Result<Value, McpError>,
+        elapsed: std::time::Duration,
+    ) {
+        let Some(store) = self.app.state.audit.clone() else {
+            return;
+        };
+        let (outcome, error_message) = match (label, answer) {
+            (CallOutcome::Ok, _) => ("completed", None),
+            (CallOutcome::ToolError, Ok(result)) => ("tool_error", first_text(result)),
+            (_, Err(error)) => ("failed", Some(error.to_string())),
+            _ => ("failed", None),
+        };
+        let entry = AuditEntry {
+            tool: self.tool.clone(),
+            subject: self.subject.clone(),
+            context: self.audit_context(),
+            success: label == CallOutcome::Ok,
+            outcome: outcome.to_owned(),
+            error_message,
+            duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+        };
+        tokio::spawn(async move {
+            if let Err(err) = store.record_audit(entry).await {
+                tracing::warn!(error = %err, "could not write an audit row");
+            }
+        });
+    }
+}
+
+/// The first text block of a result, for an audit message.
+fn first_text(result: &Value) -> Option<String> {
+    result
+        .get("content")?
+        .as_array()?
+        .iter()
+        .find_map(|block| block.get("text")?.as_str().map(str::to_owned))
+}
+
+/// Commits the task row, starts the work detached from this request, and answers
+/// with the `CreateTaskResult`. The task's audit row is written when it ends.
+async fn start_task(
+    app: &App,
+    tasks: &Tasks,
+    mut call: ToolCall,
+    handler: Arc<dyn ToolHandler>,
+    finish: Finish,
+) -> Result<Reply, McpError> {
+    let id = TaskId::generate()
+        .map_err(|err| McpError::Internal(format!("could not draw a task id: {err}")))?;
+    let new = NewTask {
+        id,
+        tool: finish.tool.clone(),
+        arguments: Value::Object(call.arguments.clone()),
+        owner: finish.subject.clone(),
+        extra_follower: None,
+        replica_id: app.state.replica_id.clone(),
+        status_message: Some("working".into()),
+        retention: Some(tasks.retention),
+        poll_interval_ms: tasks.poll_interval_ms,
+        audit: finish.audit_context(),
+    };
+    let record = tasks
+        .runtime
+        .spawn(new, move |context| async move {
+            let context = Arc::new(context);
+            call.cancel = context.cancelled().clone();
+            call.progress = Progress::for_task(Arc::clone(&context));
+            call.task = Some(context);
+            // The handler runs on its own tokio task so a panic ends the task as
+            // failed instead of leaving it working; dropping `running` (a cancel)
+            // aborts it.
+            let running = RunningCall {
+                cancel: call.cancel.clone(),
+                handle: tokio::spawn(handler.call(call)),
+            };
+            task_outcome(running.wait().await)
+        })
+        .await
+        .map_err(spawn_failure)?;
+    let elapsed = finish.started.elapsed();
+    app.state
+        .metrics
+        .record_tool_call(&finish.tool, CallOutcome::TaskCreated, elapsed);
+    tracing::info!(tool = finish.tool, subject = finish.subject, task = %record.id, "task created");
+    create_result_value(&record).map(Reply::Json)
 }
 
 fn unix_now() -> u64 {

@@ -34,6 +34,12 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     /// Named connections to data systems.
     pub connections: BTreeMap<String, ConnectionConfig>,
+    /// Where tasks, audit rows and the rest are stored.
+    pub database: DatabaseConfig,
+    /// Durable MCP tasks.
+    pub tasks: TasksConfig,
+    /// The audit log.
+    pub audit: AuditConfig,
     /// Log output.
     pub logging: LoggingConfig,
 }
@@ -96,6 +102,106 @@ impl ServerConfig {
         match &self.public_base_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => format!("http://{}", self.address),
+        }
+    }
+}
+
+/// The `database:` section.
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+pub struct DatabaseConfig {
+    /// `postgres://user@host:5432/db` or `sqlite://PATH`; `None` runs without a
+    /// database (and so without tasks or audit).
+    pub url: Option<String>,
+    /// The connection pool's size.
+    pub max_connections: u32,
+    /// Whether to apply migrations at start-up.
+    pub migrate_on_start: bool,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            max_connections: 16,
+            migrate_on_start: true,
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.url.as_ref().map(|url| redact_url(url)))
+            .field("max_connections", &self.max_connections)
+            .field("migrate_on_start", &self.migrate_on_start)
+            .finish()
+    }
+}
+
+/// `scheme://user:password@host/…` with the password replaced.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The `tasks:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct TasksConfig {
+    /// Whether long calls become tasks when the client declares the extension.
+    pub enabled: bool,
+    /// How long an export task is kept for its caller to read, in days.
+    pub retention_days: u32,
+    /// How often clients should poll, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// How often a replica stamps its running tasks.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub heartbeat_interval: Duration,
+    /// How long without a stamp before a task's replica counts as gone.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub stale_after: Duration,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            retention_days: 7,
+            poll_interval_ms: 1000,
+            heartbeat_interval: Duration::from_secs(2),
+            stale_after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The `audit:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct AuditConfig {
+    /// Whether tool calls are audited (when a database is configured).
+    pub enabled: bool,
+    /// Argument keys whose values are replaced by `[REDACTED]`, besides the built-in
+    /// ones (password, secret, token, api_key, authorization, credentials).
+    pub redact_keys: Vec<String>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            redact_keys: Vec::new(),
         }
     }
 }
@@ -278,6 +384,25 @@ impl Config {
                     "server.allowed_origins: {origin:?} must be an origin such as https://app.example.com"
                 ));
             }
+        }
+        if self.tasks.heartbeat_interval.is_zero() {
+            problems.push("tasks.heartbeat_interval: must be greater than zero".into());
+        }
+        if self.tasks.stale_after <= self.tasks.heartbeat_interval {
+            problems.push("tasks.stale_after: must be longer than tasks.heartbeat_interval, or live tasks read as failed".into());
+        }
+        if self.tasks.poll_interval_ms == 0 {
+            problems.push("tasks.poll_interval_ms: must be greater than zero".into());
+        }
+        if let Some(url) = &self.database.url
+            && !(url.starts_with("postgres://")
+                || url.starts_with("postgresql://")
+                || url.starts_with("sqlite://"))
+        {
+            problems.push(format!(
+                "database.url: {} must start with postgres:// or sqlite://",
+                redact_url(url)
+            ));
         }
         if self.server.max_request_bytes == 0 {
             problems.push("server.max_request_bytes: must be greater than zero".into());
@@ -464,6 +589,40 @@ mod tests {
             no_credentials.problems[0].contains("no credentials"),
             "{no_credentials}"
         );
+    }
+
+    #[test]
+    fn database_passwords_are_not_printed() {
+        let text = "database: { url: \"postgres://docket:hunter2@db:5432/docket\" }\n";
+        let config = Config::from_yaml(text, &env).expect("valid");
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(
+            printed.contains("postgres://docket:***@db:5432/docket"),
+            "{printed}"
+        );
+        assert_eq!(
+            redact_url("sqlite://./docket-data/docket.db"),
+            "sqlite://./docket-data/docket.db"
+        );
+    }
+
+    #[test]
+    fn task_timings_must_leave_room_for_heartbeats() {
+        let err = Config::from_yaml("tasks: { heartbeat_interval: 5s, stale_after: 2s }\n", &env)
+            .expect_err("invalid");
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| p.starts_with("tasks.stale_after")),
+            "{err}"
+        );
+        let config = Config::from_yaml(
+            "tasks: { heartbeat_interval: 200ms, stale_after: 1s }\n",
+            &env,
+        )
+        .expect("valid");
+        assert_eq!(config.tasks.heartbeat_interval, Duration::from_millis(200));
     }
 
     #[test]

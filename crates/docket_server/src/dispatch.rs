@@ -17,6 +17,7 @@ use crate::auth::Identity;
 use crate::call;
 use crate::error::McpError;
 use crate::http::StreamItem;
+use crate::tasks;
 
 /// How long clients may cache `server/discover`, in milliseconds.
 const DISCOVER_TTL_MS: u64 = 5 * 60 * 1000;
@@ -44,9 +45,9 @@ pub(crate) enum Reply {
 /// The methods this server implements.
 const METHODS: &[&str] = &["server/discover", "tools/list", "tools/call"];
 
-/// Whether `method` is implemented here.
-pub(crate) fn is_known_method(method: &str) -> bool {
-    METHODS.contains(&method)
+/// Whether `method` is implemented here; `tasks/*` only when tasks are enabled.
+pub(crate) fn is_known_method(app: &App, method: &str) -> bool {
+    METHODS.contains(&method) || (app.tasks_enabled() && tasks::METHODS.contains(&method))
 }
 
 /// The value the `Mcp-Name` header must carry for `method`, when it needs one.
@@ -67,14 +68,28 @@ pub(crate) async fn dispatch(
     request: Request,
 ) -> Result<Reply, McpError> {
     match request.method.as_str() {
-        "server/discover" => Ok(Reply::Json(discover()?)),
+        "server/discover" => Ok(Reply::Json(discover(app)?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
+        method if tasks::METHODS.contains(&method) => {
+            tasks::handle(app, &context, method, request.params)
+                .await
+                .map(Reply::Json)
+        }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }
 }
 
-fn discover() -> Result<Value, McpError> {
+fn discover(app: &App) -> Result<Value, McpError> {
+    // The extension is advertised exactly when a store is configured and tasks are on.
+    let extensions = app.tasks_enabled().then(|| {
+        let mut extensions = docket_protocol::JsonObject::new();
+        extensions.insert(
+            docket_protocol::TASKS_EXTENSION.to_owned(),
+            Value::Object(Default::default()),
+        );
+        extensions
+    });
     let result = DiscoverResult {
         result_type: ResultType::Complete,
         supported_versions: docket_protocol::SUPPORTED_VERSIONS
@@ -83,7 +98,7 @@ fn discover() -> Result<Value, McpError> {
             .collect(),
         capabilities: ServerCapabilities {
             tools: Some(ToolsCapability { list_changed: None }),
-            extensions: None,
+            extensions,
             extra: Default::default(),
         },
         instructions: Some(

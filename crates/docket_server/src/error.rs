@@ -40,6 +40,10 @@ pub enum McpError {
     /// The params are unusable: unknown tool, bad arguments, bad `requestState`.
     #[error("invalid params: {0}")]
     InvalidParams(String),
+    /// A dependency (the database) or the server's state (shutting down) keeps the
+    /// request from being served now; the message says what to do and is sent.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Something failed inside the server; the detail is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -63,6 +67,9 @@ impl McpError {
     pub fn to_wire(&self) -> (StatusCode, ErrorObject) {
         match self {
             McpError::Internal(detail) => tracing::error!(error = %detail, "request failed"),
+            McpError::Unavailable(detail) => {
+                tracing::warn!(error = %detail, "request could not be served now")
+            }
             other => tracing::debug!(error = %other, "request refused"),
         }
         match self {
@@ -92,6 +99,9 @@ impl McpError {
             ),
             McpError::InvalidParams(detail) => {
                 (StatusCode::OK, ErrorObject::invalid_params(detail.clone()))
+            }
+            McpError::Unavailable(message) => {
+                (StatusCode::OK, ErrorObject::internal(message.clone()))
             }
             McpError::Internal(_) => (
                 StatusCode::OK,

@@ -56,6 +56,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
+    if let Some(runtime) = app.task_runtime() {
+        runtime.start_background();
+    }
     let builder = hyper::server::conn::http1::Builder::new();
     tokio::pin!(shutdown);
     loop {
@@ -93,13 +96,26 @@ pub async fn serve(
     drop(listener);
     app.start_draining();
     let grace = app.config().server.shutdown.grace_period;
-    tracing::info!(?grace, "shutting down: waiting for open requests");
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("grace period over; closing the remaining connections");
-    }
+    tracing::info!(
+        ?grace,
+        "shutting down: no new tasks; waiting for open requests and running tasks"
+    );
+    // Running tasks get the grace period to finish; the rest are recorded as failed.
+    // Open requests are waited for alongside.
+    let tasks = async {
+        if let Some(runtime) = app.task_runtime() {
+            runtime.drain(grace).await;
+        }
+    };
+    let requests = async {
+        if tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("grace period over; closing the remaining connections");
+        }
+    };
+    tokio::join!(tasks, requests);
     Ok(())
 }
 
@@ -230,7 +246,7 @@ async fn handle_mcp(
         }
     };
     let method = request.method.clone();
-    let meta = match validate(&request, &parts.headers) {
+    let meta = match validate(app, &request, &parts.headers) {
         Ok(meta) => meta,
         Err(err) => return (method, error_response(app, Some(request.id), &err)),
     };
@@ -249,7 +265,7 @@ async fn handle_mcp(
 }
 
 /// The transport-level checks of a request, in the order the contract fixes.
-fn validate(request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpError> {
+fn validate(app: &App, request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpError> {
     let meta = RequestMeta::from_params(request.params.as_ref())
         .map_err(|err| McpError::InvalidMeta(err.0))?;
     let header = |result: Result<(), String>| result.map_err(McpError::HeaderMismatch);
@@ -276,7 +292,7 @@ fn validate(request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpEr
     if !docket_protocol::SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
         return Err(McpError::UnsupportedVersion(meta.protocol_version));
     }
-    if !dispatch::is_known_method(&request.method) {
+    if !dispatch::is_known_method(app, &request.method) {
         return Err(McpError::MethodNotFound(request.method.clone()));
     }
     Ok(meta)

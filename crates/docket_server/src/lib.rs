@@ -17,10 +17,12 @@ pub mod request_state;
 pub mod tools;
 
 mod app;
+pub mod audit;
 mod call;
 mod dispatch;
 mod error;
 mod http;
+mod tasks;
 
 pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
 pub use config::Config;

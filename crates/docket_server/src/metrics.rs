@@ -45,6 +45,8 @@ pub enum CallOutcome {
     InputRequired,
     /// Refused by authorization or a gate.
     Refused,
+    /// Answered with a task handle; the work goes on.
+    TaskCreated,
 }
 
 impl CallOutcome {
@@ -55,6 +57,7 @@ impl CallOutcome {
             CallOutcome::ProtocolError => "protocol_error",
             CallOutcome::InputRequired => "input_required",
             CallOutcome::Refused => "refused",
+            CallOutcome::TaskCreated => "task_created",
         }
     }
 }

@@ -13,6 +13,7 @@ use docket_protocol::JsonObject;
 use docket_protocol::meta::{ClientCapabilities, ProgressToken};
 use docket_protocol::mrtr::{InputRequests, InputResponses};
 use docket_protocol::tools::{CallToolResult, Tool, ToolAnnotations};
+use docket_task::runtime::TaskContext;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -111,9 +112,74 @@ pub struct ToolCall {
     /// The answers to an earlier `input_required` round, with the state the handler
     /// returned then (already verified and decoded).
     pub input: Option<InputRound>,
-    /// Fires when the call should stop: the client went away or the server is stopping.
+    /// Fires when the call should stop: the client went away, the task was
+    /// cancelled, or the server is stopping.
     pub cancel: CancellationToken,
+    /// The task this call runs as, when it became one.
+    pub task: Option<Arc<TaskContext>>,
 }
+
+impl ToolCall {
+    /// Asks the client for input while running as a task: the requests are stored
+    /// with the task (`input_required`), and this waits until every key is answered
+    /// through `tasks/update`.
+    ///
+    /// # Errors
+    /// [`ToolError::InvalidParams`] when the call is not a task (a direct call asks
+    /// by returning [`ToolOutcome::InputRequired`] instead), and
+    /// [`ToolError::Internal`] when the task is cancelled or its store fails.
+    pub async fn request_input(
+        &self,
+        requests: InputRequests,
+    ) -> Result<InputResponses, ToolError> {
+        let Some(task) = &self.task else {
+            return Err(ToolError::InvalidParams(
+                "input can only be requested this way inside a task".into(),
+            ));
+        };
+        let requests = serde_json::to_value(requests)
+            .ok()
+            .and_then(|value| value.as_object().cloned())
+            .unwrap_or_default();
+        let answers = task
+            .request_input(requests)
+            .await
+            .map_err(|err| ToolError::Internal(err.to_string()))?;
+        Ok(answers.into_iter().collect())
+    }
+}
+
+/// What a tool's consent step decides before any work (or task) starts.
+#[derive(Debug)]
+pub enum Consent {
+    /// Go ahead.
+    Proceed,
+    /// Ask the client first (a multi round-trip `input_required` result); the call
+    /// is retried with the answers and this state, verified.
+    Ask {
+        /// What to ask, by key.
+        requests: InputRequests,
+        /// State for the next round.
+        state: Value,
+    },
+    /// Refuse with this result.
+    Refuse(CallToolResult),
+}
+
+/// What a consent step sees.
+pub struct ConsentRequest<'a> {
+    /// The validated arguments.
+    pub arguments: &'a JsonObject,
+    /// Who is calling.
+    pub identity: &'a Identity,
+    /// What the client declared for this request.
+    pub client_capabilities: &'a ClientCapabilities,
+    /// The answers of an earlier round, verified.
+    pub input: Option<&'a InputRound>,
+}
+
+/// The future a consent step returns.
+pub type ConsentFuture = Pin<Box<dyn Future<Output = Consent> + Send>>;
 
 /// The answers of one multi round-trip retry.
 #[derive(Clone, Debug)]
@@ -174,6 +240,13 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = ToolOutcome> + Send>>;
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs one call.
     fn call(&self, call: ToolCall) -> ToolFuture;
+
+    /// Decides, before any work or task starts, whether to ask the client first.
+    /// The default proceeds.
+    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
+        let _ = request;
+        Box::pin(async { Consent::Proceed })
+    }
 }
 
 impl<F, Fut> ToolHandler for F
@@ -313,10 +386,31 @@ impl ToolRegistry {
     }
 }
 
-/// Sends progress notifications for one call, when the request carried a progress token.
-#[derive(Clone, Debug, Default)]
+/// Reports progress for one call: as `notifications/progress` on the response
+/// stream when the request carried a progress token, as the task's status message
+/// when the call runs as a task, and nowhere otherwise.
+#[derive(Clone, Default)]
 pub struct Progress {
-    sink: Option<(ProgressToken, mpsc::UnboundedSender<ProgressUpdate>)>,
+    sink: Sink,
+}
+
+#[derive(Clone, Default)]
+enum Sink {
+    #[default]
+    Nowhere,
+    Stream(ProgressToken, mpsc::UnboundedSender<ProgressUpdate>),
+    Task(Arc<TaskContext>),
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.sink {
+            Sink::Nowhere => "nowhere",
+            Sink::Stream(..) => "stream",
+            Sink::Task(_) => "task",
+        };
+        f.debug_struct("Progress").field("sink", &kind).finish()
+    }
 }
 
 /// One progress report.
@@ -336,27 +430,46 @@ impl Progress {
     /// A reporter that sends updates for `token` into `sender`.
     pub fn new(token: ProgressToken, sender: mpsc::UnboundedSender<ProgressUpdate>) -> Self {
         Self {
-            sink: Some((token, sender)),
+            sink: Sink::Stream(token, sender),
         }
     }
 
-    /// Whether the client asked for progress.
-    pub fn is_enabled(&self) -> bool {
-        self.sink.is_some()
+    /// A reporter that writes the task's status message.
+    pub fn for_task(task: Arc<TaskContext>) -> Self {
+        Self {
+            sink: Sink::Task(task),
+        }
     }
 
-    /// Reports progress; a no-op when the client asked for none or has gone away.
+    /// Whether anyone will see progress.
+    pub fn is_enabled(&self) -> bool {
+        !matches!(self.sink, Sink::Nowhere)
+    }
+
+    /// Reports progress; a no-op when nobody asked for it or the client has gone away.
     pub fn report(&self, progress: u64, total: Option<u64>, message: Option<String>) {
-        if let Some((token, sender)) = &self.sink {
-            let update = ProgressUpdate {
-                token: token.clone(),
-                progress,
-                total,
-                message,
-            };
-            // A closed channel means the response stream is gone; the call's cancel
-            // token fires for that, so there is nothing to do here.
-            let _ = sender.send(update);
+        match &self.sink {
+            Sink::Nowhere => {}
+            Sink::Stream(token, sender) => {
+                let update = ProgressUpdate {
+                    token: token.clone(),
+                    progress,
+                    total,
+                    message,
+                };
+                // A closed channel means the response stream is gone; the call's cancel
+                // token fires for that, so there is nothing to do here.
+                let _ = sender.send(update);
+            }
+            Sink::Task(task) => {
+                // Task progress goes to the status message: the task's progress channel.
+                let text = match (message, total) {
+                    (Some(message), _) => message,
+                    (None, Some(total)) => format!("{progress} of {total}"),
+                    (None, None) => format!("{progress} done"),
+                };
+                task.set_status_message(text);
+            }
         }
     }
 }

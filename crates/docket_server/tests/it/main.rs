@@ -4,3 +4,4 @@ mod auth;
 mod http;
 mod pipeline;
 mod support;
+mod tasks;

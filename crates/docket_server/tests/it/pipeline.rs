@@ -86,7 +86,10 @@ fn keyed_config(personas: &[(&str, PersonaConfig)], keys: &[(&str, &str, &[&str]
             .collect(),
         ..AuthConfig::default()
     };
-    let mut config = Config { auth, ..Config::default() };
+    let mut config = Config {
+        auth,
+        ..Config::default()
+    };
     for (name, persona) in personas {
         config.personas.insert((*name).into(), persona.clone());
     }

@@ -1,0 +1,587 @@
+//! The tasks extension through the server: per-request opt-in, `CreateTaskResult`,
+//! `tasks/get|update|cancel`, who may follow, audit, and the shutdown drain — on the
+//! in-memory store (the database-backed replica tests live with the binary).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
+use docket_protocol::tools::CallToolResult;
+use docket_server::auth::{ApiKeyConfig, AuthConfig};
+use docket_server::config::Config;
+use docket_server::{App, AppBuilder, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
+use docket_task::TaskStore;
+use docket_task::memory::MemoryStore;
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+fn tasks_caps() -> Value {
+    json!({"extensions": {TASKS: {}}})
+}
+
+fn schema(properties: Value) -> Value {
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+/// The task tools these tests use.
+fn with_task_tools(builder: AppBuilder) -> AppBuilder {
+    builder
+        .tool(
+            ToolSpec::new("slow", "Waits, then answers.", schema(json!({"millis": {"type": "integer"}, "password": {"type": "string"}})))
+                .with_task_support(TaskSupport::Optional),
+            |call: ToolCall| async move {
+                let millis = call.arguments.get("millis").and_then(Value::as_u64).unwrap_or(0);
+                call.progress.report(1, Some(2), Some("half way".into()));
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(millis)) => {}
+                    () = call.cancel.cancelled() => return ToolOutcome::Result(CallToolResult::error("stopped")),
+                }
+                ToolOutcome::Result(CallToolResult::text(format!("slept {millis} ms")))
+            },
+        )
+        .expect("registered")
+        .tool(
+            ToolSpec::new("tool_error", "Fails as a tool.", schema(json!({}))).with_task_support(TaskSupport::Required),
+            |_call: ToolCall| async move { ToolOutcome::Result(CallToolResult::error("the upstream said no")) },
+        )
+        .expect("registered")
+        .tool(
+            ToolSpec::new("protocol_error", "Fails with a JSON-RPC error.", schema(json!({}))).with_task_support(TaskSupport::Optional),
+            |_call: ToolCall| async move { ToolOutcome::Error(ToolError::InvalidParams("the input cannot be used".into())) },
+        )
+        .expect("registered")
+        .tool(
+            ToolSpec::new("ask_two", "Asks two questions inside the task.", schema(json!({}))).with_task_support(TaskSupport::Optional),
+            |call: ToolCall| async move {
+                let form = |message: &str| {
+                    InputRequest::Elicit(ElicitRequestParams::form(message, json!({"type": "object", "properties": {"name": {"type": "string"}}})))
+                };
+                let mut requests = InputRequests::new();
+                requests.insert("first".into(), form("First?"));
+                requests.insert("second".into(), form("Second?"));
+                match call.request_input(requests).await {
+                    Ok(answers) => ToolOutcome::Result(CallToolResult::text(format!(
+                        "{} and {}",
+                        answers["first"]["content"]["name"].as_str().unwrap_or("?"),
+                        answers["second"]["content"]["name"].as_str().unwrap_or("?")
+                    ))),
+                    Err(error) => ToolOutcome::Error(error),
+                }
+            },
+        )
+        .expect("registered")
+}
+
+fn fast_tasks(mut config: Config) -> Config {
+    config.tasks.heartbeat_interval = Duration::from_millis(50);
+    config.tasks.stale_after = Duration::from_secs(30);
+    config
+}
+
+async fn task_server(config: Config) -> (TestServer, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    let app = with_task_tools(App::builder(fast_tasks(config)))
+        .task_store(Arc::clone(&store) as Arc<dyn TaskStore>)
+        .build()
+        .expect("app");
+    (TestServer::start(app).await, store)
+}
+
+impl TestServer {
+    async fn start_task(&self, tool: &str, arguments: Value) -> String {
+        let (status, body) = self
+            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+            .capabilities(tasks_caps())
+            .send()
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["resultType"], "task", "{body}");
+        body["result"]["taskId"]
+            .as_str()
+            .expect("taskId")
+            .to_owned()
+    }
+
+    async fn task_request(&self, method: &str, task_id: &str, extra: Value) -> (u16, Value) {
+        let mut params = json!({"taskId": task_id});
+        if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+            params.extend(extra.clone());
+        }
+        self.rpc(method, params)
+            .capabilities(tasks_caps())
+            .send()
+            .await
+    }
+
+    async fn get_task(&self, task_id: &str) -> Value {
+        let (status, body) = self.task_request("tasks/get", task_id, json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        body["result"].clone()
+    }
+
+    /// Polls until the task reaches `status`; the minute is a guard, not a deadline.
+    async fn wait_for(&self, task_id: &str, status: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let task = self.get_task(task_id).await;
+            if task["status"] == status {
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task stayed {}",
+                task["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_extension_is_advertised_exactly_when_tasks_are_on() {
+    let (with_store, _) = task_server(Config::embedded_default()).await;
+    let (_, body) = with_store.rpc("server/discover", json!({})).send().await;
+    assert_eq!(
+        body["result"]["capabilities"]["extensions"],
+        json!({TASKS: {}})
+    );
+
+    let without_store = TestServer::start(
+        with_task_tools(App::builder(Config::embedded_default()))
+            .build()
+            .expect("app"),
+    )
+    .await;
+    let (_, body) = without_store.rpc("server/discover", json!({})).send().await;
+    assert!(
+        body["result"]["capabilities"].get("extensions").is_none(),
+        "{body}"
+    );
+    let (status, body) = without_store
+        .task_request("tasks/get", "x", json!({}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "tasks/* is not offered"
+    );
+
+    let mut disabled = Config::embedded_default();
+    disabled.tasks.enabled = false;
+    let (disabled, _) = task_server(disabled).await;
+    let (_, body) = disabled.rpc("server/discover", json!({})).send().await;
+    assert!(
+        body["result"]["capabilities"].get("extensions").is_none(),
+        "{body}"
+    );
+    let (_, body) = disabled
+        .rpc("tools/call", json!({"name": "slow", "arguments": {}}))
+        .capabilities(tasks_caps())
+        .send()
+        .await;
+    assert_eq!(
+        body["result"]["resultType"], "complete",
+        "tasks.enabled: false answers directly: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_becomes_a_task_only_when_that_request_declares_the_extension() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let (_, direct) = server.call_tool("slow", json!({"millis": 1})).await;
+    assert_eq!(direct["result"]["resultType"], "complete");
+    assert_eq!(direct["result"]["content"][0]["text"], "slept 1 ms");
+
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"millis": 1}}),
+        )
+        .capabilities(tasks_caps())
+        .send()
+        .await;
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task");
+    assert_eq!(task["status"], "working");
+    let id = task["taskId"].as_str().expect("taskId");
+    assert!(
+        id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    assert!(
+        task["createdAt"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+        "{task}"
+    );
+    assert!(task["lastUpdatedAt"].is_string());
+    assert_eq!(task["ttlMs"], 7 * 86_400_000_u64);
+    assert_eq!(task["pollIntervalMs"], 1000);
+    for absent in ["result", "error", "inputRequests", "requestState", "task"] {
+        assert!(
+            task.get(absent).is_none(),
+            "{absent} must not be on a CreateTaskResult"
+        );
+    }
+
+    let (_, again) = server.call_tool("slow", json!({"millis": 1})).await;
+    assert_eq!(
+        again["result"]["resultType"], "complete",
+        "an earlier declaration is not remembered"
+    );
+}
+
+#[tokio::test]
+async fn a_task_is_readable_at_once_and_ends_with_its_result() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("slow", json!({"millis": 100})).await;
+    let first = server.get_task(&id).await;
+    assert_eq!(first["resultType"], "complete");
+    assert_eq!(first["taskId"], id.as_str());
+    let done = server.wait_for(&id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "slept 100 ms");
+    assert_eq!(done["result"]["resultType"], "complete");
+    assert!(done.get("error").is_none());
+    assert!(
+        done["result"]["_meta"]
+            .get("io.modelcontextprotocol/related-task")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_complete_and_protocol_errors_fail() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("tool_error", json!({})).await;
+    let done = server.wait_for(&id, "completed").await;
+    assert_eq!(done["result"]["isError"], true);
+
+    let id = server.start_task("protocol_error", json!({})).await;
+    let failed = server.wait_for(&id, "failed").await;
+    assert_eq!(failed["error"]["code"], -32602);
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot be used"))
+    );
+    assert!(failed.get("result").is_none());
+}
+
+#[tokio::test]
+async fn cancel_acknowledges_at_once_and_stops_the_work() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("slow", json!({"millis": 600_000})).await;
+    let (status, ack) = server.task_request("tasks/cancel", &id, json!({})).await;
+    assert_eq!(status, 200);
+    let ack = ack["result"].as_object().expect("result").clone();
+    let keys: Vec<&str> = ack.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["_meta", "resultType"], "an empty acknowledgement");
+    assert_eq!(ack["resultType"], "complete");
+    let cancelled = server.wait_for(&id, "cancelled").await;
+    assert!(cancelled.get("result").is_none() && cancelled.get("error").is_none());
+    let (status, again) = server.task_request("tasks/cancel", &id, json!({})).await;
+    assert_eq!(
+        (status, again["result"]["resultType"].clone()),
+        (200, json!("complete")),
+        "cancelling an ended task is acknowledged"
+    );
+}
+
+#[tokio::test]
+async fn the_status_message_carries_progress() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("slow", json!({"millis": 600_000})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = server.get_task(&id).await;
+        if task["statusMessage"] == "half way" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "progress never reached the status message: {task}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.task_request("tasks/cancel", &id, json!({})).await;
+}
+
+#[tokio::test]
+async fn tasks_methods_need_the_extension_before_any_lookup() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    for (method, extra) in [
+        ("tasks/get", json!({})),
+        ("tasks/cancel", json!({})),
+        ("tasks/update", json!({"inputResponses": {}})),
+    ] {
+        let mut params = json!({"taskId": "gate-test"});
+        params
+            .as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        let (status, body) = server.rpc(method, params).send().await;
+        assert_eq!(status, 400, "{method}");
+        assert_eq!(body["error"]["code"], -32021, "{method}");
+        assert_eq!(
+            body["error"]["data"]["requiredCapabilities"],
+            json!({"extensions": {TASKS: {}}})
+        );
+    }
+    let (status, body) = server.call_tool("tool_error", json!({})).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32021)),
+        "a task-only tool needs the extension"
+    );
+}
+
+#[tokio::test]
+async fn list_and_result_are_not_offered() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    for method in ["tasks/list", "tasks/result"] {
+        let (status, body) = server
+            .rpc(method, json!({}))
+            .capabilities(tasks_caps())
+            .send()
+            .await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (404, json!(-32601)),
+            "{method}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_name_header_must_carry_the_task_id() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("slow", json!({"millis": 1})).await;
+    let (status, body) = server
+        .rpc("tasks/get", json!({"taskId": id}))
+        .capabilities(tasks_caps())
+        .header("mcp-name", "another-id")
+        .send()
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+}
+
+fn two_users() -> Config {
+    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
+        name: name.into(),
+        key: Some(format!("{name}-key-0123456789abcdef")),
+        key_sha256: None,
+        email: None,
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+    };
+    let mut config = Config {
+        auth: AuthConfig {
+            api_keys: vec![
+                key("alice", &["analyst"]),
+                key("bob", &["analyst"]),
+                key("root", &["admin"]),
+            ],
+            ..AuthConfig::default()
+        },
+        ..Config::default()
+    };
+    config.personas.insert(
+        "analyst".into(),
+        serde_json::from_value(json!({"roles": ["analyst"], "tools": {"allow": ["*"]}}))
+            .expect("persona"),
+    );
+    config
+}
+
+#[tokio::test]
+async fn only_the_starter_and_administrators_may_follow_and_others_learn_nothing() {
+    let (server, _) = task_server(two_users()).await;
+    let as_user = |name: &str| format!("{name}-key-0123456789abcdef");
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"millis": 600000}}),
+        )
+        .capabilities(tasks_caps())
+        .header("x-api-key", &as_user("alice"))
+        .send()
+        .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_owned();
+
+    let ask = |user: String, method: &'static str, task_id: String| {
+        let extra = if method == "tasks/update" {
+            json!({"inputResponses": {}})
+        } else {
+            json!({})
+        };
+        let mut params = json!({"taskId": task_id});
+        params
+            .as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        server
+            .rpc(method, params)
+            .capabilities(tasks_caps())
+            .header("x-api-key", &user)
+    };
+    let (status, own) = ask(as_user("alice"), "tasks/get", id.clone()).send().await;
+    assert_eq!(
+        (status, own["result"]["status"].clone()),
+        (200, json!("working"))
+    );
+    let (status, admin) = ask(as_user("root"), "tasks/get", id.clone()).send().await;
+    assert_eq!(
+        (status, admin["result"]["taskId"].clone()),
+        (200, json!(id.clone()))
+    );
+
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let foreign = ask(as_user("bob"), method, id.clone()).response().await;
+        let foreign_status = foreign.status().as_u16();
+        let foreign_bytes = foreign.bytes().await.expect("body");
+        let missing = ask(as_user("bob"), method, "0".repeat(id.len()))
+            .response()
+            .await;
+        assert_eq!(foreign_status, missing.status().as_u16(), "{method}");
+        assert_eq!(
+            foreign_bytes,
+            missing.bytes().await.expect("body"),
+            "{method}: not yours and unknown must be the same bytes"
+        );
+        let parsed: Value = serde_json::from_slice(&foreign_bytes).expect("json");
+        assert_eq!(parsed["error"]["code"], -32602, "{method}");
+    }
+    let (_, still) = ask(as_user("alice"), "tasks/get", id.clone()).send().await;
+    assert_eq!(
+        still["result"]["status"], "working",
+        "bob's cancel did nothing"
+    );
+    ask(as_user("alice"), "tasks/cancel", id).send().await;
+}
+
+#[tokio::test]
+async fn input_required_tasks_take_partial_answers_synchronously() {
+    let (server, _) = task_server(Config::embedded_default()).await;
+    let id = server.start_task("ask_two", json!({})).await;
+    let waiting = server.wait_for(&id, "input_required").await;
+    assert_eq!(
+        waiting["inputRequests"]["first"]["method"],
+        "elicitation/create"
+    );
+    assert!(waiting["inputRequests"]["second"].is_object());
+
+    let first = json!({"inputResponses": {"first": {"action": "accept", "content": {"name": "partial-1"}}, "unknown-key": {"ignored": true}}});
+    let (status, ack) = server.task_request("tasks/update", &id, first).await;
+    assert_eq!(
+        (status, ack["result"]["resultType"].clone()),
+        (200, json!("complete"))
+    );
+    let after = server.get_task(&id).await;
+    assert_eq!(after["status"], "input_required", "{after}");
+    assert!(
+        after["inputRequests"].get("first").is_none()
+            && after["inputRequests"].get("second").is_some(),
+        "{after}"
+    );
+
+    let second = json!({"inputResponses": {"second": {"action": "accept", "content": {"name": "partial-2"}}}});
+    server.task_request("tasks/update", &id, second).await;
+    let done = server.wait_for(&id, "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "partial-1 and partial-2"
+    );
+
+    let (status, malformed) = server
+        .task_request("tasks/update", &id, json!({"inputResponses": "nope"}))
+        .await;
+    assert_eq!(
+        (status, malformed["error"]["code"].clone()),
+        (200, json!(-32602))
+    );
+}
+
+#[tokio::test]
+async fn every_call_is_audited_once_when_it_ends() {
+    let (server, store) = task_server(Config::embedded_default()).await;
+    server
+        .call_tool("slow", json!({"millis": 1, "password": "hunter2"}))
+        .await;
+    let id = server.start_task("slow", json!({"millis": 600000})).await;
+    server.task_request("tasks/cancel", &id, json!({})).await;
+    server.wait_for(&id, "cancelled").await;
+    server.call_tool("no_such_tool", json!({})).await;
+
+    // The direct call's row is written in the background; wait for it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let rows = loop {
+        let rows = store.audit_for_tool("slow", 10).await.expect("audit");
+        if rows.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let outcomes: Vec<&str> = rows.iter().map(|row| row.outcome.as_str()).collect();
+    assert!(
+        outcomes.contains(&"completed") && outcomes.contains(&"cancelled"),
+        "{outcomes:?}"
+    );
+    assert!(
+        rows.iter()
+            .all(|row| row.context.persona.as_deref() == Some("admin"))
+    );
+    let direct = rows
+        .iter()
+        .find(|row| row.outcome == "completed")
+        .expect("direct row");
+    assert_eq!(direct.context.arguments["password"], "[REDACTED]");
+    assert!(
+        store
+            .audit_for_tool("no_such_tool", 10)
+            .await
+            .expect("audit")
+            .is_empty(),
+        "refused calls are not audited"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_lets_short_tasks_finish_and_records_long_ones_as_failed() {
+    let mut config = Config::embedded_default();
+    config.server.shutdown.grace_period = Duration::from_millis(700);
+    let (mut server, store) = task_server(config).await;
+    let short = server.start_task("slow", json!({"millis": 100})).await;
+    let long = server.start_task("slow", json!({"millis": 600000})).await;
+    server.begin_shutdown();
+    let stopped = server.stopped.take().expect("running");
+    stopped.await.expect("joined").expect("served");
+    let read = |id: String| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .get(&docket_task::TaskId::from_stored(id))
+                .await
+                .expect("get")
+                .expect("present")
+                .0
+        }
+    };
+    assert_eq!(read(short).await.status, docket_task::TaskStatus::Completed);
+    let long = read(long).await;
+    assert_eq!(long.status, docket_task::TaskStatus::Failed);
+    assert!(
+        long.error
+            .expect("error")
+            .message
+            .contains("call the tool again")
+    );
+}
