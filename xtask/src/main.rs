@@ -1,2 +1,64 @@
-//! Placeholder.
-fn main() {}
+//! Project automation, run as `cargo xtask <command>` (an alias in `.cargo/config.toml`).
+//!
+//! Each command lives in its own module; this file only parses the command line and
+//! dispatches. Plain `std::env::args` parsing keeps xtask free of dependencies that
+//! every CI run would have to compile.
+
+mod ci;
+mod conformance;
+mod test;
+mod tidy;
+mod util;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  test [ARGS...]        cargo test --workspace --all-targets [ARGS...]; checks PostgreSQL
+                        first when DOCKET_REQUIRE_POSTGRES=1 and sets DOCKET_TEST_DATABASE_URL
+  ci                    rustfmt check, clippy -D warnings, tidy, and cargo deny when installed
+  tidy                  the project's conventions (also run as tests by `cargo test`)
+  conformance [--serve ADDR] [--scenario NAME]
+                        the official MCP conformance suite against the docket_fixture server;
+                        --serve only starts the fixture on ADDR and waits;
+                        --scenario runs one scenario instead of the scored set
+  help                  this text
+";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let command = args.next();
+    let rest: Vec<String> = args.collect();
+    let outcome = match command.as_deref() {
+        Some("test") => test::run(&rest),
+        Some("ci") => no_arguments("ci", &rest).and_then(|()| ci::run()),
+        Some("tidy") => no_arguments("tidy", &rest).and_then(|()| tidy::run()),
+        Some("conformance") => {
+            conformance::Options::parse(&rest).and_then(|options| conformance::run(&options))
+        }
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(anyhow::anyhow!("unknown command `{other}`\n\n{USAGE}")),
+        None => Err(anyhow::anyhow!("no command given\n\n{USAGE}")),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn no_arguments(command: &str, rest: &[String]) -> anyhow::Result<()> {
+    match rest.first() {
+        None => Ok(()),
+        Some(argument) => {
+            anyhow::bail!("`cargo xtask {command}` takes no arguments, got `{argument}`")
+        }
+    }
+}

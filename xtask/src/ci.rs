@@ -1,0 +1,78 @@
+//! `cargo xtask ci`: the static checks CI runs besides the tests.
+//!
+//! Every step runs even when an earlier one fails, so one CI run reports every kind
+//! of problem at once; the command fails if any step did.
+
+use anyhow::bail;
+
+use crate::{tidy, util};
+
+pub(crate) fn run() -> anyhow::Result<()> {
+    let mut failed: Vec<&str> = Vec::new();
+
+    util::section("rustfmt");
+    report(
+        &mut failed,
+        "rustfmt",
+        util::run(util::cargo().args(["fmt", "--all", "--check"])),
+    );
+
+    util::section("clippy");
+    report(
+        &mut failed,
+        "clippy",
+        util::run(util::cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])),
+    );
+
+    util::section("tidy");
+    report(&mut failed, "tidy", tidy::run());
+
+    util::section("cargo deny");
+    if cargo_deny_installed() {
+        // `advisories` is left out on purpose: it downloads the advisory database from
+        // a code host, and CI here reaches package registries only. The inclusion graphs
+        // would print a dependency tree per duplicated crate; `cargo tree -i CRATE` shows
+        // the one that matters.
+        report(
+            &mut failed,
+            "cargo deny",
+            util::run(util::cargo().args([
+                "deny",
+                "check",
+                "--hide-inclusion-graph",
+                "bans",
+                "licenses",
+                "sources",
+            ])),
+        );
+    } else {
+        println!("skipped: cargo-deny is not installed (`cargo install cargo-deny` to run it)");
+    }
+
+    if !failed.is_empty() {
+        bail!("ci failed: {}", failed.join(", "));
+    }
+    println!("\nci: all checks passed");
+    Ok(())
+}
+
+fn report<'a>(failed: &mut Vec<&'a str>, step: &'a str, outcome: anyhow::Result<()>) {
+    if let Err(error) = outcome {
+        eprintln!("{step} failed: {error:#}");
+        failed.push(step);
+    }
+}
+
+fn cargo_deny_installed() -> bool {
+    util::cargo()
+        .args(["deny", "--version"])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
