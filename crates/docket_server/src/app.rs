@@ -165,7 +165,11 @@ impl AppBuilder {
         if !problems.is_empty() {
             return Err(crate::config::ConfigError { problems }.into());
         }
-        tools::register_platform_tools(&mut registry, &config)?;
+        tools::register_platform_tools(
+            &mut registry,
+            &config,
+            store.is_some() && config.tasks.enabled,
+        )?;
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
         let rate_limiter = RateLimiter::new(&config.rate_limit);

@@ -40,6 +40,8 @@ pub struct Config {
     pub tasks: TasksConfig,
     /// The audit log.
     pub audit: AuditConfig,
+    /// Tools for checking a deployment.
+    pub diagnostics: DiagnosticsConfig,
     /// Log output.
     pub logging: LoggingConfig,
 }
@@ -206,6 +208,14 @@ impl Default for AuditConfig {
     }
 }
 
+/// The `diagnostics:` section.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct DiagnosticsConfig {
+    /// Registers `diagnostics_sleep`, a task-capable tool that only waits.
+    pub enabled: bool,
+}
+
 /// `server.shutdown`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default)]
@@ -300,6 +310,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where the embedded default keeps its database: SQLite under `./docket-data/`.
+pub const EMBEDDED_DATABASE_URL: &str = "sqlite://./docket-data/docket.db";
+
 /// Everything wrong with a configuration file, all at once.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the configuration has {} problem(s):\n  - {}", .problems.len(), .problems.join("\n  - "))]
@@ -309,10 +322,12 @@ pub struct ConfigError {
 }
 
 impl Config {
-    /// The configuration `docket serve` uses without `--config`: loopback only, and
-    /// anonymous callers are administrators, because only this machine can reach it.
+    /// The configuration `docket serve` uses without `--config`: loopback only,
+    /// anonymous callers are administrators (only this machine can reach it), and
+    /// tasks are kept in SQLite under `./docket-data/`.
     pub fn embedded_default() -> Self {
         let mut config = Config::default();
+        config.database.url = Some(EMBEDDED_DATABASE_URL.to_owned());
         config.auth.allow_anonymous = true;
         config.auth.anonymous_roles = vec!["admin".into()];
         // The built-in `admin` persona allows every tool and connection.

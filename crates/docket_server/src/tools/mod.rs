@@ -1,6 +1,7 @@
 //! Docket's own tools. This issue brings the platform tools; the Trino, API,
 //! GraphQL and script tools arrive with their crates.
 
+mod diagnostics;
 mod platform;
 
 use std::sync::Arc;
@@ -11,17 +12,27 @@ use serde_json::json;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
+pub use diagnostics::DIAGNOSTICS_SLEEP;
 pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 
-/// Registers `platform_info` and `list_connections`.
+/// Registers `platform_info` and `list_connections`, and `diagnostics_sleep` when
+/// `diagnostics.enabled`.
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
 pub fn register_platform_tools(
     registry: &mut ToolRegistry,
     config: &Config,
+    tasks_enabled: bool,
 ) -> Result<(), RegistryError> {
-    platform::register(registry, Arc::new(config.connections.clone()))
+    if config.diagnostics.enabled {
+        diagnostics::register(registry)?;
+    }
+    platform::register(
+        registry,
+        Arc::new(config.connections.clone()),
+        tasks_enabled,
+    )
 }
 
 /// A tool-level failure in the platform's error contract: `isError: true`, a text

@@ -28,6 +28,7 @@ fn read_only() -> ToolAnnotations {
 pub(super) fn register(
     registry: &mut ToolRegistry,
     connections: Arc<BTreeMap<String, ConnectionConfig>>,
+    tasks_enabled: bool,
 ) -> Result<(), RegistryError> {
     // The tool list and connections are captured when the app is built; both are
     // fixed for the life of the process.
@@ -49,7 +50,7 @@ pub(super) fn register(
         .with_annotations(read_only()),
         move |call: ToolCall| {
             let tool_names = Arc::clone(&tool_names);
-            async move { ToolOutcome::Result(platform_info(&call, &tool_names)) }
+            async move { ToolOutcome::Result(platform_info(&call, &tool_names, tasks_enabled)) }
         },
     )?;
     registry.register(
@@ -77,7 +78,7 @@ pub(super) fn register(
     Ok(())
 }
 
-fn platform_info(call: &ToolCall, tool_names: &[String]) -> CallToolResult {
+fn platform_info(call: &ToolCall, tool_names: &[String], tasks_enabled: bool) -> CallToolResult {
     let identity = &call.identity;
     let persona = &call.persona;
     let tools: Vec<&String> = tool_names
@@ -100,7 +101,15 @@ fn platform_info(call: &ToolCall, tool_names: &[String]) -> CallToolResult {
         "persona": persona.name,
         "is_admin": persona.is_admin,
         "tools": tools,
-        "tasks": { "enabled": false, "reason": "no task store is configured on this server" },
+        "tasks": {
+            "enabled": tasks_enabled,
+            "extension": docket_protocol::TASKS_EXTENSION,
+            "note": if tasks_enabled {
+                "declare the extension on a request to get a task back from long tools"
+            } else {
+                "long tools answer directly: no database is configured or tasks.enabled is false"
+            },
+        },
     }))
 }
 
