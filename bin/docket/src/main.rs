@@ -3,12 +3,14 @@
 //! This is the only place that reads environment variables, installs signal
 //! handlers and binds sockets; everything else lives in `docket_server`.
 
+mod call;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use docket_server::config::LogFormat;
+use docket_server::config::{LogFormat, redact_url};
 use docket_server::{App, Config};
 
 /// Docket: an MCP server for data work.
@@ -24,9 +26,39 @@ enum Command {
     /// Serve MCP at http://<server.address>/mcp until SIGINT or SIGTERM.
     Serve {
         /// The YAML configuration file; without it the embedded defaults apply
-        /// (loopback only, anonymous callers are administrators).
+        /// (loopback only, anonymous callers are administrators, SQLite under
+        /// ./docket-data/).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Listen here instead of `server.address` (for example 127.0.0.1:0).
+        #[arg(long)]
+        address: Option<std::net::SocketAddr>,
+    },
+    /// Apply the database migrations and exit.
+    Migrate {
+        /// The YAML configuration file; without it, the embedded default database.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Call a tool on a running server; follow it to its end if it becomes a task.
+    Call {
+        /// The tool to call.
+        tool: String,
+        /// An argument as key=value (repeatable); values that parse as JSON are JSON.
+        #[arg(long = "arg", value_name = "KEY=VALUE")]
+        args: Vec<String>,
+        /// The MCP endpoint.
+        #[arg(long, default_value = "http://127.0.0.1:8080/mcp")]
+        url: String,
+        /// An API key, sent as a bearer token.
+        #[arg(long, env = "DOCKET_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Follow a task to its end (Ctrl-C cancels it).
+        #[arg(long)]
+        follow: bool,
+        /// Print raw JSON results, for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Check a configuration file and report every problem in it.
     CheckConfig {
@@ -39,8 +71,31 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config } => serve(config.as_deref()),
+        Command::Serve { config, address } => serve(config.as_deref(), address),
+        Command::Migrate { config } => migrate(config.as_deref()),
         Command::CheckConfig { config } => check_config(&config),
+        Command::Call {
+            tool,
+            args,
+            url,
+            api_key,
+            follow,
+            json,
+        } => {
+            let args = call::CallArgs {
+                tool,
+                args,
+                url,
+                api_key,
+                follow,
+                json,
+            };
+            match runtime().and_then(|runtime| runtime.block_on(call::run(args))) {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(1),
+                Err(err) => Err(err),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,21 +123,63 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn serve(path: Option<&Path>) -> anyhow::Result<()> {
-    let config = load_config(path)?;
-    init_tracing(config.logging.format, &config.logging.level);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("cannot start the runtime")?;
-    runtime.block_on(async move {
+        .context("cannot start the runtime")
+}
+
+fn migrate(path: Option<&Path>) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    init_tracing(config.logging.format, &config.logging.level);
+    let Some(url) = config.database.url.clone() else {
+        anyhow::bail!("no database is configured (database.url)");
+    };
+    runtime()?.block_on(async move {
+        docket_storage::migrate(&url)
+            .await
+            .context("migration failed")?;
+        println!("{}: migrations applied", redact_url(&url));
+        Ok(())
+    })
+}
+
+fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
+    let mut config = load_config(path)?;
+    if let Some(address) = address {
+        config.server.address = address;
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(docket_server::config::ConfigError { problems }.into());
+        }
+    }
+    init_tracing(config.logging.format, &config.logging.level);
+    runtime()?.block_on(async move {
         let address = config.server.address;
-        let app = App::builder(config).build().context("cannot start the server")?;
+        let mut builder = App::builder(config.clone());
+        if let Some(url) = &config.database.url {
+            let options = docket_storage::ConnectOptions {
+                max_connections: usize::try_from(config.database.max_connections).unwrap_or(16),
+                migrate: config.database.migrate_on_start,
+            };
+            let store = docket_storage::connect(url, options)
+                .await
+                .with_context(|| format!("cannot open the database {}", redact_url(url)))?;
+            tracing::info!(database = %redact_url(url), backend = ?store.backend(), "database ready");
+            builder = builder.task_store(store.task_store());
+        }
+        let app = builder.build().context("cannot start the server")?;
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
         let local = listener.local_addr().context("cannot read the bound address")?;
-        tracing::info!(url = %format!("http://{local}{}", docket_server::MCP_PATH), "docket is serving");
+        tracing::info!(
+            url = %format!("http://{local}{}", docket_server::MCP_PATH),
+            replica = app.replica_id(),
+            tasks = app.tasks_enabled(),
+            "docket is serving"
+        );
         docket_server::serve(listener, app, shutdown_signal()).await.context("the server stopped with an error")?;
         tracing::info!("docket stopped");
         Ok(())

@@ -12,13 +12,17 @@
 //! - a missing answer is asked for again (a new `input_required`), not an error;
 //! - answers under unknown keys are ignored;
 //! - an answer of the wrong shape is a -32602.
+//!
+//! Inside a task the same questions are asked through the task instead
+//! ([`gather_in_task`]): the requests are stored with the task and answered by
+//! `tasks/update`, so there is no state to carry between rounds.
 
 use docket_protocol::JsonObject;
 use docket_protocol::meta::{ClientCapabilities, ElicitationCapability};
 use docket_protocol::mrtr::{
     ElicitAction, ElicitRequestParams, ElicitResult, InputRequest, InputRequests,
 };
-use docket_server::{ToolCall, ToolError, ToolOutcome};
+use docket_server::{InputRound, ToolCall, ToolError, ToolOutcome};
 use serde_json::{Value, json};
 
 /// One piece of input a tool needs, under the key the client answers it by.
@@ -131,7 +135,7 @@ impl Question {
     }
 
     /// The input request that asks this question.
-    fn request(&self) -> InputRequest {
+    pub(crate) fn request(&self) -> InputRequest {
         match self.ask {
             Ask::Form {
                 message,
@@ -156,7 +160,7 @@ impl Question {
     /// Checks the client's answer and reduces it to what the tool keeps in its state:
     /// `{"action": "accept", "value": …}` or `{"action": "decline"|"cancel"}` for a
     /// form, `{"text": …}` for sampling, `{"roots": [uri, …]}` for roots.
-    fn read_answer(&self, answer: &Value) -> Result<Value, String> {
+    pub(crate) fn read_answer(&self, answer: &Value) -> Result<Value, String> {
         let key = self.key;
         match self.ask {
             Ask::Form {
@@ -258,9 +262,26 @@ pub(crate) fn gather(
     questions: &[Question],
     rounds: Rounds,
 ) -> Result<Answers, ToolOutcome> {
-    let state = call
-        .input
-        .as_ref()
+    gather_from(
+        call.input.as_ref(),
+        &call.client_capabilities,
+        kind,
+        questions,
+        rounds,
+    )
+}
+
+/// [`gather`] for a step that has no [`ToolCall`] yet, such as a tool's consent
+/// step before its task exists: reads the earlier round's answers from `input` and
+/// asks only what `capabilities` allow.
+pub(crate) fn gather_from(
+    input: Option<&InputRound>,
+    capabilities: &ClientCapabilities,
+    kind: &str,
+    questions: &[Question],
+    rounds: Rounds,
+) -> Result<Answers, ToolOutcome> {
+    let state = input
         .map(|input| &input.state)
         .filter(|state| state_kind(state) == Some(kind));
     let mut answers = state
@@ -268,9 +289,7 @@ pub(crate) fn gather(
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let responses = call
-        .input
-        .as_ref()
+    let responses = input
         .filter(|_| !rounds.require_state || state.is_some())
         .map(|input| &input.responses);
     if let Some(responses) = responses {
@@ -294,7 +313,6 @@ pub(crate) fn gather(
     if pending.is_empty() {
         return Ok(answers);
     }
-    let capabilities = &call.client_capabilities;
     let mut askable = pending
         .iter()
         .copied()
@@ -308,18 +326,7 @@ pub(crate) fn gather(
         if !answers.is_empty() {
             return Ok(answers);
         }
-        let mut required = ClientCapabilities::default();
-        for question in &pending {
-            question.require(&mut required);
-        }
-        let keys: Vec<&str> = pending.iter().map(|question| question.key).collect();
-        return Err(ToolOutcome::Error(ToolError::MissingCapability {
-            message: format!(
-                "this tool needs input ({}) that the request's client capabilities do not allow asking for",
-                keys.join(", ")
-            ),
-            required: Box::new(required),
-        }));
+        return Err(ToolOutcome::Error(missing_capability(&pending)));
     }
 
     let requests: InputRequests = to_ask
@@ -331,6 +338,62 @@ pub(crate) fn gather(
         requests,
         state: json!({ "kind": kind, "answers": answers, "asked": asked }),
     })
+}
+
+/// Asks `questions` through the task `call` runs as and waits for the answers,
+/// which arrive by `tasks/update`. The rules of [`gather`] hold here too: only
+/// questions this request's capabilities allow are asked (the others are absent
+/// from the answers), nothing askable is a -32021, and a malformed answer is a
+/// -32602 (the task then ends `failed` with it).
+///
+/// A cancel while waiting is an error outcome; the task runtime records the task
+/// `cancelled` whatever the outcome says.
+pub(crate) async fn gather_in_task(
+    call: &ToolCall,
+    questions: &[Question],
+) -> Result<Answers, ToolOutcome> {
+    let askable: Vec<&Question> = questions
+        .iter()
+        .filter(|question| question.is_askable(&call.client_capabilities))
+        .collect();
+    if askable.is_empty() {
+        let pending: Vec<&Question> = questions.iter().collect();
+        return Err(ToolOutcome::Error(missing_capability(&pending)));
+    }
+    let requests: InputRequests = askable
+        .iter()
+        .map(|question| (question.key.to_owned(), question.request()))
+        .collect();
+    let responses = call
+        .request_input(requests)
+        .await
+        .map_err(ToolOutcome::Error)?;
+    let mut answers = Answers::new();
+    for question in askable {
+        if let Some(answer) = responses.get(question.key) {
+            let reduced = question
+                .read_answer(answer)
+                .map_err(|message| ToolOutcome::Error(ToolError::InvalidParams(message)))?;
+            answers.insert(question.key.to_owned(), reduced);
+        }
+    }
+    Ok(answers)
+}
+
+/// The -32021 for questions none of which this request's capabilities allow.
+fn missing_capability(pending: &[&Question]) -> ToolError {
+    let mut required = ClientCapabilities::default();
+    for question in pending {
+        question.require(&mut required);
+    }
+    let keys: Vec<&str> = pending.iter().map(|question| question.key).collect();
+    ToolError::MissingCapability {
+        message: format!(
+            "this tool needs input ({}) that the request's client capabilities do not allow asking for",
+            keys.join(", ")
+        ),
+        required: Box::new(required),
+    }
 }
 
 /// The `kind` tag of a verified state, if it has one.

@@ -4,23 +4,31 @@
 //!
 //! The fixture is a test harness, not a product: it exists so that the suite can
 //! exercise Docket's transport and call pipeline end to end. Its tools mirror the
-//! suite's reference "everything-server" by name and behaviour; Docket offers tools
-//! only, so the suite's resource, prompt and completion scenarios are expected to
-//! fail against it.
+//! suite's reference "everything-server" by name and behaviour, plus the seven
+//! tools of the suite's tasks-extension scenarios; Docket offers tools only, so the
+//! suite's resource, prompt and completion scenarios are expected to fail against it.
 //!
-//! [`fixture_app`] builds the [`App`]; the `docket_fixture` binary serves it on a
-//! loopback port, and tests start it in-process with [`docket_server::serve`].
+//! [`fixture_app`] builds the [`App`] over the task store it is given, and
+//! [`fixture_store`] opens that store: a PostgreSQL database or a temporary SQLite
+//! file. The `docket_fixture` binary serves the app on a loopback port, and tests
+//! start it in-process with [`docket_server::serve`].
 
 mod content;
 mod diagnostics;
 mod input;
 mod mrtr;
+mod store;
+mod tasks;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use docket_server::registry::RegistryError;
 use docket_server::{App, AppBuilder, BuildError, Config};
+use docket_task::TaskStore;
 use serde_json::{Value, json};
+
+pub use store::{FixtureDatabase, FixtureStore, FixtureStoreError, fixture_store};
 
 /// The name of every tool the fixture registers, in registration order. Docket's
 /// platform tools (`platform_info`, `list_connections`) are listed by `tools/list`
@@ -47,6 +55,13 @@ pub const FIXTURE_TOOLS: &[&str] = &[
     mrtr::MULTI_ROUND,
     mrtr::TAMPERED_STATE,
     mrtr::CAPABILITIES,
+    tasks::GREET,
+    tasks::SLOW_COMPUTE,
+    tasks::FAILING_JOB,
+    tasks::PROTOCOL_ERROR_JOB,
+    tasks::CONFIRM_DELETE,
+    tasks::MULTI_INPUT,
+    tasks::TOOL_WITH_TASK,
 ];
 
 /// How long the fixture waits for open requests after a shutdown signal. Shorter
@@ -55,18 +70,20 @@ pub const FIXTURE_TOOLS: &[&str] = &[
 const SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
 
 /// Builds the fixture application: Docket's embedded default configuration
-/// (loopback only, anonymous callers are administrators) plus every fixture tool.
+/// (loopback only, anonymous callers are administrators), every fixture tool, and
+/// tasks kept in `store` (which turns the tasks extension on).
 ///
 /// # Errors
 /// [`BuildError`] when a tool cannot be registered (a name clash or a schema that
 /// does not compile) or the configuration is inconsistent.
-pub fn fixture_app() -> Result<App, BuildError> {
+pub fn fixture_app(store: Arc<dyn TaskStore>) -> Result<App, BuildError> {
     let mut config = Config::embedded_default();
     config.server.shutdown.grace_period = SHUTDOWN_GRACE_PERIOD;
-    let builder = App::builder(config);
+    let builder = App::builder(config).task_store(store);
     let builder = content::register(builder)?;
     let builder = diagnostics::register(builder)?;
     let builder = mrtr::register(builder)?;
+    let builder = tasks::register(builder)?;
     builder.build()
 }
 

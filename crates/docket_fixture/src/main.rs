@@ -4,15 +4,24 @@
 //! Once bound it prints exactly one line to stdout, `listening on http://ADDR/mcp`,
 //! which the harness waits for; logs go to stderr (filter from `DOCKET_LOG`,
 //! default `warn`). It serves until SIGINT or SIGTERM.
+//!
+//! Tasks are stored in the PostgreSQL database `DOCKET_TEST_DATABASE_URL` names
+//! when it is set (as in CI), and otherwise in a temporary SQLite file that is
+//! removed when the fixture stops.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use docket_fixture::FixtureDatabase;
 
 /// The address used without `--listen`: loopback, any free port.
 const DEFAULT_LISTEN: &str = "127.0.0.1:0";
+
+/// The variable naming the PostgreSQL database for tasks; the same one the
+/// workspace's database tests use.
+const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
 
 const USAGE: &str =
     "usage: docket_fixture [--listen ADDR]   (default 127.0.0.1:0: a free loopback port)";
@@ -33,12 +42,25 @@ fn run() -> anyhow::Result<()> {
         return Ok(());
     };
     init_tracing();
+    let database = match std::env::var(DATABASE_URL_VAR) {
+        Ok(url) if !url.is_empty() => FixtureDatabase::Postgres(url),
+        _ => FixtureDatabase::TemporarySqlite {
+            parent: std::env::temp_dir(),
+        },
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async move {
-        let app = docket_fixture::fixture_app().context("cannot build the fixture")?;
+        let store = docket_fixture::fixture_store(database)
+            .await
+            .with_context(|| {
+                format!("cannot open the task store (PostgreSQL when {DATABASE_URL_VAR} is set, else a temporary SQLite file)")
+            })?;
+        tracing::info!(backend = %store.backend(), "task store opened");
+        let app = docket_fixture::fixture_app(store.task_store())
+            .context("cannot build the fixture")?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
@@ -60,6 +82,8 @@ fn run() -> anyhow::Result<()> {
             .await
             .context("the server stopped with an error")?;
         tracing::info!("docket_fixture stopped");
+        // Only now may a temporary SQLite database go.
+        drop(store);
         Ok(())
     })
 }

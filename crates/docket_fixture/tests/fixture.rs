@@ -1,9 +1,13 @@
 //! End-to-end checks of the conformance fixture: `fixture_app()` served in-process
-//! on a loopback port, called over HTTP the way the conformance suite calls it.
+//! on a loopback port, called over HTTP the way the conformance suite calls it,
+//! and through the `rmcp` crate as an independent client.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use docket_fixture::{FIXTURE_TOOLS, fixture_app};
+use docket_fixture::{FIXTURE_TOOLS, FixtureDatabase, FixtureStore, fixture_app, fixture_store};
+use docket_storage::test_db::{DATABASE_URL_VAR, TestDatabase};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -12,16 +16,59 @@ fn all_capabilities() -> Value {
     json!({ "sampling": {}, "elicitation": {}, "roots": { "listChanged": true } })
 }
 
-/// The fixture on an ephemeral loopback port; dropping it shuts the server down.
+/// The suite's default capabilities plus the tasks extension.
+fn task_capabilities() -> Value {
+    json!({
+        "sampling": {},
+        "elicitation": {},
+        "roots": { "listChanged": true },
+        "extensions": { "io.modelcontextprotocol/tasks": {} }
+    })
+}
+
+/// A guard against a hung server or a task that never settles: generous, so it
+/// only ever fires when something is stuck, never on a slow machine.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Runs `future`, panicking with `what` if it outlives [`HANG_GUARD`].
+async fn guarded<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HANG_GUARD, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {HANG_GUARD:?}"))
+}
+
+/// How often the tests poll `tasks/get`.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The fixture on an ephemeral loopback port, over a database of its own: a fresh
+/// PostgreSQL schema when `DOCKET_TEST_DATABASE_URL` is set, else a temporary
+/// SQLite file. Dropping it shuts the server down and removes the database.
 struct Fixture {
     addr: SocketAddr,
     http: reqwest::Client,
+    // Dropped in this order: the server is told to stop before its store goes.
     _shutdown: oneshot::Sender<()>,
+    _store: FixtureStore,
+    _database: Option<TestDatabase>,
 }
 
 impl Fixture {
     async fn start() -> Self {
-        let app = fixture_app().expect("the fixture app builds");
+        let database = if std::env::var_os(DATABASE_URL_VAR).is_some() {
+            TestDatabase::postgres().await
+        } else {
+            None
+        };
+        let target = match &database {
+            Some(database) => FixtureDatabase::Postgres(database.url().to_owned()),
+            None => FixtureDatabase::TemporarySqlite {
+                parent: std::env::temp_dir(),
+            },
+        };
+        let store = fixture_store(target)
+            .await
+            .expect("the fixture's store opens");
+        let app = fixture_app(store.task_store()).expect("the fixture app builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -34,6 +81,8 @@ impl Fixture {
             addr,
             http: reqwest::Client::new(),
             _shutdown: shutdown,
+            _store: store,
+            _database: database,
         }
     }
 
@@ -70,6 +119,13 @@ impl Fixture {
                 .to_owned();
             request = request.header("mcp-name", name);
         }
+        if method.starts_with("tasks/") {
+            let task_id = params["taskId"]
+                .as_str()
+                .expect("tasks/* has a taskId")
+                .to_owned();
+            request = request.header("mcp-name", task_id);
+        }
         let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params });
         request.json(&body).send().await.expect("request sent")
     }
@@ -98,6 +154,48 @@ impl Fixture {
             }
         }
         self.rpc("tools/call", params, capabilities).await
+    }
+
+    /// Calls a tool with `arguments`, declaring the tasks extension, and returns the
+    /// id of the task it became.
+    async fn start_task(&self, name: &str, arguments: Value) -> String {
+        let (_, response) = self
+            .call_with(name, json!({ "arguments": arguments }), task_capabilities())
+            .await;
+        assert_eq!(result_type(&response), "task", "{response}");
+        response["result"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a taskId: {response}"))
+            .to_owned()
+    }
+
+    /// Sends a `tasks/*` request declaring the extension; returns the result.
+    async fn task_request(&self, method: &str, params: Value) -> Value {
+        let (status, response) = self.rpc(method, params, task_capabilities()).await;
+        assert_eq!(status, 200, "{response}");
+        response["result"].clone()
+    }
+
+    /// Polls `tasks/get` until the task's status is one of `statuses`.
+    async fn wait_for(&self, task_id: &str, statuses: &[&str]) -> Value {
+        guarded(&format!("task {task_id} reaching {statuses:?}"), async {
+            loop {
+                let task = self
+                    .task_request("tasks/get", json!({ "taskId": task_id }))
+                    .await;
+                if statuses.iter().any(|status| task["status"] == *status) {
+                    return task;
+                }
+                tokio::time::sleep(POLL_INTERVAL).await;
+            }
+        })
+        .await
+    }
+
+    /// Polls `tasks/get` until the task has ended.
+    async fn wait_for_end(&self, task_id: &str) -> Value {
+        self.wait_for(task_id, &["completed", "failed", "cancelled"])
+            .await
     }
 }
 
@@ -451,4 +549,401 @@ async fn content_tools_return_their_blocks() {
 
     let error = fixture.call("test_error_handling", json!({})).await;
     assert_eq!(error["result"]["isError"], true, "{error}");
+}
+
+#[tokio::test]
+async fn the_first_listed_tool_takes_no_arguments() {
+    // The suite's http-header-validation scenario calls the first tool of
+    // tools/list with `arguments: {}` and expects it to succeed.
+    let fixture = Fixture::start().await;
+    let (_, response) = fixture.rpc("tools/list", json!({}), json!({})).await;
+    let first = response["result"]["tools"][0]["name"]
+        .as_str()
+        .expect("a first tool")
+        .to_owned();
+    assert_eq!(first, "about_fixture", "{response}");
+    let response = fixture.call(&first, json!({})).await;
+    assert_eq!(result_type(&response), "complete", "{response}");
+}
+
+#[tokio::test]
+async fn greet_ignores_a_legacy_task_param_and_never_becomes_a_task() {
+    let fixture = Fixture::start().await;
+    // Where the suite puts it: a top-level `task` param, beside `arguments`.
+    let legacy = json!({
+        "arguments": { "name": "legacy-hint" },
+        "task": { "ttl": 60000, "pollInterval": 100 }
+    });
+    let (status, response) = fixture
+        .call_with("greet", legacy, task_capabilities())
+        .await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(result_type(&response), "complete", "{response}");
+    assert!(response["result"].get("taskId").is_none(), "{response}");
+    assert_eq!(first_text(&response), "Hello, legacy-hint!");
+}
+
+#[tokio::test]
+async fn task_tools_answer_directly_without_the_extension_unless_they_require_it() {
+    let fixture = Fixture::start().await;
+    let (_, response) = fixture
+        .call_with(
+            "slow_compute",
+            json!({ "arguments": { "seconds": 0 } }),
+            all_capabilities(),
+        )
+        .await;
+    assert_eq!(result_type(&response), "complete", "{response}");
+    assert!(!first_text(&response).is_empty(), "{response}");
+
+    for required in ["failing_job", "test_tool_with_task"] {
+        let (status, response) = fixture
+            .call_with(required, json!({}), all_capabilities())
+            .await;
+        assert_eq!(status, 400, "{response}");
+        assert_eq!(response["error"]["code"], -32021, "{response}");
+        assert!(
+            response["error"]["data"]["requiredCapabilities"]["extensions"]
+                ["io.modelcontextprotocol/tasks"]
+                .is_object(),
+            "{response}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn task_outcomes_end_in_the_statuses_the_suite_expects() {
+    let fixture = Fixture::start().await;
+    let done = fixture
+        .start_task("slow_compute", json!({ "seconds": 0.2, "label": "quick" }))
+        .await;
+    let tool_error = fixture.start_task("failing_job", json!({})).await;
+    let protocol_error = fixture.start_task("protocol_error_job", json!({})).await;
+
+    let task = fixture.wait_for_end(&done).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert!(
+        task["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("quick")),
+        "{task}"
+    );
+
+    // A tool error is still a completed task; the error is in the result.
+    let task = fixture.wait_for_end(&tool_error).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], true, "{task}");
+
+    // A JSON-RPC error fails the task, with the error and no result.
+    let task = fixture.wait_for_end(&protocol_error).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    assert!(task["error"]["code"].is_i64(), "{task}");
+    assert!(task.get("result").is_none(), "{task}");
+}
+
+#[tokio::test]
+async fn confirm_delete_waits_in_its_task_for_tasks_update() {
+    let fixture = Fixture::start().await;
+    let task_id = fixture
+        .start_task("confirm_delete", json!({ "filename": "report.csv" }))
+        .await;
+    let task = fixture.wait_for(&task_id, &["input_required"]).await;
+    let requests = task["inputRequests"].as_object().expect("input requests");
+    assert_eq!(requests.len(), 1, "{task}");
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["method"], "elicitation/create", "{task}");
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["confirm"]["type"], "boolean",
+        "{task}"
+    );
+
+    // An answer under an unknown key is acknowledged and changes nothing.
+    let ack = fixture
+        .task_request(
+            "tasks/update",
+            json!({ "taskId": task_id, "inputResponses": { "unknown-key": { "ignored": true } } }),
+        )
+        .await;
+    assert_eq!(ack["resultType"], "complete", "{ack}");
+    for envelope_field in ["taskId", "status", "result", "error", "inputRequests"] {
+        assert!(ack.get(envelope_field).is_none(), "{ack}");
+    }
+    let task = fixture
+        .task_request("tasks/get", json!({ "taskId": task_id }))
+        .await;
+    assert_eq!(task["status"], "input_required", "{task}");
+
+    let answer = json!({ key: { "action": "accept", "content": { "confirm": true } } });
+    fixture
+        .task_request(
+            "tasks/update",
+            json!({ "taskId": task_id, "inputResponses": answer }),
+        )
+        .await;
+    let task = fixture.wait_for_end(&task_id).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert!(
+        task["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Deleted report.csv")),
+        "{task}"
+    );
+}
+
+#[tokio::test]
+async fn confirm_delete_asks_by_input_required_without_the_extension() {
+    let fixture = Fixture::start().await;
+    let arguments = json!({ "filename": "report.csv" });
+    let round_1 = fixture
+        .call("confirm_delete", json!({ "arguments": arguments }))
+        .await;
+    assert_eq!(result_type(&round_1), "input_required", "{round_1}");
+    let state = round_1["result"]["requestState"].clone();
+    let answer = json!({ "confirm": { "action": "decline" } });
+    let round_2 = fixture
+        .call(
+            "confirm_delete",
+            json!({ "arguments": arguments, "inputResponses": answer, "requestState": state }),
+        )
+        .await;
+    assert_eq!(result_type(&round_2), "complete", "{round_2}");
+    assert!(
+        first_text(&round_2).starts_with("Kept report.csv"),
+        "{round_2}"
+    );
+}
+
+#[tokio::test]
+async fn multi_input_keeps_the_unanswered_request_pending() {
+    let fixture = Fixture::start().await;
+    let task_id = fixture.start_task("multi_input", json!({})).await;
+    let task = fixture.wait_for(&task_id, &["input_required"]).await;
+    let keys: Vec<String> = task["inputRequests"]
+        .as_object()
+        .expect("input requests")
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys.len(), 2, "{task}");
+
+    // The suite answers each key with both fields; each request reads its own.
+    let content = json!({ "name": "partial-1", "confirm": true });
+    fixture
+        .task_request(
+            "tasks/update",
+            json!({ "taskId": task_id, "inputResponses": { &keys[0]: { "action": "accept", "content": content } } }),
+        )
+        .await;
+    let task = fixture
+        .task_request("tasks/get", json!({ "taskId": task_id }))
+        .await;
+    assert_eq!(task["status"], "input_required", "{task}");
+    let pending: Vec<&String> = task["inputRequests"]
+        .as_object()
+        .expect("input requests")
+        .keys()
+        .collect();
+    assert_eq!(pending, [&keys[1]], "{task}");
+
+    fixture
+        .task_request(
+            "tasks/update",
+            json!({ "taskId": task_id, "inputResponses": { &keys[1]: { "action": "accept", "content": content } } }),
+        )
+        .await;
+    let task = fixture.wait_for_end(&task_id).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert!(
+        task["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("partial-1")),
+        "{task}"
+    );
+}
+
+#[tokio::test]
+async fn test_tool_with_task_asks_before_the_task_exists() {
+    let fixture = Fixture::start().await;
+    let (_, round_1) = fixture
+        .call_with("test_tool_with_task", json!({}), task_capabilities())
+        .await;
+    assert_eq!(result_type(&round_1), "input_required", "{round_1}");
+    assert!(round_1["result"].get("taskId").is_none(), "{round_1}");
+    assert_eq!(
+        round_1["result"]["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "{round_1}"
+    );
+    let state = round_1["result"]["requestState"].clone();
+
+    let answer = json!({ "user_name": { "action": "accept", "content": { "name": "Alice" } } });
+    let (_, round_2) = fixture
+        .call_with(
+            "test_tool_with_task",
+            json!({ "inputResponses": answer, "requestState": state }),
+            task_capabilities(),
+        )
+        .await;
+    assert_eq!(result_type(&round_2), "task", "{round_2}");
+    assert!(round_2["result"].get("requestState").is_none(), "{round_2}");
+    let task_id = round_2["result"]["taskId"].as_str().expect("a taskId");
+
+    let task = fixture.wait_for_end(task_id).await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert!(
+        task["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("Alice")),
+        "{task}"
+    );
+}
+
+/// The fixture through `rmcp`, the official Rust SDK, as a client that shares no
+/// code with Docket: it negotiates by `server/discover` and speaks the tasks
+/// extension by its own reading of the spec.
+mod rmcp_client {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        ClientConfig, ExtensionCapabilities, GetTaskParams, GetTaskResult, Implementation,
+        JsonObject, ProtocolVersion, TASKS_EXTENSION_ID, TaskPayload, TaskStatus,
+    };
+    use rmcp::service::RunningService;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
+
+    use super::*;
+
+    type Client = RunningService<RoleClient, ClientConfig>;
+
+    /// Connects at 2026-07-28 by `server/discover`, declaring the tasks extension.
+    async fn connect(fixture: &Fixture) -> Client {
+        // rmcp's capability builders are compiled only with its server feature, so
+        // the extension is declared on the struct directly.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.extensions = Some(ExtensionCapabilities::from([(
+            TASKS_EXTENSION_ID.to_owned(),
+            JsonObject::new(),
+        )]));
+        let info = ClientConfig::new(
+            capabilities,
+            Implementation::new("docket-fixture-rmcp-tests", "0"),
+        );
+        let transport =
+            StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", fixture.addr));
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        let client = guarded(
+            "connecting",
+            info.serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
+        .expect("rmcp connects by server/discover");
+        let server = client.peer_info().expect("the discover result");
+        assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
+        assert!(server.capabilities.supports_tasks(), "{server:?}");
+        client
+    }
+
+    /// Calls `slow_compute` for `seconds` and returns the id of the task it became.
+    async fn start_slow_compute(client: &Client, seconds: u64) -> String {
+        let arguments = json!({ "seconds": seconds, "label": "rmcp" });
+        let params = CallToolRequestParams::new("slow_compute").with_arguments(
+            arguments
+                .as_object()
+                .expect("arguments are an object")
+                .clone(),
+        );
+        let response = guarded("tools/call", client.call_tool_once(params))
+            .await
+            .expect("tools/call");
+        match response {
+            CallToolResponse::Task(created) => {
+                assert!(!created.task.status.is_terminal(), "{created:?}");
+                created.task.task_id
+            }
+            other => panic!("slow_compute should have become a task: {other:?}"),
+        }
+    }
+
+    /// Polls `tasks/get` until the task has ended.
+    async fn wait_for_end(client: &Client, task_id: &str) -> GetTaskResult {
+        guarded(&format!("task {task_id} ending"), async {
+            loop {
+                let result = client
+                    .peer()
+                    .get_task(GetTaskParams::new(task_id))
+                    .await
+                    .expect("tasks/get");
+                if result.task.status().is_terminal() {
+                    return result;
+                }
+                tokio::time::sleep(POLL_INTERVAL).await;
+            }
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn rmcp_follows_a_task_to_its_result() {
+        let fixture = Fixture::start().await;
+        let client = connect(&fixture).await;
+        let task_id = start_slow_compute(&client, 1).await;
+
+        let ended = wait_for_end(&client, &task_id).await;
+        assert_eq!(ended.task.task.task_id, task_id);
+        match &ended.task.payload {
+            TaskPayload::Completed { result } => {
+                let text = result["content"][0]["text"].as_str().unwrap_or_default();
+                assert!(text.contains("rmcp"), "{result:?}");
+            }
+            other => panic!("the task should have completed: {other:?}"),
+        }
+        guarded("closing", client.cancel())
+            .await
+            .expect("the client closes");
+    }
+
+    #[tokio::test]
+    async fn rmcp_cancels_a_running_task() {
+        let fixture = Fixture::start().await;
+        let client = connect(&fixture).await;
+        let task_id = start_slow_compute(&client, 60).await;
+
+        guarded(
+            "tasks/cancel",
+            client.peer().cancel_task(CancelTaskParams::new(&task_id)),
+        )
+        .await
+        .expect("tasks/cancel is acknowledged");
+        let ended = wait_for_end(&client, &task_id).await;
+        assert_eq!(ended.task.status(), TaskStatus::Cancelled, "{ended:?}");
+        guarded("closing", client.cancel())
+            .await
+            .expect("the client closes");
+    }
+}
+
+#[tokio::test]
+async fn a_temporary_sqlite_store_is_removed_with_the_fixture_store() {
+    let parent = std::env::temp_dir();
+    let store = fixture_store(FixtureDatabase::TemporarySqlite { parent })
+        .await
+        .expect("the store opens");
+    assert_eq!(store.backend(), docket_storage::Backend::Sqlite);
+    let folder = store
+        .temporary_folder()
+        .expect("a temporary folder")
+        .to_owned();
+    assert!(folder.join("tasks.db").is_file(), "{}", folder.display());
+    drop(store);
+    assert!(!folder.exists(), "{} is removed", folder.display());
+}
+
+#[tokio::test]
+async fn a_database_url_that_is_not_postgres_is_refused() {
+    let result = fixture_store(FixtureDatabase::Postgres("sqlite:///tmp/x.db".into())).await;
+    assert!(
+        matches!(result, Err(docket_fixture::FixtureStoreError::NotPostgres)),
+        "a sqlite url is not taken for PostgreSQL"
+    );
 }

@@ -204,6 +204,7 @@ pub(crate) async fn call_tool(
     match handler.consent(&consent_request).await {
         Consent::Proceed => {}
         Consent::Refuse(result) => return refuse(result),
+        Consent::Error(error) => return Err(McpError::from(error)),
         Consent::Ask {
             requests,
             state: consent_state,

@@ -164,6 +164,9 @@ pub enum Consent {
     },
     /// Refuse with this result.
     Refuse(CallToolResult),
+    /// Refuse with a JSON-RPC error (a capability the request lacks, an unusable
+    /// answer).
+    Error(ToolError),
 }
 
 /// What a consent step sees.

@@ -287,10 +287,15 @@ impl TaskRuntime {
         let runtime = Arc::clone(self);
         self.tracker.spawn(async move {
             let work = work(context);
+            // Biased, cancel first: work that stops because it saw the cancel must
+            // not win the race with its own "stopped" result. Work that finished
+            // before the cancel fired was returned by an earlier poll and keeps its
+            // outcome.
             let outcome = tokio::select! {
-                outcome = work => outcome,
+                biased;
                 () = cancel.cancelled() => Outcome::Cancelled,
                 () = runtime.shutdown.cancelled() => Outcome::Failed(TaskError::shut_down()),
+                outcome = work => outcome,
             };
             // Compare-and-set: if another replica already ended it (stale sweep), this
             // write loses and changes nothing.

@@ -141,6 +141,43 @@ async fn a_local_cancel_stops_the_work_at_once() {
     assert_eq!(runtime.running_count(), 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_stops_because_of_a_cancel_ends_cancelled() {
+    // Work that watches its cancel token and returns its own "stopped" result the
+    // moment it fires must still end `cancelled`, on every interleaving.
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    for _ in 0..200 {
+        let task = new_task("cancel_race");
+        runtime
+            .spawn(task.clone(), |context| async move {
+                let cancel = context.cancelled().clone();
+                let stopped = tokio::spawn(async move {
+                    cancel.cancelled().await;
+                    Outcome::Completed(json!({"content": [], "isError": true}))
+                });
+                stopped.await.unwrap_or(Outcome::Cancelled)
+            })
+            .await
+            .expect("spawned");
+        runtime.cancel(&task.id).await.expect("cancel");
+        let ended = wait_for_end(&*store, &task.id).await;
+        assert_eq!(ended.status, TaskStatus::Cancelled);
+    }
+}
+
+async fn wait_for_end(store: &dyn TaskStore, id: &TaskId) -> TaskRecord {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (record, _) = store.get(id).await.expect("get").expect("present");
+        if record.status.is_terminal() {
+            return record;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "task never ended");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 #[tokio::test]
 async fn work_that_finished_first_keeps_its_outcome() {
     let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());

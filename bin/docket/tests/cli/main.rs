@@ -1,0 +1,7 @@
+//! The `docket` binary for real: processes started and killed, several replicas on
+//! one PostgreSQL, and the zero-configuration SQLite default surviving a restart.
+
+mod call;
+mod replicas;
+mod support;
+mod zero_config;
