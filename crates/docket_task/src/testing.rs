@@ -313,42 +313,27 @@ pub async fn input_requests_and_answers_live_with_the_task(store: Arc<dyn TaskSt
 
 /// A working task whose replica stopped stamping it fails, once, with an audit row.
 pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) {
+    // Margins are wide because a loaded machine may take a while between two
+    // statements; the only assumption is that creating the fresh task and sweeping
+    // take less than `stale_after`.
+    let stale_after = Duration::from_millis(600);
     let tool = "stale_tasks_fail_once_with_an_audit_row";
     let stale = new_task(tool);
     store.create(stale.clone()).await.expect("create");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let fresh = new_task(tool);
     store.create(fresh.clone()).await.expect("create");
-    let failed = store
-        .fail_stale(Duration::from_millis(25))
-        .await
-        .expect("sweep");
-    assert!(
-        failed.contains(&stale.id) && !failed.contains(&fresh.id),
-        "{failed:?}"
-    );
+    let failed = store.fail_stale(stale_after).await.expect("sweep");
+    assert!(failed.contains(&stale.id) && !failed.contains(&fresh.id), "{failed:?}");
     let (read, _) = store.get(&stale.id).await.expect("get").expect("present");
     assert_eq!(read.status, TaskStatus::Failed);
-    assert!(
-        read.error
-            .as_ref()
-            .is_some_and(|error| error.message.contains("call the tool again"))
-    );
-    assert!(
-        !store
-            .fail_stale(Duration::from_millis(25))
-            .await
-            .expect("sweep")
-            .contains(&stale.id)
-    );
+    assert!(read.error.as_ref().is_some_and(|error| error.message.contains("call the tool again")));
+    // End the fresh task so a slow second sweep cannot find it stale too.
+    store.finish(&fresh.id, Outcome::Completed(json!({"content": []}))).await.expect("finish");
+    assert!(!store.fail_stale(stale_after).await.expect("sweep").contains(&stale.id), "a second sweep fails nothing twice");
     let audit = store.audit_for_tool(tool, 10).await.expect("audit");
-    assert_eq!(
-        audit
-            .iter()
-            .filter(|entry| entry.outcome == "failed")
-            .count(),
-        1
-    );
+    assert_eq!(audit.iter().filter(|entry| entry.outcome == "failed").count(), 1);
+    assert_eq!(audit.len(), 2, "one row for each task: {audit:?}");
 }
 
 /// Retention deletes expired tasks and keeps the rest.

@@ -1,0 +1,9 @@
+//! Rebuilds the crate when a migration is added. `embed_migrations!` reads the
+//! migration folders at compile time; edits to an existing `up.sql` are tracked
+//! through its `include_str!`, but a new migration folder is only noticed if
+//! cargo is told to watch the folders themselves.
+
+fn main() {
+    println!("cargo::rerun-if-changed=../../migrations/postgres");
+    println!("cargo::rerun-if-changed=../../migrations/sqlite");
+}

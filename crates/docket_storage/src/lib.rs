@@ -1,0 +1,132 @@
+//! Docket's database layer: the [`TaskStore`] on
+//! PostgreSQL ([`PgStore`]) and on SQLite ([`SqliteStore`]).
+//!
+//! - [`connect`] opens either backend from a `postgres://…` or `sqlite://PATH` URL
+//!   and [`migrate`] applies that backend's embedded migrations
+//!   (`migrations/postgres/`, `migrations/sqlite/` at the workspace root).
+//! - PostgreSQL is for production and many replicas: terminal transitions are
+//!   compare-and-set statements, the heartbeat is one statement per replica, the
+//!   sweepers skip rows another replica holds, and cancels and input answers are
+//!   also announced with `NOTIFY docket_tasks` so the running replica hears them
+//!   before its next heartbeat.
+//! - SQLite is the embedded single-node default: the same semantics on one file,
+//!   one writer connection, signals only through the heartbeat.
+//! - [`test_db`] gives each test its own PostgreSQL schema or SQLite file.
+//!
+//! diesel-async has no connection that spans backends, so each backend has its
+//! own schema, models and statements; what does not depend on SQL (how an outcome
+//! ends a task, how input requests and answers merge) is shared.
+//!
+//! **Architecture Invariant:** this is the only crate that names diesel or SQL.
+//! No statement qualifies a table with a schema name, so per-test schemas work
+//! through `search_path` alone.
+
+mod error;
+mod migrations;
+mod pg;
+pub mod probe;
+mod shared;
+mod sqlite;
+pub mod test_db;
+mod url;
+
+use std::sync::Arc;
+
+/// The trait both stores implement, re-exported so a crate that only opens a
+/// store (the binary) can name what [`Store::task_store`] returns.
+pub use docket_task::TaskStore;
+pub use error::{Cause, StorageError};
+pub use pg::PgStore;
+pub use sqlite::SqliteStore;
+pub use url::Backend;
+
+/// How [`connect`] sets up the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// The most connections the pool opens. On SQLite this is the number of
+    /// reading connections; writes always go through one further connection.
+    pub max_connections: usize,
+    /// Whether to apply pending migrations before connecting.
+    pub migrate: bool,
+}
+
+impl Default for ConnectOptions {
+    /// The configuration defaults: 16 connections, migrate on start.
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            migrate: true,
+        }
+    }
+}
+
+/// A connected store on one of the backends.
+#[non_exhaustive]
+#[derive(Clone)]
+pub enum Store {
+    /// PostgreSQL.
+    Postgres(Arc<PgStore>),
+    /// SQLite.
+    Sqlite(Arc<SqliteStore>),
+}
+
+impl Store {
+    /// The store as the task machinery uses it.
+    pub fn task_store(&self) -> Arc<dyn TaskStore> {
+        match self {
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn TaskStore>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn TaskStore>,
+        }
+    }
+
+    /// Which backend it runs on.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Store::Postgres(_) => Backend::Postgres,
+            Store::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL (and so any password) is deliberately not part of the output.
+        f.debug_tuple("Store").field(&self.backend()).finish()
+    }
+}
+
+/// Opens the store `url` names: `postgres://…` (or `postgresql://…`) or
+/// `sqlite://PATH`, creating the SQLite file and its folder if they are missing.
+/// With `options.migrate`, pending migrations are applied first.
+///
+/// # Errors
+/// [`StorageError`] when the URL names no supported database, the SQLite folder
+/// cannot be created, the migrations fail, or the database cannot be reached. No
+/// error carries the URL's password.
+pub async fn connect(url: &str, options: ConnectOptions) -> Result<Store, StorageError> {
+    match url::DatabaseUrl::parse(url)? {
+        url::DatabaseUrl::Postgres(url) => Ok(Store::Postgres(Arc::new(
+            PgStore::connect(url, &options).await?,
+        ))),
+        url::DatabaseUrl::Sqlite(path) => Ok(Store::Sqlite(Arc::new(
+            SqliteStore::open(&path, &options).await?,
+        ))),
+    }
+}
+
+/// Applies the pending embedded migrations of the database `url` names. Safe to
+/// run again (nothing pending is a no-op) and, on PostgreSQL, from several
+/// replicas at once (they take turns on an advisory lock).
+///
+/// # Errors
+/// [`StorageError`] when the URL names no supported database, the database
+/// cannot be reached, or a migration fails.
+pub async fn migrate(url: &str) -> Result<(), StorageError> {
+    match url::DatabaseUrl::parse(url)? {
+        url::DatabaseUrl::Postgres(url) => migrations::postgres(url.to_owned()).await,
+        url::DatabaseUrl::Sqlite(path) => {
+            url::create_parent_directory(&path)?;
+            migrations::sqlite(path).await
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`.
+//!
+//! `request_cancel` and `answer_input` run `pg_notify('docket_tasks',
+//! '<kind>:<task id>')` in their own transaction, so the notification goes out
+//! when, and only if, the change commits. Each store that registers a listener
+//! starts one background task holding a dedicated connection (outside the pool:
+//! a pooled connection would be handed to other work and its `LISTEN` lost) that
+//! runs `LISTEN docket_tasks` and hands every notification to the listener. If
+//! the connection drops it reconnects with backoff. Notifications sent while it
+//! was away are lost, which costs only latency: the rows stay the truth and the
+//! heartbeat carries every cancel.
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use docket_task::TaskId;
+use docket_task::store::{SignalListener, TaskSignal};
+use tokio::sync::oneshot;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::tasks::CHANNEL;
+
+/// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The listener and the background task that feeds it.
+pub(crate) struct Signals {
+    /// Holds a password, possibly: used to connect, never logged.
+    url: String,
+    listener: Arc<Mutex<Option<SignalListener>>>,
+    /// Set once the background task runs; dropping it (with the store) stops it.
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Signals {
+    pub(crate) fn new(url: String) -> Self {
+        Self {
+            url,
+            listener: Arc::default(),
+            stop: Mutex::default(),
+        }
+    }
+
+    /// Installs `listener` (replacing any earlier one) and starts listening, once.
+    pub(crate) fn set_listener(&self, listener: SignalListener) {
+        *lock(&self.listener) = Some(listener);
+        let mut stop = lock(&self.stop);
+        if stop.is_some() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                "no tokio runtime to listen for task signals on; \
+                 cancels from other replicas will arrive with the heartbeat"
+            );
+            return;
+        };
+        let (stop_sender, stop_receiver) = oneshot::channel();
+        runtime.spawn(listen(
+            self.url.clone(),
+            Arc::clone(&self.listener),
+            stop_receiver,
+        ));
+        *stop = Some(stop_sender);
+    }
+}
+
+/// Listens until `stop` fires (or its sender is dropped), reconnecting as needed.
+async fn listen(
+    url: String,
+    listener: Arc<Mutex<Option<SignalListener>>>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            ended = session(&url, &listener, &mut backoff) => match ended {
+                Ok(()) => tracing::warn!("the task signal connection closed; reconnecting"),
+                Err(error) => tracing::warn!(%error, "the task signal connection failed; reconnecting"),
+            },
+        }
+        tokio::select! {
+            _ = &mut stop => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection's life: `LISTEN`, then hand over notifications until it ends.
+async fn session(
+    url: &str,
+    listener: &Mutex<Option<SignalListener>>,
+    backoff: &mut Duration,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    // The connection object does the I/O for the client too, so it is polled
+    // while LISTEN is on its way, not only afterwards.
+    let listen_sql = format!("LISTEN {CHANNEL}");
+    let mut subscribe = pin!(client.batch_execute(&listen_sql));
+    let mut subscribed = false;
+    loop {
+        tokio::select! {
+            result = &mut subscribe, if !subscribed => {
+                result?;
+                subscribed = true;
+                *backoff = FIRST_BACKOFF;
+            }
+            message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                Some(Ok(AsyncMessage::Notification(notification))) => {
+                    deliver(listener, notification.payload());
+                }
+                // Notices and future message kinds carry no signal.
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error),
+                None => return Ok(()),
+            },
+        }
+    }
+}
+
+/// Parses a payload and calls the listener; unknown payloads are ignored.
+fn deliver(listener: &Mutex<Option<SignalListener>>, payload: &str) {
+    let Some(signal) = parse(payload) else {
+        return;
+    };
+    // Clone out of the lock so a listener that registers another cannot deadlock.
+    let listener = lock(listener).clone();
+    if let Some(listener) = listener {
+        listener(signal);
+    }
+}
+
+/// `cancel:<id>` or `input:<id>`.
+fn parse(payload: &str) -> Option<TaskSignal> {
+    let (kind, id) = payload.split_once(':')?;
+    let id = TaskId::from_stored(id.to_owned());
+    match kind {
+        "cancel" => Some(TaskSignal::Cancel(id)),
+        "input" => Some(TaskSignal::Input(id)),
+        _ => None,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking listener leaves plain data behind; keep using it.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_name_a_kind_and_a_task() {
+        let id = TaskId::from_stored("abc".into());
+        assert_eq!(parse("cancel:abc"), Some(TaskSignal::Cancel(id.clone())));
+        assert_eq!(parse("input:abc"), Some(TaskSignal::Input(id)));
+        assert_eq!(parse("resume:abc"), None);
+        assert_eq!(parse("cancel"), None);
+    }
+}

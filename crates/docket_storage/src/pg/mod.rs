@@ -1,0 +1,187 @@
+//! [`PgStore`]: the [`TaskStore`] on PostgreSQL, for production and many replicas.
+//!
+//! Every operation is one statement, or one short transaction where a row must
+//! be read before it is written (input requests and answers). Times that decide
+//! staleness and expiry are the database's `now()`, never a replica's clock.
+
+mod audit;
+mod listen;
+mod schema;
+mod tasks;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::{ConnectionError, ConnectionResult};
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use docket_task::model::{Outcome, TaskError, TaskRecord};
+use docket_task::store::{AuditEntry, Beat, SignalListener};
+use docket_task::{NewTask, StoreError, TaskId, TaskStore};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use tokio_postgres::NoTls;
+
+use crate::ConnectOptions;
+use crate::error::{Cause, StorageError, pool_error};
+use crate::shared::{self, Ending};
+use crate::url::Backend;
+
+/// How long a caller waits for a free pooled connection before the store
+/// reports itself unavailable.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// How long opening a pooled connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The [`TaskStore`] on PostgreSQL, over a deadpool of diesel-async connections.
+pub struct PgStore {
+    pool: Pool<AsyncPgConnection>,
+    signals: listen::Signals,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it may hold a password.
+        f.debug_struct("PgStore")
+            .field("pool", &self.pool.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to the PostgreSQL database `url` names (a `postgres://` URL in
+    /// tokio-postgres's form; `?options=-csearch_path%3D<schema>` selects a
+    /// schema), migrating it first with `options.migrate`, and checks that a
+    /// connection can be opened.
+    ///
+    /// # Errors
+    /// [`StorageError::Migrate`] when a migration fails, and
+    /// [`StorageError::Connect`] when the database cannot be reached.
+    pub async fn connect(url: &str, options: &ConnectOptions) -> Result<Self, StorageError> {
+        if options.migrate {
+            crate::migrations::postgres(url.to_owned()).await?;
+        }
+        let mut config = ManagerConfig::default();
+        config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
+        // Each checkout would otherwise cost a `SELECT 1` round trip; a broken
+        // connection is still detected (deadpool asks whether it is closed) and
+        // one that breaks mid-use fails that one statement.
+        config.recycling_method = RecyclingMethod::Fast;
+        let manager =
+            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+        let connect_error = |source: Cause| StorageError::Connect {
+            backend: Backend::Postgres,
+            source,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(deadpool::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?;
+        // Fail at start-up, not at the first request, when the database is not there.
+        drop(
+            pool.get()
+                .await
+                .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?,
+        );
+        Ok(Self {
+            pool,
+            signals: listen::Signals::new(url.to_owned()),
+        })
+    }
+
+    async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+}
+
+/// Opens one connection. diesel-async's own `establish` keeps only the top line
+/// of tokio-postgres's error ("error connecting to server"); connecting here
+/// keeps its cause ("Connection refused") for the operator, password scrubbed.
+pub(crate) async fn establish(url: String) -> ConnectionResult<AsyncPgConnection> {
+    let (client, connection) = tokio_postgres::connect(&url, NoTls)
+        .await
+        .map_err(|error| {
+            ConnectionError::BadConnection(Cause::scrubbed(&error, &url).to_string())
+        })?;
+    AsyncPgConnection::try_from_client_and_connection(client, connection).await
+}
+
+#[async_trait]
+impl TaskStore for PgStore {
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        tasks::create(&mut *self.conn().await?, task).await
+    }
+
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
+        tasks::get(&mut *self.conn().await?, id).await
+    }
+
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+        let ending = Ending::new(outcome)?;
+        tasks::finish(&mut *self.conn().await?, id, ending).await
+    }
+
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        tasks::request_cancel(&mut *self.conn().await?, id).await
+    }
+
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
+        if beats.is_empty() {
+            return Ok(Vec::new());
+        }
+        tasks::heartbeat(&mut *self.conn().await?, replica_id, beats).await
+    }
+
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        tasks::require_input(&mut *self.conn().await?, id, requests).await
+    }
+
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        tasks::answer_input(&mut *self.conn().await?, id, responses).await
+    }
+
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
+        tasks::take_answers(&mut *self.conn().await?, id).await
+    }
+
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+        let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
+        tasks::fail_stale(
+            &mut *self.conn().await?,
+            shared::millis(stale_after),
+            ending,
+        )
+        .await
+    }
+
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+        tasks::delete_expired(&mut *self.conn().await?, limit).await
+    }
+
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        audit::insert(&mut *self.conn().await?, &entry).await
+    }
+
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        audit::for_tool(&mut *self.conn().await?, tool, limit).await
+    }
+
+    fn set_signal_listener(&self, listener: SignalListener) {
+        self.signals.set_listener(listener);
+    }
+}

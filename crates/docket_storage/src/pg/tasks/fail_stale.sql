@@ -1,0 +1,36 @@
+-- Fails every running task whose replica stopped stamping it more than $1 ms ago
+-- (database clock) and writes one audit row for each, in one statement.
+-- SKIP LOCKED: a task another replica's sweep (or a heartbeat, or a finish) holds
+-- is left to that transaction, so concurrent sweeps never wait on each other and
+-- never fail the same task twice; the status check in the UPDATE keeps the
+-- compare-and-set even so.
+-- $1 stale_after in ms, $2 error, $3 status_message and audit error message,
+-- $4 audit success, $5 audit outcome.
+WITH stale AS (
+    SELECT task_id
+      FROM call_tasks
+     WHERE status IN ('working', 'input_required')
+       AND heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+       FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE call_tasks AS task
+       SET status = 'failed',
+           error = $2,
+           status_message = $3,
+           input_requests = NULL,
+           last_updated_at = now()
+      FROM stale
+     WHERE task.task_id = stale.task_id
+       AND task.status IN ('working', 'input_required')
+    RETURNING task.task_id, task.tool, task.owner, task.audit_persona,
+              task.audit_connection, task.audit_arguments, task.created_at
+), audited AS (
+    INSERT INTO audit_logs (
+        tool, subject, persona, connection, arguments, success, outcome, error_message,
+        duration_ms
+    )
+    SELECT tool, owner, audit_persona, audit_connection, audit_arguments, $4::boolean, $5::text, $3::text,
+           (extract(epoch FROM now() - created_at) * 1000)::bigint
+      FROM failed
+)
+SELECT task_id FROM failed

@@ -1,0 +1,247 @@
+//! [`SqliteStore`]: the [`TaskStore`] on one SQLite file, the embedded
+//! single-node default.
+//!
+//! Choices, and what a single node gives up:
+//! - SQLite is compiled in (`libsqlite3-sys/bundled`), so the store behaves the
+//!   same on any machine whatever its system library.
+//! - Every time is stored as text in one form, `strftime('%Y-%m-%dT%H:%M:%fZ',
+//!   'now')`: RFC 3339, UTC, milliseconds, fixed width, so comparisons in SQL are
+//!   text comparisons and staleness and expiry are decided on SQLite's clock.
+//! - One writer: every write goes through a pool of exactly one connection, so
+//!   writers queue in order instead of polling SQLite's busy lock; reads use a
+//!   separate pool and, in WAL mode, never wait for the writer. `busy_timeout`
+//!   still covers another process (a `docket migrate`) holding the lock.
+//! - Writes are `synchronous = FULL`: a task committed before its answer went out
+//!   survives a power cut, as it would on PostgreSQL with fsync on.
+//! - No notifications: a cancel or answer taken by this process reaches its work
+//!   directly through the runtime; there is no other replica to tell, so
+//!   [`TaskStore::set_signal_listener`] keeps its no-op default.
+//! - Given up: more than one replica (the file is local and SQLite has one
+//!   writer), so no load balancing and no surviving the loss of the machine.
+
+mod audit;
+mod schema;
+mod tasks;
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::result::ConnectionError;
+use diesel::{QueryResult, SqliteConnection};
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+use docket_task::model::{Outcome, TaskError, TaskRecord};
+use docket_task::store::{AuditEntry, Beat};
+use docket_task::{NewTask, StoreError, TaskId, TaskStore};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::ConnectOptions;
+use crate::error::{Cause, StorageError, pool_error, query_error};
+use crate::shared::{self, Ending};
+use crate::url::{self, Backend};
+
+/// How long a statement waits for another process's write lock.
+pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
+
+/// Run on every new connection. The busy timeout comes first so that switching
+/// the file to WAL waits for a lock rather than failing.
+const CONNECTION_SETUP: &str = "PRAGMA busy_timeout = 5000; \
+     PRAGMA journal_mode = WAL; \
+     PRAGMA synchronous = FULL; \
+     PRAGMA foreign_keys = ON;";
+
+/// How long a caller waits for a pooled connection before the store reports
+/// itself unavailable.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+type Connection = SyncConnectionWrapper<SqliteConnection>;
+
+/// The [`TaskStore`] on one SQLite file.
+pub struct SqliteStore {
+    readers: Pool<Connection>,
+    writer: Pool<Connection>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("readers", &self.readers.status())
+            .field("writer", &self.writer.status())
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its folder if missing) the SQLite database at
+    /// `path`, migrating it first with `options.migrate`.
+    ///
+    /// # Errors
+    /// [`StorageError::CreateDirectory`] when the folder cannot be created,
+    /// [`StorageError::Migrate`] when a migration fails, and
+    /// [`StorageError::Connect`] when the file cannot be opened.
+    pub async fn open(path: &Path, options: &ConnectOptions) -> Result<Self, StorageError> {
+        url::create_parent_directory(path)?;
+        if options.migrate {
+            crate::migrations::sqlite(path.to_owned()).await?;
+        }
+        let location = path.to_string_lossy().into_owned();
+        let writer = pool(&location, 1)?;
+        let readers = pool(&location, options.max_connections.max(1))?;
+        // Open the writer now: a path that cannot be opened fails at start-up.
+        drop(writer.get().await.map_err(|error| StorageError::Connect {
+            backend: Backend::Sqlite,
+            source: Cause::scrubbed(&error, ""),
+        })?);
+        Ok(Self { readers, writer })
+    }
+
+    /// Runs `work` on a reading connection, on a blocking thread.
+    async fn read<R, F>(&self, work: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&mut SqliteConnection) -> QueryResult<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let mut connection = self.readers.get().await.map_err(pool_error)?;
+        connection.spawn_blocking(work).await.map_err(query_error)
+    }
+
+    /// Runs `work` on the one writing connection, on a blocking thread.
+    async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&mut SqliteConnection) -> QueryResult<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let mut connection = self.writer.get().await.map_err(pool_error)?;
+        connection.spawn_blocking(work).await.map_err(query_error)
+    }
+}
+
+/// A pool of at most `size` connections to `location`, each set up on opening.
+fn pool(location: &str, size: usize) -> Result<Pool<Connection>, StorageError> {
+    let mut config = ManagerConfig::<Connection>::default();
+    config.custom_setup = Box::new(|location| Box::pin(establish(location.to_owned())));
+    // A local file does not go away under an open connection; skip the ping.
+    config.recycling_method = RecyclingMethod::Fast;
+    let manager = AsyncDieselConnectionManager::new_with_config(location, config);
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .build()
+        .map_err(|error| StorageError::Connect {
+            backend: Backend::Sqlite,
+            source: Cause::scrubbed(&error, ""),
+        })
+}
+
+/// Opens one connection and sets it up.
+async fn establish(location: String) -> Result<Connection, ConnectionError> {
+    let mut connection = Connection::establish(&location).await?;
+    connection
+        .batch_execute(CONNECTION_SETUP)
+        .await
+        .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    Ok(connection)
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        self.write(move |conn| tasks::create(conn, &task))
+            .await?
+            .try_into()
+    }
+
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
+        let id = id.as_str().to_owned();
+        let Some((row, now)) = self.read(move |conn| tasks::get(conn, &id)).await? else {
+            return Ok(None);
+        };
+        Ok(Some((row.try_into()?, tasks::time(&now)?)))
+    }
+
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+        let ending = Ending::new(outcome)?;
+        let id = id.as_str().to_owned();
+        self.write(move |conn| tasks::finish(conn, &id, &ending))
+            .await
+    }
+
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        let id = id.as_str().to_owned();
+        self.write(move |conn| tasks::request_cancel(conn, &id))
+            .await
+    }
+
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
+        if beats.is_empty() {
+            return Ok(Vec::new());
+        }
+        let replica_id = replica_id.to_owned();
+        let beats = beats.to_vec();
+        self.write(move |conn| tasks::heartbeat(conn, &replica_id, &beats))
+            .await
+    }
+
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        let id = id.as_str().to_owned();
+        self.write(move |conn| tasks::require_input(conn, &id, requests))
+            .await
+    }
+
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        let id = id.as_str().to_owned();
+        let responses = responses.clone();
+        self.write(move |conn| tasks::answer_input(conn, &id, &responses))
+            .await
+    }
+
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
+        let id = id.as_str().to_owned();
+        match self
+            .write(move |conn| tasks::take_answers(conn, &id))
+            .await?
+        {
+            Some(answers) => shared::answers(tasks::json(&answers)?),
+            None => Ok(Map::new()),
+        }
+    }
+
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+        let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
+        self.write(move |conn| tasks::fail_stale(conn, stale_after, &ending))
+            .await
+    }
+
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+        self.write(move |conn| tasks::delete_expired(conn, limit))
+            .await
+    }
+
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.write(move |conn| audit::insert(conn, &entry)).await
+    }
+
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        let tool = tool.to_owned();
+        self.read(move |conn| audit::for_tool(conn, &tool, limit))
+            .await?
+            .into_iter()
+            .map(AuditEntry::try_from)
+            .collect()
+    }
+}

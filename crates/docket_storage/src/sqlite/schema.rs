@@ -1,0 +1,47 @@
+//! The SQLite tables as diesel sees them (mirrors `migrations/sqlite/`): JSON and
+//! times are TEXT.
+
+diesel::table! {
+    /// One row per task.
+    call_tasks (task_id) {
+        task_id -> Text,
+        tool -> Text,
+        arguments -> Text,
+        owner -> Text,
+        extra_follower -> Nullable<Text>,
+        replica_id -> Text,
+        status -> Text,
+        status_message -> Nullable<Text>,
+        created_at -> Text,
+        last_updated_at -> Text,
+        heartbeat_at -> Text,
+        cancel_requested_at -> Nullable<Text>,
+        result -> Nullable<Text>,
+        error -> Nullable<Text>,
+        input_requests -> Nullable<Text>,
+        input_answers -> Text,
+        requested_input_keys -> Text,
+        expires_at -> Nullable<Text>,
+        poll_interval_ms -> BigInt,
+        audit_persona -> Nullable<Text>,
+        audit_connection -> Nullable<Text>,
+        audit_arguments -> Text,
+    }
+}
+
+diesel::table! {
+    /// One row per call that ended.
+    audit_logs (id) {
+        id -> BigInt,
+        created_at -> Text,
+        tool -> Text,
+        subject -> Text,
+        persona -> Nullable<Text>,
+        connection -> Nullable<Text>,
+        arguments -> Text,
+        success -> Bool,
+        outcome -> Text,
+        error_message -> Nullable<Text>,
+        duration_ms -> BigInt,
+    }
+}

@@ -1,0 +1,16 @@
+-- Fails every running task whose replica stopped stamping it before the cut-off,
+-- and returns what each one's audit row needs; the caller writes those rows in
+-- the same transaction.
+-- ?1 the cut-off as a time modifier ('-30.000 seconds'), ?2 error,
+-- ?3 status_message.
+UPDATE call_tasks
+   SET status = 'failed',
+       error = ?2,
+       status_message = ?3,
+       input_requests = NULL,
+       last_updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+ WHERE status IN ('working', 'input_required')
+   AND heartbeat_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+RETURNING
+    task_id, tool, owner, audit_persona, audit_connection, audit_arguments,
+    CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms

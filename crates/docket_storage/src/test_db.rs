@@ -1,0 +1,250 @@
+//! Per-test databases, in the manner of crates.io's `crates_io_test_db`: every
+//! test gets a database of its own, so suites run in parallel on one server.
+//!
+//! - [`TestDatabase::postgres`] creates a uniquely named schema on the server
+//!   `DOCKET_TEST_DATABASE_URL` names (default
+//!   `postgres://postgres@127.0.0.1:5432/test`), migrates it, and hands out a URL
+//!   whose connections see only that schema (`options=-csearch_path=<schema>`).
+//!   Dropping the value drops the schema. When the server cannot be reached it
+//!   prints why and returns `None`, so the test can skip; with
+//!   `DOCKET_REQUIRE_POSTGRES=1` (CI) it panics instead: tests never skip silently.
+//! - [`TestDatabase::sqlite`] creates a migrated SQLite file in a fresh temporary
+//!   folder, removed on drop.
+//!
+//! This module is public (not `cfg(test)`) so other crates' tests can use it; it
+//! reads environment variables and panics on failure, as a test harness should,
+//! and is not for production code.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel_async::SimpleAsyncConnection;
+use docket_task::TaskStore;
+
+use crate::url::{Backend, redact};
+use crate::{ConnectOptions, Store};
+
+/// The variable naming the PostgreSQL server tests use.
+pub const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
+
+/// The variable that, set to `1`, makes an unreachable PostgreSQL a failure.
+pub const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
+
+/// The server tests use when [`DATABASE_URL_VAR`] is not set.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// How long to wait for the server before deciding it is not there.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections each store from [`TestDatabase::store`] may open: enough for the
+/// suite's racing writers, few enough for many tests at once.
+const TEST_POOL_SIZE: usize = 4;
+
+/// A database of one test's own; dropping it removes it.
+#[derive(Debug)]
+pub struct TestDatabase {
+    url: String,
+    cleanup: Cleanup,
+}
+
+#[derive(Debug)]
+enum Cleanup {
+    /// Drop this schema through a connection to the server's URL.
+    Schema { server_url: String, schema: String },
+    /// Remove this folder.
+    Directory(PathBuf),
+}
+
+impl TestDatabase {
+    /// A fresh, migrated schema on the test PostgreSQL server, or `None` (with
+    /// the reason printed) when the server cannot be reached.
+    ///
+    /// # Panics
+    /// When the server cannot be reached and `DOCKET_REQUIRE_POSTGRES=1`, or when
+    /// the schema cannot be created or migrated.
+    pub async fn postgres() -> Option<Self> {
+        let server_url =
+            std::env::var(DATABASE_URL_VAR).unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+        let required = std::env::var(REQUIRE_POSTGRES_VAR).is_ok_and(|value| value == "1");
+        let reason =
+            match tokio::time::timeout(CONNECT_TIMEOUT, crate::pg::establish(server_url.clone()))
+                .await
+            {
+                Ok(Ok(mut connection)) => {
+                    let schema = format!("docket_test_{}", random_hex());
+                    connection
+                        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+                        .await
+                        .unwrap_or_else(|error| {
+                            panic!("could not create the test schema {schema}: {error}")
+                        });
+                    // From here on the schema exists; the value drops it even if
+                    // migrating panics.
+                    let database = Self {
+                        url: with_search_path(&server_url, &schema),
+                        cleanup: Cleanup::Schema { server_url, schema },
+                    };
+                    if let Err(error) = crate::migrate(&database.url).await {
+                        panic!("could not migrate the test schema: {}", chain(&error));
+                    }
+                    return Some(database);
+                }
+                Ok(Err(error)) => error.to_string(),
+                Err(_) => format!("no answer within {CONNECT_TIMEOUT:?}"),
+            };
+        let server = redact(&server_url);
+        if required {
+            panic!(
+                "{REQUIRE_POSTGRES_VAR}=1 but PostgreSQL at {server} is not reachable: {reason}"
+            );
+        }
+        eprintln!(
+            "skipped: PostgreSQL not reachable at {server} ({reason}); \
+             set {REQUIRE_POSTGRES_VAR}=1 to make this a failure"
+        );
+        None
+    }
+
+    /// A fresh, migrated SQLite file in a new temporary folder.
+    ///
+    /// # Panics
+    /// When the folder cannot be created or the file cannot be migrated.
+    pub async fn sqlite() -> Self {
+        let folder = std::env::temp_dir().join(format!("docket-test-{}", random_hex()));
+        std::fs::create_dir_all(&folder).unwrap_or_else(|error| {
+            panic!("could not create {}: {error}", folder.display());
+        });
+        let database = Self {
+            url: format!("sqlite://{}", folder.join("docket.db").display()),
+            cleanup: Cleanup::Directory(folder),
+        };
+        if let Err(error) = crate::migrate(&database.url).await {
+            panic!("could not migrate the test database: {}", chain(&error));
+        }
+        database
+    }
+
+    /// The URL to connect to (for PostgreSQL it selects the test's schema).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Which backend it is.
+    pub fn backend(&self) -> Backend {
+        match self.cleanup {
+            Cleanup::Schema { .. } => Backend::Postgres,
+            Cleanup::Directory(_) => Backend::Sqlite,
+        }
+    }
+
+    /// A store on this database, with a pool of its own.
+    ///
+    /// # Panics
+    /// When the database cannot be connected to.
+    pub async fn connect(&self) -> Store {
+        let options = ConnectOptions {
+            max_connections: TEST_POOL_SIZE,
+            migrate: false,
+        };
+        crate::connect(&self.url, options)
+            .await
+            .unwrap_or_else(|error| {
+                panic!("could not connect to the test database: {}", chain(&error))
+            })
+    }
+
+    /// [`TestDatabase::connect`] as the task machinery uses it.
+    ///
+    /// # Panics
+    /// When the database cannot be connected to.
+    pub async fn store(&self) -> Arc<dyn TaskStore> {
+        self.connect().await.task_store()
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::Schema { server_url, schema } => drop_schema(server_url, schema),
+            Cleanup::Directory(folder) => {
+                // Best effort: a leftover temporary folder harms nothing.
+                let _ = std::fs::remove_dir_all(folder);
+            }
+        }
+    }
+}
+
+/// Drops `schema`, blocking until done. `Drop` may run inside a tokio runtime,
+/// where blocking on a future would panic, so the work runs on a thread of its
+/// own with a runtime of its own. Failures are printed, never raised: a panic in
+/// `Drop` during a failing test's unwinding would abort the test binary.
+fn drop_schema(server_url: &str, schema: &str) {
+    let server_url = server_url.to_owned();
+    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+    let dropped = std::thread::spawn(move || -> Result<(), String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| error.to_string())?;
+        runtime.block_on(async {
+            let mut connection = crate::pg::establish(server_url)
+                .await
+                .map_err(|error| error.to_string())?;
+            connection
+                .batch_execute(&sql)
+                .await
+                .map_err(|error| error.to_string())
+        })
+    })
+    .join();
+    match dropped {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => eprintln!("could not drop the test schema {schema}: {error}"),
+        Err(_) => eprintln!("the thread dropping the test schema {schema} panicked"),
+    }
+}
+
+/// `url` with the schema search path set to `schema` for every connection.
+fn with_search_path(url: &str, schema: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-csearch_path%3D{schema}")
+}
+
+/// 64 random bits as hex: unique names for schemas and folders.
+fn random_hex() -> String {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .unwrap_or_else(|error| panic!("the OS random source failed: {error}"));
+    hex::encode(bytes)
+}
+
+/// An error and its causes on one line.
+fn chain(error: &(dyn Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_search_path_rides_in_the_url() {
+        assert_eq!(
+            with_search_path("postgres://u@h/db", "s"),
+            "postgres://u@h/db?options=-csearch_path%3Ds"
+        );
+        assert_eq!(
+            with_search_path("postgres://u@h/db?sslmode=disable", "s"),
+            "postgres://u@h/db?sslmode=disable&options=-csearch_path%3Ds"
+        );
+    }
+}

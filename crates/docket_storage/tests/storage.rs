@@ -1,0 +1,612 @@
+//! The storage tests, in one binary: the shared `TaskStore` behaviour suite from
+//! `docket_task` run against PostgreSQL and SQLite from one source, and what only
+//! one backend has (notifications, the bulk heartbeat, concurrent sweepers,
+//! durability across a reopen, migrations).
+//!
+//! PostgreSQL tests each get a schema of their own (`TestDatabase::postgres`), so
+//! they run in parallel. When PostgreSQL cannot be reached they print
+//! "skipped: PostgreSQL not reachable …" and return, unless
+//! `DOCKET_REQUIRE_POSTGRES=1`, which makes that a failure.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_storage::test_db::TestDatabase;
+use docket_storage::{ConnectOptions, StorageError};
+use docket_task::model::{Outcome, TaskStatus};
+use docket_task::store::{Beat, TaskSignal};
+use docket_task::testing::new_task;
+use docket_task::{StoreError, TaskId, TaskStore};
+use serde_json::{Map, Value, json};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Generous bound on anything that waits, so a broken signal path fails the
+/// test instead of hanging it. Never an assertion about speed.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn no_migration(max_connections: usize) -> ConnectOptions {
+    ConnectOptions {
+        max_connections,
+        migrate: false,
+    }
+}
+
+/// Tests that load the machine (thousands of rows) run alone. The shared suite
+/// ages rows by sleeping tens of milliseconds and then sweeps with a threshold
+/// just below that; on a two-core machine busy stamping 10 000 rows, a test can
+/// stall for longer than its margin. Light tests share the lock; heavy ones take
+/// it exclusively.
+static LOAD: RwLock<()> = RwLock::const_new(());
+
+async fn light() -> RwLockReadGuard<'static, ()> {
+    LOAD.read().await
+}
+
+async fn heavy() -> RwLockWriteGuard<'static, ()> {
+    LOAD.write().await
+}
+
+/// The whole error chain, to check what an error reveals.
+fn chain(error: &StorageError) -> String {
+    let mut text = format!("{error} / {error:?}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(" / {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// Creating a task under an id that exists is refused as a duplicate (not as
+/// an outage), and leaves the first task as it was.
+async fn a_duplicate_id_is_refused_as_such(store: Arc<dyn TaskStore>) {
+    let task = new_task("a_duplicate_id_is_refused_as_such");
+    let created = store.create(task.clone()).await.expect("create");
+    let mut again = task.clone();
+    again.tool = "another_tool".into();
+    assert!(matches!(
+        store.create(again).await,
+        Err(StoreError::Duplicate)
+    ));
+    let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(read, created);
+}
+
+mod postgres {
+    use super::*;
+
+    /// A store on a fresh schema and the schema's guard, or `None` when PostgreSQL
+    /// is not reachable (the harness printed why; the test then returns).
+    async fn store() -> Option<(Arc<dyn TaskStore>, TestDatabase)> {
+        let database = TestDatabase::postgres().await?;
+        let store = database.store().await;
+        Some((store, database))
+    }
+
+    // The macro awaits the expression it is given; this block either yields a
+    // ready store or returns from the test, which is how a test skips.
+    docket_task::store_suite!({
+        let light = light().await;
+        let Some((store, schema)) = store().await else {
+            return;
+        };
+        std::future::ready((store, (schema, light)))
+    });
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_duplicate_id_is_refused() {
+        let Some((store, _schema)) = store().await else {
+            return;
+        };
+        a_duplicate_id_is_refused_as_such(store).await;
+    }
+
+    /// Asks, through `taking`, to cancel `id` until the listener that feeds
+    /// `signals` hears it. LISTEN starts in the background (and restarts after
+    /// a dropped connection), and a notification sent while it is not active is
+    /// lost by design, so the cancel is asked again until it is heard. The
+    /// channel is shared by every schema on the server: other tests' signals are
+    /// skipped.
+    async fn hear_cancel(
+        taking: &dyn TaskStore,
+        id: &TaskId,
+        signals: &mut tokio::sync::mpsc::UnboundedReceiver<TaskSignal>,
+    ) {
+        let wanted = TaskSignal::Cancel(id.clone());
+        patiently("the cancel signal", async {
+            loop {
+                taking.request_cancel(id).await.expect("cancel");
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+                while let Ok(Some(signal)) = tokio::time::timeout_at(deadline, signals.recv()).await
+                {
+                    if signal == wanted {
+                        return;
+                    }
+                }
+            }
+        })
+        .await;
+    }
+
+    /// A cancel taken through one store reaches the listener of another store
+    /// (its own pool, its own LISTEN connection) on the same schema, and so do
+    /// input answers; the heartbeat still reports the cancel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn signals_reach_a_listener_on_another_store_through_notify() {
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        let taking = database.store().await;
+        let running = database.store().await;
+        let (sender, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        running.set_signal_listener(Arc::new(move |signal| {
+            let _ = sender.send(signal);
+        }));
+
+        let cancelled = new_task("signals_reach_a_listener_on_another_store_through_notify");
+        let waiting = new_task("signals_reach_a_listener_on_another_store_through_notify");
+        taking.create(cancelled.clone()).await.expect("create");
+        taking.create(waiting.clone()).await.expect("create");
+
+        hear_cancel(&*taking, &cancelled.id, &mut signals).await;
+
+        let requests = object(json!({"confirm": {"method": "elicitation/create"}}));
+        assert!(
+            taking
+                .require_input(&waiting.id, requests)
+                .await
+                .expect("require")
+        );
+        taking
+            .answer_input(
+                &waiting.id,
+                &object(json!({"confirm": {"action": "accept"}})),
+            )
+            .await
+            .expect("answer");
+        let wanted = TaskSignal::Input(waiting.id.clone());
+        patiently("the input signal", async {
+            while let Some(signal) = signals.recv().await {
+                if signal == wanted {
+                    return;
+                }
+            }
+            panic!("the signal channel closed");
+        })
+        .await;
+
+        let beat = Beat {
+            id: cancelled.id.clone(),
+            status_message: None,
+        };
+        assert_eq!(
+            running.heartbeat("a", &[beat]).await.expect("heartbeat"),
+            vec![cancelled.id.clone()],
+            "the row, not the notification, is the truth"
+        );
+    }
+
+    /// When the listening connection is killed, the listener connects again on
+    /// its own and signals flow once more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_listener_reconnects_after_its_connection_is_killed() {
+        use diesel::sql_types::{BigInt, Text};
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        // A name of its own, so only this test's listening connection is killed.
+        let name = format!(
+            "docket_test_{}",
+            TaskId::generate().expect("OS random source")
+        );
+        let listening_url = format!("{}&application_name={name}", database.url());
+        let taking = database.store().await;
+        let running = docket_storage::connect(&listening_url, no_migration(2))
+            .await
+            .expect("connect")
+            .task_store();
+        let (sender, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        running.set_signal_listener(Arc::new(move |signal| {
+            let _ = sender.send(signal);
+        }));
+        let before = new_task("the_listener_reconnects_after_its_connection_is_killed");
+        let after = new_task("the_listener_reconnects_after_its_connection_is_killed");
+        taking.create(before.clone()).await.expect("create");
+        taking.create(after.clone()).await.expect("create");
+        hear_cancel(&*taking, &before.id, &mut signals).await;
+
+        #[derive(diesel::QueryableByName)]
+        struct Killed {
+            #[diesel(sql_type = BigInt)]
+            killed: i64,
+        }
+        let mut admin = AsyncPgConnection::establish(database.url())
+            .await
+            .expect("connect");
+        let killed: Killed = diesel::sql_query(
+            "SELECT count(*) FILTER (WHERE terminated) AS killed FROM ( \
+                 SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity \
+                  WHERE application_name = $1 AND query = 'LISTEN docket_tasks') AS listeners",
+        )
+        .bind::<Text, _>(&name)
+        .get_result(&mut admin)
+        .await
+        .expect("kill the listening connection");
+        assert_eq!(killed.killed, 1);
+
+        hear_cancel(&*taking, &after.id, &mut signals).await;
+    }
+
+    /// 10 000 running tasks are stamped by one call, in one statement: every row
+    /// carries the same new stamp (one statement, one `now()`), and the call
+    /// returns exactly the tasks with a cancel requested.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_heartbeat_statement_stamps_ten_thousand_tasks() {
+        let _alone = heavy().await;
+        use diesel::sql_types::{BigInt, Timestamptz};
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+        const TASKS: usize = 10_000;
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        let store = database.store().await;
+        let mut creators = Vec::new();
+        for _ in 0..4 {
+            let store = Arc::clone(&store);
+            creators.push(tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for _ in 0..TASKS / 4 {
+                    let mut task = new_task("one_heartbeat_statement_stamps_ten_thousand_tasks");
+                    task.replica_id = "bulk".into();
+                    ids.push(store.create(task).await.expect("create").id);
+                }
+                ids
+            }));
+        }
+        let mut ids = Vec::new();
+        for creator in creators {
+            ids.extend(creator.await.expect("creator"));
+        }
+        let mut cancelled = vec![ids[3].clone(), ids[4_321].clone(), ids[9_999].clone()];
+        for id in &cancelled {
+            store.request_cancel(id).await.expect("cancel");
+        }
+        let (_, before) = store.get(&ids[0]).await.expect("get").expect("present");
+
+        let beats: Vec<Beat> = ids
+            .iter()
+            .enumerate()
+            .map(|(index, id)| Beat {
+                id: id.clone(),
+                status_message: Some(format!("{index} rows written")),
+            })
+            .collect();
+        let mut reported = store.heartbeat("bulk", &beats).await.expect("heartbeat");
+        reported.sort();
+        cancelled.sort();
+        assert_eq!(reported, cancelled);
+
+        #[derive(diesel::QueryableByName)]
+        struct Stamps {
+            #[diesel(sql_type = BigInt)]
+            stamped: i64,
+            #[diesel(sql_type = BigInt)]
+            distinct_stamps: i64,
+        }
+        let mut connection = AsyncPgConnection::establish(database.url())
+            .await
+            .expect("connect");
+        let stamps: Stamps = diesel::sql_query(
+            "SELECT count(*) FILTER (WHERE heartbeat_at > $1) AS stamped, \
+                    count(DISTINCT heartbeat_at) AS distinct_stamps \
+               FROM call_tasks WHERE replica_id = 'bulk'",
+        )
+        .bind::<Timestamptz, _>(before)
+        .get_result(&mut connection)
+        .await
+        .expect("count stamps");
+        assert_eq!(stamps.stamped, i64::try_from(TASKS).expect("fits"));
+        assert_eq!(stamps.distinct_stamps, 1, "one statement, one stamp");
+        let (last, _) = store.get(&ids[9_998]).await.expect("get").expect("present");
+        assert_eq!(last.status_message.as_deref(), Some("9998 rows written"));
+    }
+
+    /// Two replicas sweeping stale tasks and running retention at the same time
+    /// fail each stale task exactly once (one audit row each), delete each
+    /// expired task exactly once, and never error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_sweepers_fail_and_delete_each_task_once() {
+        let _alone = heavy().await;
+        const STALE_TOOL: &str = "concurrent_sweepers_stale";
+        const EXPIRED_TOOL: &str = "concurrent_sweepers_expired";
+        const TASKS: usize = 200;
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        let first = database.store().await;
+        let second = database.store().await;
+
+        let mut stale = HashSet::new();
+        let mut expired = HashSet::new();
+        for _ in 0..TASKS {
+            let task = new_task(STALE_TOOL);
+            stale.insert(task.id.clone());
+            first.create(task).await.expect("create");
+            // Expired at once, and ended, so only retention concerns it.
+            let mut task = new_task(EXPIRED_TOOL);
+            task.retention = Some(Duration::ZERO);
+            expired.insert(task.id.clone());
+            first.create(task.clone()).await.expect("create");
+            first
+                .finish(&task.id, Outcome::Completed(json!({"content": []})))
+                .await
+                .expect("finish");
+        }
+        // Only to order events: every task's last stamp is now older than 50 ms.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let sweep = |store: Arc<dyn TaskStore>| {
+            tokio::spawn(async move {
+                let (mut failed, mut deleted) = (Vec::new(), Vec::new());
+                loop {
+                    let newly_failed = store
+                        .fail_stale(Duration::from_millis(50))
+                        .await
+                        .expect("fail_stale");
+                    let newly_deleted = store.delete_expired(7).await.expect("delete_expired");
+                    if newly_failed.is_empty() && newly_deleted.is_empty() {
+                        return (failed, deleted);
+                    }
+                    failed.extend(newly_failed);
+                    deleted.extend(newly_deleted);
+                }
+            })
+        };
+        let (first_sweep, second_sweep) = (sweep(Arc::clone(&first)), sweep(Arc::clone(&second)));
+        let (failed_first, deleted_first) = patiently("the first sweep", first_sweep)
+            .await
+            .expect("first sweep");
+        let (failed_second, deleted_second) = patiently("the second sweep", second_sweep)
+            .await
+            .expect("second sweep");
+
+        let failed: Vec<TaskId> = failed_first.into_iter().chain(failed_second).collect();
+        assert_eq!(failed.len(), TASKS, "no task failed twice");
+        assert_eq!(failed.into_iter().collect::<HashSet<_>>(), stale);
+        let deleted: Vec<TaskId> = deleted_first.into_iter().chain(deleted_second).collect();
+        assert_eq!(deleted.len(), TASKS, "no task deleted twice");
+        assert_eq!(deleted.into_iter().collect::<HashSet<_>>(), expired);
+
+        let audit = first
+            .audit_for_tool(STALE_TOOL, 10 * TASKS as u32)
+            .await
+            .expect("audit");
+        assert_eq!(audit.len(), TASKS, "exactly one audit row per stale task");
+        assert!(
+            audit
+                .iter()
+                .all(|entry| entry.outcome == "failed" && !entry.success)
+        );
+        for id in &stale {
+            let (task, _) = second.get(id).await.expect("get").expect("present");
+            assert_eq!(task.status, TaskStatus::Failed);
+        }
+    }
+
+    /// Migrating a migrated schema changes nothing and fails nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn migrate_is_idempotent() {
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        docket_storage::migrate(database.url())
+            .await
+            .expect("migrate again");
+        docket_storage::migrate(database.url())
+            .await
+            .expect("and again");
+        let store = docket_storage::connect(database.url(), ConnectOptions::default())
+            .await
+            .expect("connect with migrate on start")
+            .task_store();
+        let task = new_task("migrate_is_idempotent");
+        store.create(task.clone()).await.expect("create");
+        assert!(store.get(&task.id).await.expect("get").is_some());
+    }
+}
+
+mod sqlite {
+    use super::*;
+
+    docket_task::store_suite!(async {
+        let light = light().await;
+        let database = TestDatabase::sqlite().await;
+        (database.store().await, (database, light))
+    });
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_duplicate_id_is_refused() {
+        let database = TestDatabase::sqlite().await;
+        a_duplicate_id_is_refused_as_such(database.store().await).await;
+    }
+
+    /// Tasks and audit rows written before the store closed are there, unchanged,
+    /// when the file is opened again (a restart of a single-node server).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tasks_survive_reopening_the_file() {
+        let tool = "tasks_survive_reopening_the_file";
+        let database = TestDatabase::sqlite().await;
+        let ended = new_task(tool);
+        let running = new_task(tool);
+        let (ended_before, running_before) = {
+            let store = database.store().await;
+            store.create(ended.clone()).await.expect("create");
+            store.create(running.clone()).await.expect("create");
+            store
+                .finish(
+                    &ended.id,
+                    Outcome::Completed(json!({"content": [{"type": "text", "text": "done"}]})),
+                )
+                .await
+                .expect("finish");
+            store.request_cancel(&running.id).await.expect("cancel");
+            let (ended_before, _) = store.get(&ended.id).await.expect("get").expect("present");
+            let (running_before, _) = store.get(&running.id).await.expect("get").expect("present");
+            (ended_before, running_before)
+        };
+
+        let reopened = docket_storage::connect(database.url(), ConnectOptions::default())
+            .await
+            .expect("reopen")
+            .task_store();
+        let (ended_after, _) = reopened
+            .get(&ended.id)
+            .await
+            .expect("get")
+            .expect("present");
+        let (running_after, _) = reopened
+            .get(&running.id)
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!(ended_after, ended_before);
+        assert_eq!(running_after, running_before);
+        assert!(running_after.cancel_requested_at.is_some());
+        let audit = reopened.audit_for_tool(tool, 10).await.expect("audit");
+        assert_eq!(audit.len(), 1);
+        assert_eq!(audit[0].outcome, "completed");
+    }
+
+    /// `sqlite://PATH` creates the file and the folders above it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connect_creates_the_file_and_its_folders() {
+        let database = TestDatabase::sqlite().await;
+        let folder = std::path::Path::new(
+            database
+                .url()
+                .strip_prefix("sqlite://")
+                .expect("a sqlite url"),
+        )
+        .parent()
+        .expect("a folder")
+        .to_owned();
+        let path = folder.join("nested").join("deeper").join("docket.db");
+        let url = format!("sqlite://{}", path.display());
+        let store = docket_storage::connect(&url, ConnectOptions::default())
+            .await
+            .expect("connect")
+            .task_store();
+        assert!(path.exists());
+        let task = new_task("connect_creates_the_file_and_its_folders");
+        store.create(task.clone()).await.expect("create");
+        assert!(store.get(&task.id).await.expect("get").is_some());
+    }
+
+    /// Migrating a migrated file changes nothing and fails nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn migrate_is_idempotent() {
+        let database = TestDatabase::sqlite().await;
+        docket_storage::migrate(database.url())
+            .await
+            .expect("migrate again");
+        let store = docket_storage::connect(database.url(), no_migration(2))
+            .await
+            .expect("connect")
+            .task_store();
+        let task = new_task("migrate_is_idempotent");
+        store.create(task.clone()).await.expect("create");
+        assert!(store.get(&task.id).await.expect("get").is_some());
+    }
+
+    /// One heartbeat call stamps all of a replica's tasks with one reading of
+    /// the clock (one statement) and reports only the cancelled ones.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_heartbeat_statement_stamps_every_task() {
+        let _alone = heavy().await;
+        let database = TestDatabase::sqlite().await;
+        let store = database.store().await;
+        let mut ids = Vec::new();
+        for _ in 0..1_000 {
+            let mut task = new_task("one_heartbeat_statement_stamps_every_task");
+            task.replica_id = "bulk".into();
+            ids.push(store.create(task).await.expect("create").id);
+        }
+        store.request_cancel(&ids[7]).await.expect("cancel");
+        let (_, before) = store.get(&ids[0]).await.expect("get").expect("present");
+        // Only to order events: SQLite's clock counts milliseconds.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let beats: Vec<Beat> = ids
+            .iter()
+            .map(|id| Beat {
+                id: id.clone(),
+                status_message: None,
+            })
+            .collect();
+        assert_eq!(
+            store.heartbeat("bulk", &beats).await.expect("heartbeat"),
+            vec![ids[7].clone()]
+        );
+        let mut stamps = HashSet::new();
+        for id in &ids {
+            let (task, _) = store.get(id).await.expect("get").expect("present");
+            assert!(task.heartbeat_at > before);
+            stamps.insert(task.heartbeat_at);
+        }
+        assert_eq!(stamps.len(), 1, "one statement, one stamp");
+    }
+}
+
+mod urls {
+    use super::*;
+
+    /// Neither the message nor the causes of a failed connection carry the
+    /// password from the URL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connection_errors_do_not_reveal_the_password() {
+        let url = "postgres://docket:hunter2-Secret@127.0.0.1:1/docket?connect_timeout=5";
+        for options in [no_migration(1), ConnectOptions::default()] {
+            let error = docket_storage::connect(url, options)
+                .await
+                .expect_err("nothing listens on port 1");
+            let text = chain(&error);
+            assert!(matches!(error, StorageError::Connect { .. }), "{text}");
+            assert!(!text.contains("hunter2-Secret"), "{text}");
+        }
+        let error = docket_storage::migrate(url)
+            .await
+            .expect_err("nothing listens on port 1");
+        assert!(!chain(&error).contains("hunter2-Secret"));
+    }
+
+    /// Only PostgreSQL and SQLite URLs are accepted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn other_urls_are_refused() {
+        for url in ["mysql://db/docket", "docket.db", "sqlite://"] {
+            let error = docket_storage::connect(url, ConnectOptions::default())
+                .await
+                .expect_err("refused");
+            assert!(
+                matches!(error, StorageError::InvalidUrl { .. }),
+                "{url}: {error}"
+            );
+        }
+    }
+}

@@ -1,0 +1,2 @@
+DROP TABLE audit_logs;
+DROP TABLE call_tasks;
