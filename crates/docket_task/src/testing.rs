@@ -324,15 +324,38 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     let fresh = new_task(tool);
     store.create(fresh.clone()).await.expect("create");
     let failed = store.fail_stale(stale_after).await.expect("sweep");
-    assert!(failed.contains(&stale.id) && !failed.contains(&fresh.id), "{failed:?}");
+    assert!(
+        failed.contains(&stale.id) && !failed.contains(&fresh.id),
+        "{failed:?}"
+    );
     let (read, _) = store.get(&stale.id).await.expect("get").expect("present");
     assert_eq!(read.status, TaskStatus::Failed);
-    assert!(read.error.as_ref().is_some_and(|error| error.message.contains("call the tool again")));
+    assert!(
+        read.error
+            .as_ref()
+            .is_some_and(|error| error.message.contains("call the tool again"))
+    );
     // End the fresh task so a slow second sweep cannot find it stale too.
-    store.finish(&fresh.id, Outcome::Completed(json!({"content": []}))).await.expect("finish");
-    assert!(!store.fail_stale(stale_after).await.expect("sweep").contains(&stale.id), "a second sweep fails nothing twice");
+    store
+        .finish(&fresh.id, Outcome::Completed(json!({"content": []})))
+        .await
+        .expect("finish");
+    assert!(
+        !store
+            .fail_stale(stale_after)
+            .await
+            .expect("sweep")
+            .contains(&stale.id),
+        "a second sweep fails nothing twice"
+    );
     let audit = store.audit_for_tool(tool, 10).await.expect("audit");
-    assert_eq!(audit.iter().filter(|entry| entry.outcome == "failed").count(), 1);
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|entry| entry.outcome == "failed")
+            .count(),
+        1
+    );
     assert_eq!(audit.len(), 2, "one row for each task: {audit:?}");
 }
 
