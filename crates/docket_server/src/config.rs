@@ -42,6 +42,12 @@ pub struct Config {
     pub audit: AuditConfig,
     /// Tools for checking a deployment.
     pub diagnostics: DiagnosticsConfig,
+    /// Limits on exports.
+    pub exports: ExportsConfig,
+    /// Where export assets are stored.
+    pub storage: StorageConfig,
+    /// When to ask the user before running something expensive.
+    pub consent: ConsentConfig,
     /// Log output.
     pub logging: LoggingConfig,
 }
@@ -214,6 +220,180 @@ impl Default for AuditConfig {
 pub struct DiagnosticsConfig {
     /// Registers `diagnostics_sleep`, a task-capable tool that only waits.
     pub enabled: bool,
+}
+
+/// The `exports:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ExportsConfig {
+    /// The most rows an export may write (also the default `limit`).
+    pub max_rows: u64,
+    /// The most bytes an export may write.
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub max_bytes: u64,
+    /// How long an export may run when the call names no timeout.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub default_timeout: Duration,
+    /// The longest `timeout_seconds` a call may ask for.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub max_timeout: Duration,
+}
+
+impl Default for ExportsConfig {
+    fn default() -> Self {
+        Self {
+            max_rows: 1_000_000,
+            max_bytes: 1 << 30,
+            default_timeout: Duration::from_secs(5 * 60),
+            max_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// The `storage:` section: where asset bytes go.
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+pub struct StorageConfig {
+    /// `filesystem` or `s3`.
+    pub kind: StorageKind,
+    /// The folder of the filesystem store.
+    pub path: String,
+    /// The S3 bucket.
+    pub bucket: Option<String>,
+    /// A key prefix inside the bucket.
+    pub prefix: Option<String>,
+    /// A custom S3 endpoint (for S3-compatible servers).
+    pub endpoint: Option<String>,
+    /// The S3 region.
+    pub region: Option<String>,
+    /// The S3 access key id.
+    pub access_key_id: Option<String>,
+    /// The S3 secret access key.
+    pub secret_access_key: Option<String>,
+    /// Whether plain-HTTP endpoints are allowed (local S3-compatible servers).
+    pub allow_http: bool,
+    /// Whether the retention pass deletes an export's asset with its task.
+    pub delete_with_task: bool,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            kind: StorageKind::Filesystem,
+            path: "./docket-data/assets".into(),
+            bucket: None,
+            prefix: None,
+            endpoint: None,
+            region: None,
+            access_key_id: None,
+            secret_access_key: None,
+            allow_http: false,
+            delete_with_task: false,
+        }
+    }
+}
+
+impl fmt::Debug for StorageConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageConfig")
+            .field("kind", &self.kind)
+            .field("path", &self.path)
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field(
+                "access_key_id",
+                &self.access_key_id.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("allow_http", &self.allow_http)
+            .finish()
+    }
+}
+
+/// Where assets are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageKind {
+    /// A local folder.
+    Filesystem,
+    /// An S3 bucket.
+    S3,
+}
+
+/// The `consent:` section.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ConsentConfig {
+    /// Consent for Trino queries and exports.
+    pub trino: TrinoConsentConfig,
+}
+
+/// `consent.trino`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct TrinoConsentConfig {
+    /// Ask before running a statement whose `EXPLAIN` estimates more rows than this.
+    pub row_threshold: u64,
+}
+
+impl Default for TrinoConsentConfig {
+    fn default() -> Self {
+        Self {
+            row_threshold: 1_000_000,
+        }
+    }
+}
+
+/// Parses sizes written as `1048576`, `512KiB`, `100MiB`, `1GiB` (or `KB`/`MB`/`GB`, taken as
+/// powers of 1024 too, as operators mean them).
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let amount: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 512KiB, 100MiB or 1GiB"))?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?} (use KiB, MiB or GiB)"
+            ));
+        }
+    };
+    amount
+        .checked_mul(factor)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Serde adapter for [`parse_bytes`], accepting a string or a number of bytes.
+///
+/// # Errors
+/// When the value is not a size.
+pub fn deserialize_bytes<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bytes(u64),
+        Text(String),
+    }
+    match Raw::deserialize(deserializer)? {
+        Raw::Bytes(bytes) => Ok(bytes),
+        Raw::Text(text) => parse_bytes(&text).map_err(serde::de::Error::custom),
+    }
 }
 
 /// `server.shutdown`.
@@ -418,6 +598,14 @@ impl Config {
                 "database.url: {} must start with postgres:// or sqlite://",
                 redact_url(url)
             ));
+        }
+        if self.exports.default_timeout > self.exports.max_timeout {
+            problems.push(
+                "exports.default_timeout: must not be longer than exports.max_timeout".into(),
+            );
+        }
+        if self.storage.kind == StorageKind::S3 && self.storage.bucket.is_none() {
+            problems.push("storage.bucket: required when storage.kind is s3".into());
         }
         if self.server.max_request_bytes == 0 {
             problems.push("server.max_request_bytes: must be greater than zero".into());
@@ -638,6 +826,23 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(config.tasks.heartbeat_interval, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("100MiB"), Ok(100 << 20));
+        assert_eq!(parse_bytes("512kb"), Ok(512 << 10));
+        assert_eq!(parse_bytes("42"), Ok(42));
+        assert!(parse_bytes("5 parsecs").is_err());
+        let config =
+            Config::from_yaml("exports: { max_bytes: 10MiB, max_rows: 5 }\n", &env).expect("valid");
+        assert_eq!(config.exports.max_bytes, 10 << 20);
+        let err = Config::from_yaml("storage: { kind: s3 }\n", &env).expect_err("invalid");
+        assert!(
+            err.problems.iter().any(|p| p.starts_with("storage.bucket")),
+            "{err}"
+        );
     }
 
     #[test]
