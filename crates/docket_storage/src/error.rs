@@ -1,5 +1,5 @@
 //! Why connecting or migrating failed, and how database errors become the task
-//! machinery's [`StoreError`].
+//! machinery's [`StoreError`] and the catalog's [`CatalogError`].
 //!
 //! Messages never carry a URL: the causes lower layers report are copied into a
 //! [`Cause`] with the URL's password scrubbed, in case a driver ever echoes it.
@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use docket_task::StoreError;
 
+use crate::catalog::CatalogError;
 use crate::url::{self, Backend};
 
 /// Why a store could not be opened or migrated.
@@ -98,6 +99,11 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
         DieselError::DeserializationError(error) => StoreError::Corrupt(error.to_string()),
         other => StoreError::Unavailable(other.to_string()),
     }
+}
+
+/// A failed catalog statement, classified as a task statement's would be.
+pub(crate) fn catalog_query_error(error: DieselError) -> CatalogError {
+    CatalogError::from_store(query_error(error))
 }
 
 /// A connection the pool could not hand out.

@@ -1,5 +1,6 @@
-//! Docket's database layer: the [`TaskStore`] on
-//! PostgreSQL ([`PgStore`]) and on SQLite ([`SqliteStore`]).
+//! Docket's database layer: the [`TaskStore`], the asset catalog
+//! ([`AssetStore`]) and the call catalog ([`CallCatalog`]) on PostgreSQL
+//! ([`PgStore`]) and on SQLite ([`SqliteStore`]).
 //!
 //! - [`connect`] opens either backend from a `postgres://…` or `sqlite://PATH` URL
 //!   and [`migrate`] applies that backend's embedded migrations
@@ -11,6 +12,8 @@
 //!   before its next heartbeat.
 //! - SQLite is the embedded single-node default: the same semantics on one file,
 //!   one writer connection, signals only through the heartbeat.
+//! - [`catalog`] defines assets and call records, their traits, and the
+//!   behaviour suite both backends run.
 //! - [`test_db`] gives each test its own PostgreSQL schema or SQLite file.
 //!
 //! diesel-async has no connection that spans backends, so each backend has its
@@ -21,6 +24,7 @@
 //! No statement qualifies a table with a schema name, so per-test schemas work
 //! through `search_path` alone.
 
+pub mod catalog;
 mod error;
 mod migrations;
 mod pg;
@@ -32,6 +36,9 @@ mod url;
 
 use std::sync::Arc;
 
+/// The catalog traits, beside [`TaskStore`], so a crate that opens a store can
+/// name what [`Store::asset_store`] and [`Store::call_catalog`] return.
+pub use catalog::{AssetStore, CallCatalog, CatalogError};
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
@@ -76,6 +83,22 @@ impl Store {
         match self {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn TaskStore>,
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn TaskStore>,
+        }
+    }
+
+    /// The store as the export and asset tools use it.
+    pub fn asset_store(&self) -> Arc<dyn AssetStore> {
+        match self {
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn AssetStore>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn AssetStore>,
+        }
+    }
+
+    /// The store as the call pipeline keeps the call catalog with it.
+    pub fn call_catalog(&self) -> Arc<dyn CallCatalog> {
+        match self {
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
         }
     }
 

@@ -1,8 +1,8 @@
 //! What both backends share because it does not depend on SQL: how an outcome
 //! ends a task (the columns it writes and the audit row it records), how input
-//! requests and answers merge, and how stored values are read back. Keeping this
-//! in one place is what keeps the two backends' semantics identical to
-//! [`MemoryStore`](docket_task::memory::MemoryStore)'s.
+//! requests and answers merge, and how stored values (task and catalog columns)
+//! are read back. Keeping this in one place is what keeps the two backends'
+//! semantics identical to [`MemoryStore`](docket_task::memory::MemoryStore)'s.
 
 use std::time::Duration;
 
@@ -10,6 +10,8 @@ use docket_task::StoreError;
 use docket_task::model::{Outcome, TaskError, TaskStatus};
 use docket_task::store::{AuditContext, AuditEntry};
 use serde_json::{Map, Value};
+
+use crate::catalog::{CallKind, CatalogError};
 
 /// The columns an outcome writes when it ends a task, and the outcome-dependent
 /// part of its audit row.
@@ -198,6 +200,23 @@ pub(crate) fn answers(value: Value) -> Result<Map<String, Value>, StoreError> {
     }
 }
 
+/// An asset's tags as stored (a JSON array of strings).
+pub(crate) fn tags_json(tags: &[String]) -> Value {
+    Value::Array(tags.iter().cloned().map(Value::String).collect())
+}
+
+/// Stored tags.
+pub(crate) fn tags(value: Value) -> Result<Vec<String>, CatalogError> {
+    serde_json::from_value(value)
+        .map_err(|err| CatalogError::Corrupt(format!("stored asset tags: {err}")))
+}
+
+/// A stored call kind.
+pub(crate) fn call_kind(name: &str) -> Result<CallKind, CatalogError> {
+    CallKind::parse(name)
+        .ok_or_else(|| CatalogError::Corrupt(format!("unknown call kind `{name}`")))
+}
+
 #[cfg(test)]
 mod tests {
     use docket_task::model::TaskError;
@@ -251,5 +270,18 @@ mod tests {
         assert!(state.require(object(json!({"a": 3}))));
         assert_eq!(state.input_requests, Some(json!({})));
         assert_eq!(state.requested_keys_json(), json!(["a", "b"]));
+    }
+
+    #[test]
+    fn catalog_columns_read_back_or_report_corruption() {
+        let stored = tags_json(&["pii".to_owned(), "daily".to_owned()]);
+        assert_eq!(stored, json!(["pii", "daily"]));
+        assert_eq!(tags(stored).expect("tags"), ["pii", "daily"]);
+        assert!(matches!(
+            tags(json!({"a": 1})),
+            Err(CatalogError::Corrupt(_))
+        ));
+        assert_eq!(call_kind("api").expect("kind"), CallKind::Api);
+        assert!(matches!(call_kind("ftp"), Err(CatalogError::Corrupt(_))));
     }
 }

@@ -1,7 +1,8 @@
 //! The storage tests, in one binary: the shared `TaskStore` behaviour suite from
 //! `docket_task` run against PostgreSQL and SQLite from one source, and what only
 //! one backend has (notifications, the bulk heartbeat, concurrent sweepers,
-//! durability across a reopen, migrations).
+//! durability across a reopen, migrations); and the asset and call catalogs'
+//! shared suites from `docket_storage::catalog::testing`, on both backends.
 //!
 //! PostgreSQL tests each get a schema of their own (`TestDatabase::postgres`), so
 //! they run in parallel. When PostgreSQL cannot be reached they print
@@ -606,6 +607,136 @@ mod urls {
             assert!(
                 matches!(error, StorageError::InvalidUrl { .. }),
                 "{url}: {error}"
+            );
+        }
+    }
+}
+
+/// The asset and call catalogs' behaviour suites, from one source on both
+/// backends.
+mod catalog {
+    use super::*;
+
+    mod postgres {
+        use super::*;
+
+        // As for the task suite: the block yields a ready store or returns from
+        // the test, which is how a test skips.
+        docket_storage::asset_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let store = database.connect().await.asset_store();
+            std::future::ready((store, (database, light)))
+        });
+
+        docket_storage::call_catalog_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let catalog = database.connect().await.call_catalog();
+            std::future::ready((catalog, (database, light)))
+        });
+
+        /// Two stores with pools of their own (two replicas) racing to record
+        /// one owner's key: one asset, which both answer with.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn replicas_racing_on_one_key_record_one_asset() {
+            let _light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let replicas = [
+                database.connect().await.asset_store(),
+                database.connect().await.asset_store(),
+            ];
+            let mut writers = Vec::new();
+            for round in 0..8 {
+                let store = Arc::clone(&replicas[round % 2]);
+                let mut asset = docket_storage::catalog::testing::new_asset(
+                    "apikey:alice",
+                    &format!("replica-{round}.csv"),
+                );
+                asset.idempotency_key = Some("shared-key".into());
+                writers.push(tokio::spawn(async move {
+                    store.create_or_get(asset).await.expect("create_or_get")
+                }));
+            }
+            let mut created = 0;
+            let mut answered = HashSet::new();
+            for writer in writers {
+                let outcome = patiently("a racing create", writer).await.expect("joined");
+                created += usize::from(outcome.is_created());
+                answered.insert(outcome.into_asset().id);
+            }
+            assert_eq!(created, 1);
+            assert_eq!(answered.len(), 1);
+        }
+    }
+
+    mod sqlite {
+        use super::*;
+
+        docket_storage::asset_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.asset_store(), (database, light))
+        });
+
+        docket_storage::call_catalog_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.call_catalog(), (database, light))
+        });
+
+        /// Assets and call records written before the store closed are there,
+        /// unchanged, when the file is opened again.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_catalogs_survive_reopening_the_file() {
+            let database = TestDatabase::sqlite().await;
+            let asset = docket_storage::catalog::testing::new_asset("apikey:alice", "kept.csv");
+            let record = docket_storage::catalog::testing::new_call_record("apikey:alice");
+            let (asset_before, record_before) = {
+                let store = database.connect().await;
+                let asset = store
+                    .asset_store()
+                    .create_or_get(asset)
+                    .await
+                    .expect("create")
+                    .into_asset();
+                store
+                    .call_catalog()
+                    .record(record.clone())
+                    .await
+                    .expect("record");
+                let record = store
+                    .call_catalog()
+                    .get(&record.id)
+                    .await
+                    .expect("get")
+                    .expect("present");
+                (asset, record)
+            };
+            let reopened = docket_storage::connect(database.url(), ConnectOptions::default())
+                .await
+                .expect("reopen");
+            assert_eq!(
+                reopened
+                    .asset_store()
+                    .get(&asset_before.id)
+                    .await
+                    .expect("get"),
+                Some(asset_before)
+            );
+            assert_eq!(
+                reopened
+                    .call_catalog()
+                    .recent(None, 10)
+                    .await
+                    .expect("recent"),
+                [record_before]
             );
         }
     }

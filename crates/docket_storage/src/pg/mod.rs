@@ -1,10 +1,13 @@
-//! [`PgStore`]: the [`TaskStore`] on PostgreSQL, for production and many replicas.
+//! [`PgStore`]: the [`TaskStore`], [`AssetStore`] and [`CallCatalog`] on
+//! PostgreSQL, for production and many replicas.
 //!
 //! Every operation is one statement, or one short transaction where a row must
 //! be read before it is written (input requests and answers). Times that decide
 //! staleness and expiry are the database's `now()`, never a replica's clock.
 
+mod assets;
 mod audit;
+mod calls;
 mod listen;
 mod schema;
 mod tasks;
@@ -26,6 +29,10 @@ use time::OffsetDateTime;
 use tokio_postgres::NoTls;
 
 use crate::ConnectOptions;
+use crate::catalog::{
+    Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
+    NewCallRecord,
+};
 use crate::error::{Cause, StorageError, pool_error};
 use crate::shared::{self, Ending};
 use crate::url::Backend;
@@ -37,7 +44,8 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 /// How long opening a pooled connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The [`TaskStore`] on PostgreSQL, over a deadpool of diesel-async connections.
+/// The [`TaskStore`], [`AssetStore`] and [`CallCatalog`] on PostgreSQL, over
+/// one deadpool of diesel-async connections.
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
     signals: listen::Signals,
@@ -98,6 +106,11 @@ impl PgStore {
 
     async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
         self.pool.get().await.map_err(pool_error)
+    }
+
+    /// [`PgStore::conn`] for the catalog's operations.
+    async fn catalog_conn(&self) -> Result<Object<AsyncPgConnection>, CatalogError> {
+        self.conn().await.map_err(CatalogError::from_store)
     }
 }
 
@@ -183,5 +196,58 @@ impl TaskStore for PgStore {
 
     fn set_signal_listener(&self, listener: SignalListener) {
         self.signals.set_listener(listener);
+    }
+}
+
+#[async_trait]
+impl AssetStore for PgStore {
+    async fn create_or_get(&self, asset: NewAsset) -> Result<CreateOutcome, CatalogError> {
+        asset.validate()?;
+        assets::create_or_get(&mut *self.catalog_conn().await?, &asset).await
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<Asset>, CatalogError> {
+        assets::find_by_idempotency_key(&mut *self.catalog_conn().await?, owner, key).await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Asset>, CatalogError> {
+        assets::get(&mut *self.catalog_conn().await?, id).await
+    }
+
+    async fn list(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        before: Option<&AssetCursor>,
+    ) -> Result<Vec<Asset>, CatalogError> {
+        assets::list(&mut *self.catalog_conn().await?, owner, limit, before).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, CatalogError> {
+        assets::delete(&mut *self.catalog_conn().await?, id).await
+    }
+}
+
+#[async_trait]
+impl CallCatalog for PgStore {
+    async fn record(&self, record: NewCallRecord) -> Result<(), CatalogError> {
+        record.validate()?;
+        calls::insert(&mut *self.catalog_conn().await?, &record).await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<CallRecord>, CatalogError> {
+        calls::get(&mut *self.catalog_conn().await?, id).await
+    }
+
+    async fn recent(
+        &self,
+        subject: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<CallRecord>, CatalogError> {
+        calls::recent(&mut *self.catalog_conn().await?, subject, limit).await
     }
 }

@@ -1,5 +1,5 @@
-//! [`SqliteStore`]: the [`TaskStore`] on one SQLite file, the embedded
-//! single-node default.
+//! [`SqliteStore`]: the [`TaskStore`], [`AssetStore`] and [`CallCatalog`] on one
+//! SQLite file, the embedded single-node default.
 //!
 //! Choices, and what a single node gives up:
 //! - SQLite is compiled in (`libsqlite3-sys/bundled`), so the store behaves the
@@ -19,7 +19,9 @@
 //! - Given up: more than one replica (the file is local and SQLite has one
 //!   writer), so no load balancing and no surviving the loss of the machine.
 
+mod assets;
 mod audit;
+mod calls;
 mod schema;
 mod tasks;
 
@@ -42,6 +44,10 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
+use crate::catalog::{
+    Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
+    NewCallRecord,
+};
 use crate::error::{Cause, StorageError, pool_error, query_error};
 use crate::shared::{self, Ending};
 use crate::url::{self, Backend};
@@ -62,7 +68,7 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 
 type Connection = SyncConnectionWrapper<SqliteConnection>;
 
-/// The [`TaskStore`] on one SQLite file.
+/// The [`TaskStore`], [`AssetStore`] and [`CallCatalog`] on one SQLite file.
 pub struct SqliteStore {
     readers: Pool<Connection>,
     writer: Pool<Connection>,
@@ -243,5 +249,97 @@ impl TaskStore for SqliteStore {
             .into_iter()
             .map(AuditEntry::try_from)
             .collect()
+    }
+}
+
+#[async_trait]
+impl AssetStore for SqliteStore {
+    async fn create_or_get(&self, asset: NewAsset) -> Result<CreateOutcome, CatalogError> {
+        asset.validate()?;
+        self.write(move |conn| assets::create_or_get(conn, &asset))
+            .await
+            .map_err(CatalogError::from_store)?
+            .try_into()
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<Asset>, CatalogError> {
+        let (owner, key) = (owner.to_owned(), key.to_owned());
+        self.read(move |conn| assets::find_by_idempotency_key(conn, &owner, &key))
+            .await
+            .map_err(CatalogError::from_store)?
+            .map(Asset::try_from)
+            .transpose()
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Asset>, CatalogError> {
+        let id = id.to_owned();
+        self.read(move |conn| assets::get(conn, &id))
+            .await
+            .map_err(CatalogError::from_store)?
+            .map(Asset::try_from)
+            .transpose()
+    }
+
+    async fn list(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        before: Option<&AssetCursor>,
+    ) -> Result<Vec<Asset>, CatalogError> {
+        let owner = owner.map(str::to_owned);
+        let before = assets::cursor(before)?;
+        let rows = self
+            .read(move |conn| {
+                let before = before
+                    .as_ref()
+                    .map(|(created_at, id)| (created_at.as_str(), id.as_str()));
+                assets::list(conn, owner.as_deref(), limit, before)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        assets::assets(rows)
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, CatalogError> {
+        let id = id.to_owned();
+        self.write(move |conn| assets::delete(conn, &id))
+            .await
+            .map_err(CatalogError::from_store)
+    }
+}
+
+#[async_trait]
+impl CallCatalog for SqliteStore {
+    async fn record(&self, record: NewCallRecord) -> Result<(), CatalogError> {
+        record.validate()?;
+        self.write(move |conn| calls::insert(conn, &record))
+            .await
+            .map_err(CatalogError::from_store)
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<CallRecord>, CatalogError> {
+        let id = id.to_owned();
+        self.read(move |conn| calls::get(conn, &id))
+            .await
+            .map_err(CatalogError::from_store)?
+            .map(CallRecord::try_from)
+            .transpose()
+    }
+
+    async fn recent(
+        &self,
+        subject: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<CallRecord>, CatalogError> {
+        let subject = subject.map(str::to_owned);
+        let rows = self
+            .read(move |conn| calls::recent(conn, subject.as_deref(), limit))
+            .await
+            .map_err(CatalogError::from_store)?;
+        calls::records(rows)
     }
 }

@@ -45,3 +45,47 @@ diesel::table! {
         duration_ms -> BigInt,
     }
 }
+
+diesel::table! {
+    /// One row per exported object.
+    assets (id) {
+        id -> Text,
+        owner -> Text,
+        name -> Text,
+        description -> Nullable<Text>,
+        tags -> Text,
+        format -> Text,
+        content_type -> Text,
+        storage_key -> Text,
+        size_bytes -> BigInt,
+        row_count -> Nullable<BigInt>,
+        connection -> Nullable<Text>,
+        tool -> Text,
+        idempotency_key -> Nullable<Text>,
+        task_id -> Nullable<Text>,
+        call_id -> Nullable<Text>,
+        created_at -> Text,
+    }
+}
+
+diesel::table! {
+    /// One row per data-access call.
+    call_records (id) {
+        id -> Text,
+        kind -> Text,
+        tool -> Text,
+        connection -> Nullable<Text>,
+        statement -> Text,
+        subject -> Text,
+        persona -> Nullable<Text>,
+        success -> Bool,
+        outcome -> Text,
+        error_message -> Nullable<Text>,
+        duration_ms -> BigInt,
+        rows -> Nullable<BigInt>,
+        bytes -> Nullable<BigInt>,
+        asset_id -> Nullable<Text>,
+        task_id -> Nullable<Text>,
+        created_at -> Text,
+    }
+}

@@ -1,0 +1,606 @@
+//! The behaviour every [`AssetStore`] and [`CallCatalog`] must have, as test
+//! functions any implementation can run: one test source for every backend, so
+//! the backends cannot drift apart. Use
+//! [`asset_store_suite!`](crate::asset_store_suite) and
+//! [`call_catalog_suite!`](crate::call_catalog_suite) to generate one
+//! `#[tokio::test]` per property.
+//!
+//! Each function expects a store of its own, empty (a fresh schema or file), and
+//! panics when the store misbehaves, as a test should. Where a test needs one
+//! row to be newer than another it sleeps a few milliseconds between them: the
+//! stores stamp rows with the database clock, which SQLite reads to the
+//! millisecond.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::Barrier;
+
+use super::{
+    Asset, AssetCursor, AssetStore, CallCatalog, CallKind, CallRecord, CatalogError, CreateOutcome,
+    NewAsset, NewCallRecord, generate_id,
+};
+
+/// Longer than one tick of the coarsest database clock (SQLite's millisecond),
+/// so rows written either side of it are ordered by time.
+const TICK: Duration = Duration::from_millis(5);
+
+/// How many writers race to record one idempotency key.
+const RACING_WRITERS: usize = 16;
+
+/// Makes a valid value invalid, in one named way.
+type Spoil<T> = fn(&mut T);
+
+/// A complete asset of `owner` called `name`: every optional field set, no
+/// idempotency key.
+pub fn new_asset(owner: &str, name: &str) -> NewAsset {
+    let id = generate_id().expect("OS random source");
+    NewAsset {
+        storage_key: format!("{owner}/{id}/content.csv"),
+        id,
+        owner: owner.to_owned(),
+        name: name.to_owned(),
+        description: Some("daily orders, «quoted» and 'escaped'".into()),
+        tags: vec!["orders".into(), "daily".into(), "ünïcode".into()],
+        format: "csv".into(),
+        content_type: "text/csv".into(),
+        size_bytes: 5_000_000_000,
+        row_count: Some(412_000),
+        connection: Some("warehouse".into()),
+        tool: "trino_export".into(),
+        idempotency_key: None,
+        task_id: Some(generate_id().expect("OS random source")),
+        call_id: Some(generate_id().expect("OS random source")),
+    }
+}
+
+/// `asset` with `key` as its idempotency key.
+fn keyed(mut asset: NewAsset, key: &str) -> NewAsset {
+    asset.idempotency_key = Some(key.to_owned());
+    asset
+}
+
+/// A complete SQL call record of `subject` that ended well.
+pub fn new_call_record(subject: &str) -> NewCallRecord {
+    NewCallRecord {
+        id: generate_id().expect("OS random source"),
+        kind: CallKind::Sql,
+        tool: "trino_export".into(),
+        connection: Some("warehouse".into()),
+        statement: "SELECT * FROM orders WHERE note = 'it''s'".into(),
+        subject: subject.to_owned(),
+        persona: Some("analyst".into()),
+        success: true,
+        outcome: "completed".into(),
+        error_message: None,
+        duration_ms: 1_234,
+        rows: Some(412_000),
+        bytes: Some(5_000_000_000),
+        asset_id: Some(generate_id().expect("OS random source")),
+        task_id: Some(generate_id().expect("OS random source")),
+    }
+}
+
+/// What `asset` reads back as, stamped `created_at`.
+fn recorded(asset: &NewAsset, created_at: OffsetDateTime) -> Asset {
+    let asset = asset.clone();
+    Asset {
+        id: asset.id,
+        owner: asset.owner,
+        name: asset.name,
+        description: asset.description,
+        tags: asset.tags,
+        format: asset.format,
+        content_type: asset.content_type,
+        storage_key: asset.storage_key,
+        size_bytes: asset.size_bytes,
+        row_count: asset.row_count,
+        connection: asset.connection,
+        tool: asset.tool,
+        idempotency_key: asset.idempotency_key,
+        task_id: asset.task_id,
+        call_id: asset.call_id,
+        created_at,
+    }
+}
+
+/// What `record` reads back as, stamped `created_at`.
+fn recorded_call(record: &NewCallRecord, created_at: OffsetDateTime) -> CallRecord {
+    let record = record.clone();
+    CallRecord {
+        id: record.id,
+        kind: record.kind,
+        tool: record.tool,
+        connection: record.connection,
+        statement: record.statement,
+        subject: record.subject,
+        persona: record.persona,
+        success: record.success,
+        outcome: record.outcome,
+        error_message: record.error_message,
+        duration_ms: record.duration_ms,
+        rows: record.rows,
+        bytes: record.bytes,
+        asset_id: record.asset_id,
+        task_id: record.task_id,
+        created_at,
+    }
+}
+
+/// Records `asset`, expecting it to be new.
+async fn create(store: &dyn AssetStore, asset: &NewAsset) -> Asset {
+    match store.create_or_get(asset.clone()).await.expect("create") {
+        CreateOutcome::Created(created) => created,
+        CreateOutcome::Existing(existing) => panic!("expected a new asset, got {existing:?}"),
+    }
+}
+
+fn ids(assets: &[Asset]) -> Vec<&str> {
+    assets.iter().map(|asset| asset.id.as_str()).collect()
+}
+
+fn call_ids(records: &[CallRecord]) -> Vec<&str> {
+    records.iter().map(|record| record.id.as_str()).collect()
+}
+
+/// A recorded asset reads back with every field it was recorded with, by id;
+/// a minimal one (no optional field, no tags) too; an unknown id is absent; a
+/// second asset under an existing id is refused as a duplicate.
+pub async fn recorded_assets_read_back_exactly(store: Arc<dyn AssetStore>) {
+    let full = new_asset("apikey:alice", "orders.csv");
+    let created = create(&*store, &full).await;
+    assert_eq!(created, recorded(&full, created.created_at));
+    assert_eq!(
+        store.get(&full.id).await.expect("get"),
+        Some(created.clone())
+    );
+
+    let minimal = NewAsset {
+        description: None,
+        tags: Vec::new(),
+        format: "parquet".into(),
+        content_type: "application/vnd.apache.parquet".into(),
+        size_bytes: 0,
+        row_count: None,
+        connection: None,
+        tool: "api_export".into(),
+        task_id: None,
+        call_id: None,
+        ..new_asset("apikey:alice", "empty.parquet")
+    };
+    let created_minimal = create(&*store, &minimal).await;
+    assert_eq!(
+        store.get(&minimal.id).await.expect("get"),
+        Some(recorded(&minimal, created_minimal.created_at))
+    );
+    assert!(created_minimal.created_at >= created.created_at);
+
+    assert_eq!(store.get("no-such-asset").await.expect("get"), None);
+    let mut same_id = new_asset("apikey:bob", "other.csv");
+    same_id.id = full.id.clone();
+    assert_eq!(
+        store.create_or_get(same_id).await,
+        Err(CatalogError::Duplicate)
+    );
+    assert_eq!(store.get(&full.id).await.expect("get"), Some(created));
+}
+
+/// Lists are newest first, per owner or (with no owner) for everyone, at most
+/// `limit` long, and a cursor continues where a page ended, even after the
+/// asset it came from was deleted.
+pub async fn lists_are_newest_first_and_page_by_cursor(store: Arc<dyn AssetStore>) {
+    let mut written = Vec::new();
+    for (owner, name) in [
+        ("apikey:alice", "a1"),
+        ("apikey:bob", "b1"),
+        ("apikey:alice", "a2"),
+        ("apikey:bob", "b2"),
+        ("apikey:alice", "a3"),
+    ] {
+        let asset = new_asset(owner, name);
+        create(&*store, &asset).await;
+        written.push(asset.id);
+        tokio::time::sleep(TICK).await;
+    }
+    let [a1, b1, a2, b2, a3] = [0, 1, 2, 3, 4].map(|index| written[index].as_str());
+
+    let alice = store
+        .list(Some("apikey:alice"), 10, None)
+        .await
+        .expect("list");
+    assert_eq!(ids(&alice), [a3, a2, a1]);
+    let bob = store
+        .list(Some("apikey:bob"), 10, None)
+        .await
+        .expect("list");
+    assert_eq!(ids(&bob), [b2, b1]);
+    let everyone = store.list(None, 10, None).await.expect("list");
+    assert_eq!(ids(&everyone), [a3, b2, a2, b1, a1]);
+    assert_eq!(
+        everyone[0],
+        store.get(a3).await.expect("get").expect("present")
+    );
+    assert!(
+        store
+            .list(Some("apikey:nobody"), 10, None)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert!(store.list(None, 0, None).await.expect("list").is_empty());
+
+    let first_page = store
+        .list(Some("apikey:alice"), 2, None)
+        .await
+        .expect("list");
+    assert_eq!(ids(&first_page), [a3, a2]);
+    // The cursor travels as a token, as it would through a client.
+    let token = first_page[1].cursor().encode();
+    let cursor = AssetCursor::decode(&token).expect("a cursor token");
+    let second_page = store
+        .list(Some("apikey:alice"), 2, Some(&cursor))
+        .await
+        .expect("list");
+    assert_eq!(ids(&second_page), [a1]);
+    let past_the_end = store
+        .list(Some("apikey:alice"), 2, Some(&second_page[0].cursor()))
+        .await
+        .expect("list");
+    assert!(past_the_end.is_empty());
+    let everyone_after_b2 = store
+        .list(None, 10, Some(&everyone[1].cursor()))
+        .await
+        .expect("list");
+    assert_eq!(ids(&everyone_after_b2), [a2, b1, a1]);
+
+    assert!(store.delete(a2).await.expect("delete"));
+    let after_deleted = store
+        .list(Some("apikey:alice"), 10, Some(&cursor))
+        .await
+        .expect("list");
+    assert_eq!(ids(&after_deleted), [a1]);
+}
+
+/// An idempotency key gives one asset per owner: a second create with the
+/// owner's key records nothing and returns the first asset, also when it is a
+/// retry of the very same asset; the key is looked up per owner, so another
+/// owner's same key is independent; assets without a key never collide.
+pub async fn an_idempotency_key_returns_the_owners_first_asset(store: Arc<dyn AssetStore>) {
+    let first = keyed(new_asset("apikey:alice", "first.csv"), "nightly-2026-12-01");
+    let created = create(&*store, &first).await;
+
+    let second = keyed(
+        new_asset("apikey:alice", "second.csv"),
+        "nightly-2026-12-01",
+    );
+    assert_eq!(
+        store.create_or_get(second.clone()).await.expect("create"),
+        CreateOutcome::Existing(created.clone())
+    );
+    assert_eq!(
+        store.get(&second.id).await.expect("get"),
+        None,
+        "nothing recorded for the second asset"
+    );
+    assert_eq!(
+        store.create_or_get(first.clone()).await.expect("retry"),
+        CreateOutcome::Existing(created.clone()),
+        "a retry of the same asset answers with it"
+    );
+    assert_eq!(
+        store
+            .find_by_idempotency_key("apikey:alice", "nightly-2026-12-01")
+            .await
+            .expect("find"),
+        Some(created.clone())
+    );
+    assert_eq!(
+        store
+            .find_by_idempotency_key("apikey:alice", "nightly-2026-12-02")
+            .await
+            .expect("find"),
+        None
+    );
+    assert_eq!(
+        store
+            .find_by_idempotency_key("apikey:bob", "nightly-2026-12-01")
+            .await
+            .expect("find"),
+        None
+    );
+
+    let bobs = keyed(new_asset("apikey:bob", "first.csv"), "nightly-2026-12-01");
+    let bobs_created = create(&*store, &bobs).await;
+    assert_ne!(bobs_created.id, created.id);
+    assert_eq!(
+        store
+            .find_by_idempotency_key("apikey:bob", "nightly-2026-12-01")
+            .await
+            .expect("find"),
+        Some(bobs_created)
+    );
+
+    let unkeyed = new_asset("apikey:alice", "adhoc.csv");
+    create(&*store, &unkeyed).await;
+    create(&*store, &new_asset("apikey:alice", "adhoc.csv")).await;
+    assert_eq!(
+        store
+            .list(Some("apikey:alice"), 10, None)
+            .await
+            .expect("list")
+            .len(),
+        3
+    );
+
+    let mut taken_id = keyed(new_asset("apikey:alice", "x.csv"), "another-key");
+    taken_id.id = unkeyed.id;
+    assert_eq!(
+        store.create_or_get(taken_id).await,
+        Err(CatalogError::Duplicate),
+        "a new key does not excuse a taken id"
+    );
+}
+
+/// Writers racing to record assets with one owner and key: exactly one
+/// creates, every other gets that same asset back, and one row exists.
+pub async fn racing_creates_with_one_key_record_one_asset(store: Arc<dyn AssetStore>) {
+    let start = Arc::new(Barrier::new(RACING_WRITERS));
+    let mut writers = Vec::new();
+    for writer in 0..RACING_WRITERS {
+        let store = Arc::clone(&store);
+        let start = Arc::clone(&start);
+        let asset = keyed(
+            new_asset("apikey:alice", &format!("writer-{writer}.csv")),
+            "the-one-key",
+        );
+        writers.push(tokio::spawn(async move {
+            start.wait().await;
+            store.create_or_get(asset).await.expect("create_or_get")
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for writer in writers {
+        outcomes.push(writer.await.expect("joined"));
+    }
+    let created: Vec<&Asset> = outcomes
+        .iter()
+        .filter(|outcome| outcome.is_created())
+        .map(CreateOutcome::asset)
+        .collect();
+    assert_eq!(created.len(), 1, "exactly one writer creates");
+    let winner = created[0];
+    assert!(
+        outcomes.iter().all(|outcome| outcome.asset() == winner),
+        "every writer answers with the winner's asset"
+    );
+    let listed = store
+        .list(Some("apikey:alice"), 100, None)
+        .await
+        .expect("list");
+    assert_eq!(listed, std::slice::from_ref(winner));
+
+    // Another owner racing with the same key is independent of the first.
+    let mut writers = Vec::new();
+    for owner in ["apikey:bob", "apikey:carol"] {
+        let store = Arc::clone(&store);
+        let asset = keyed(new_asset(owner, "mine.csv"), "the-one-key");
+        writers.push(tokio::spawn(async move {
+            store.create_or_get(asset).await.expect("create_or_get")
+        }));
+    }
+    let mut distinct = HashSet::from([winner.id.clone()]);
+    for writer in writers {
+        let outcome = writer.await.expect("joined");
+        assert!(outcome.is_created());
+        distinct.insert(outcome.into_asset().id);
+    }
+    assert_eq!(distinct.len(), 3);
+}
+
+/// Deleting removes the row once (a second delete finds nothing) and frees
+/// its idempotency key for a new asset.
+pub async fn deleting_an_asset_frees_its_key(store: Arc<dyn AssetStore>) {
+    let asset = keyed(new_asset("apikey:alice", "gone.csv"), "k");
+    create(&*store, &asset).await;
+    let other = new_asset("apikey:alice", "stays.csv");
+    let kept = create(&*store, &other).await;
+
+    assert!(store.delete(&asset.id).await.expect("delete"));
+    assert_eq!(store.get(&asset.id).await.expect("get"), None);
+    assert!(!store.delete(&asset.id).await.expect("delete again"));
+    assert!(!store.delete("no-such-asset").await.expect("delete unknown"));
+    assert_eq!(
+        store
+            .find_by_idempotency_key("apikey:alice", "k")
+            .await
+            .expect("find"),
+        None
+    );
+    assert_eq!(
+        store
+            .list(Some("apikey:alice"), 10, None)
+            .await
+            .expect("list"),
+        [kept]
+    );
+
+    let again = keyed(new_asset("apikey:alice", "again.csv"), "k");
+    let recreated = create(&*store, &again).await;
+    assert_eq!(recreated.id, again.id);
+}
+
+/// Out-of-range values are refused as invalid, before anything is written.
+pub async fn invalid_assets_are_refused(store: Arc<dyn AssetStore>) {
+    let cases: [(&str, Spoil<NewAsset>); 5] = [
+        ("empty id", |asset| asset.id.clear()),
+        ("empty owner", |asset| asset.owner.clear()),
+        ("negative size", |asset| asset.size_bytes = -1),
+        ("negative rows", |asset| asset.row_count = Some(-1)),
+        ("empty key", |asset| {
+            asset.idempotency_key = Some(String::new())
+        }),
+    ];
+    for (case, spoil) in cases {
+        let mut asset = new_asset("apikey:alice", case);
+        spoil(&mut asset);
+        let refused = store.create_or_get(asset).await;
+        assert!(
+            matches!(refused, Err(CatalogError::Invalid(_))),
+            "{case}: {refused:?}"
+        );
+    }
+    assert!(store.list(None, 10, None).await.expect("list").is_empty());
+}
+
+/// A recorded call reads back with every field it was recorded with (a
+/// minimal record too); an unknown id is absent; a call is recorded once, and
+/// out-of-range values are refused.
+pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
+    let full = new_call_record("apikey:alice");
+    catalog.record(full.clone()).await.expect("record");
+    let read = catalog.get(&full.id).await.expect("get").expect("present");
+    assert_eq!(read, recorded_call(&full, read.created_at));
+
+    let minimal = NewCallRecord {
+        kind: CallKind::Api,
+        tool: "api_invoke_endpoint".into(),
+        connection: None,
+        statement: "GET /items?page=2".into(),
+        persona: None,
+        success: false,
+        outcome: "failed".into(),
+        error_message: Some("upstream answered 502".into()),
+        duration_ms: 0,
+        rows: None,
+        bytes: None,
+        asset_id: None,
+        task_id: None,
+        ..new_call_record("apikey:alice")
+    };
+    catalog.record(minimal.clone()).await.expect("record");
+    let read_minimal = catalog
+        .get(&minimal.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        read_minimal,
+        recorded_call(&minimal, read_minimal.created_at)
+    );
+    assert!(read_minimal.created_at >= read.created_at);
+
+    assert_eq!(catalog.get("no-such-call").await.expect("get"), None);
+    let mut again = new_call_record("apikey:bob");
+    again.id = full.id.clone();
+    assert_eq!(catalog.record(again).await, Err(CatalogError::Duplicate));
+    assert_eq!(catalog.get(&full.id).await.expect("get"), Some(read));
+
+    let cases: [(&str, Spoil<NewCallRecord>); 4] = [
+        ("empty id", |record| record.id.clear()),
+        ("negative duration", |record| record.duration_ms = -1),
+        ("negative rows", |record| record.rows = Some(-1)),
+        ("negative bytes", |record| record.bytes = Some(-1)),
+    ];
+    for (case, spoil) in cases {
+        let mut record = new_call_record("apikey:alice");
+        spoil(&mut record);
+        let refused = catalog.record(record).await;
+        assert!(
+            matches!(refused, Err(CatalogError::Invalid(_))),
+            "{case}: {refused:?}"
+        );
+    }
+    assert_eq!(catalog.recent(None, 10).await.expect("recent").len(), 2);
+}
+
+/// Recent calls are newest first, per subject or (with no subject) for
+/// everyone, at most `limit` of them.
+pub async fn recent_calls_are_newest_first(catalog: Arc<dyn CallCatalog>) {
+    let mut written = Vec::new();
+    for (subject, kind) in [
+        ("apikey:alice", CallKind::Sql),
+        ("apikey:bob", CallKind::Api),
+        ("apikey:alice", CallKind::Graphql),
+    ] {
+        let record = NewCallRecord {
+            kind,
+            ..new_call_record(subject)
+        };
+        catalog.record(record.clone()).await.expect("record");
+        written.push(record.id);
+        tokio::time::sleep(TICK).await;
+    }
+    let [c1, c2, c3] = [0, 1, 2].map(|index| written[index].as_str());
+
+    let alice = catalog
+        .recent(Some("apikey:alice"), 10)
+        .await
+        .expect("recent");
+    assert_eq!(call_ids(&alice), [c3, c1]);
+    assert_eq!(alice[0].kind, CallKind::Graphql);
+    let everyone = catalog.recent(None, 10).await.expect("recent");
+    assert_eq!(call_ids(&everyone), [c3, c2, c1]);
+    assert!(
+        everyone
+            .windows(2)
+            .all(|pair| pair[0].created_at >= pair[1].created_at)
+    );
+    let newest_two = catalog.recent(None, 2).await.expect("recent");
+    assert_eq!(call_ids(&newest_two), [c3, c2]);
+    assert!(
+        catalog
+            .recent(Some("apikey:nobody"), 10)
+            .await
+            .expect("recent")
+            .is_empty()
+    );
+}
+
+/// Generates one `#[tokio::test]` per [`AssetStore`] property in
+/// [`crate::catalog::testing`]. `$make` is awaited and must yield
+/// `(Arc<dyn AssetStore>, guard)`; the guard (a test database, say) lives until
+/// the test ends.
+#[macro_export]
+macro_rules! asset_store_suite {
+    ($make:expr) => {
+        $crate::catalog_suite!(@tests $make;
+            recorded_assets_read_back_exactly,
+            lists_are_newest_first_and_page_by_cursor,
+            an_idempotency_key_returns_the_owners_first_asset,
+            racing_creates_with_one_key_record_one_asset,
+            deleting_an_asset_frees_its_key,
+            invalid_assets_are_refused,
+        );
+    };
+}
+
+/// Generates one `#[tokio::test]` per [`CallCatalog`] property in
+/// [`crate::catalog::testing`]. `$make` is awaited and must yield
+/// `(Arc<dyn CallCatalog>, guard)`; the guard lives until the test ends.
+#[macro_export]
+macro_rules! call_catalog_suite {
+    ($make:expr) => {
+        $crate::catalog_suite!(@tests $make;
+            call_records_read_back_exactly,
+            recent_calls_are_newest_first,
+        );
+    };
+}
+
+/// The test generator behind [`asset_store_suite!`](crate::asset_store_suite)
+/// and [`call_catalog_suite!`](crate::call_catalog_suite).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! catalog_suite {
+    (@tests $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (store, _guard) = $make.await;
+                $crate::catalog::testing::$name(store).await;
+            }
+        )*
+    };
+}

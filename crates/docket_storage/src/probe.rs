@@ -1,0 +1,283 @@
+//! Bare SQL for benchmarks: the cheapest way to write and read a task row, so
+//! `cargo xtask bench` can report what Docket's task paths cost relative to the
+//! database work they cannot avoid (DESIGN.md §6–§7).
+//!
+//! [`PgProbe`] opens a connection pool configured exactly as [`PgStore`]'s
+//! (same manager, connection setup, recycling and size), on the same database,
+//! because `PgStore` keeps its pool to itself. Its statements are diesel DSL
+//! statements, which diesel prepares once per connection and caches, so each one
+//! is a single round trip: a bare `INSERT` that commits on its own, and a bare
+//! primary-key `SELECT` of every column a task read needs.
+//!
+//! Rows the probe writes carry the tool name [`PROBE_TOOL`] and are otherwise
+//! shaped like a freshly created task (status `working`, so the partial indexes
+//! on running tasks are maintained as for a real task); [`PgProbe::delete_rows`]
+//! removes them before the stale-task sweep would take them for a vanished
+//! replica's work.
+//!
+//! Not for production code: nothing here is part of the task store's contract.
+//!
+//! [`PgStore`]: crate::PgStore
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::AsyncPgConnection;
+use diesel_async::RunQueryDsl;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use docket_task::{StoreError, TaskId};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::ConnectOptions;
+use crate::error::{Cause, StorageError, pool_error, query_error};
+use crate::url::Backend;
+
+/// The tool name on every row the probe writes.
+pub const PROBE_TOOL: &str = "docket_probe";
+
+/// The same waits as `PgStore`'s pool, so the two pools behave alike under load.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a probe row would be kept: the server's default retention (7 days),
+/// so the row has an expiry like a real task's.
+const RETENTION: time::Duration = time::Duration::days(7);
+
+/// The columns of `call_tasks` the probe writes and reads. The crate's own table
+/// definition is private to the store's module; this one mirrors
+/// `migrations/postgres/` for the columns used here, and a drift fails the
+/// benchmark's first statement loudly.
+mod table {
+    diesel::table! {
+        call_tasks (task_id) {
+            task_id -> Text,
+            tool -> Text,
+            arguments -> Jsonb,
+            owner -> Text,
+            extra_follower -> Nullable<Text>,
+            replica_id -> Text,
+            status -> Text,
+            status_message -> Nullable<Text>,
+            created_at -> Timestamptz,
+            last_updated_at -> Timestamptz,
+            heartbeat_at -> Timestamptz,
+            cancel_requested_at -> Nullable<Timestamptz>,
+            result -> Nullable<Jsonb>,
+            error -> Nullable<Jsonb>,
+            input_requests -> Nullable<Jsonb>,
+            expires_at -> Nullable<Timestamptz>,
+            poll_interval_ms -> BigInt,
+            audit_persona -> Nullable<Text>,
+            audit_connection -> Nullable<Text>,
+            audit_arguments -> Jsonb,
+        }
+    }
+}
+
+use table::call_tasks;
+
+/// Every column a task read decodes, in the order the store reads them.
+#[derive(Queryable)]
+#[expect(
+    dead_code,
+    reason = "decoded like a real read so the baseline pays for decoding, never inspected"
+)]
+struct ProbeRow {
+    task_id: String,
+    tool: String,
+    arguments: Value,
+    owner: String,
+    extra_follower: Option<String>,
+    replica_id: String,
+    status: String,
+    status_message: Option<String>,
+    created_at: OffsetDateTime,
+    last_updated_at: OffsetDateTime,
+    heartbeat_at: OffsetDateTime,
+    cancel_requested_at: Option<OffsetDateTime>,
+    result: Option<Value>,
+    error: Option<Value>,
+    input_requests: Option<Value>,
+    expires_at: Option<OffsetDateTime>,
+    poll_interval_ms: i64,
+}
+
+/// The server version as `SELECT version()` reports it.
+#[derive(QueryableByName)]
+struct VersionRow {
+    #[diesel(sql_type = Text)]
+    version: String,
+}
+
+/// Bare statements on `call_tasks`, over a pool set up as [`crate::PgStore`]'s.
+pub struct PgProbe {
+    pool: Pool<AsyncPgConnection>,
+}
+
+impl std::fmt::Debug for PgProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it may hold a password.
+        f.debug_struct("PgProbe")
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+impl PgProbe {
+    /// Opens a pool of `options.max_connections` connections to the migrated
+    /// PostgreSQL database `url` names (never migrates), and checks that a
+    /// connection can be opened.
+    ///
+    /// # Errors
+    /// [`StorageError::Connect`] when the database cannot be reached.
+    pub async fn connect(url: &str, options: &ConnectOptions) -> Result<Self, StorageError> {
+        let mut config = ManagerConfig::default();
+        config.custom_setup = Box::new(|url| Box::pin(crate::pg::establish(url.to_owned())));
+        config.recycling_method = RecyclingMethod::Fast;
+        let manager =
+            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+        let connect_error = |source: Cause| StorageError::Connect {
+            backend: Backend::Postgres,
+            source,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(deadpool::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?;
+        drop(
+            pool.get()
+                .await
+                .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?,
+        );
+        Ok(Self { pool })
+    }
+
+    async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Inserts one task-shaped row with a fresh id in a single statement that
+    /// commits on its own (autocommit: the `INSERT` is its own transaction), and
+    /// returns the id.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the statement fails.
+    pub async fn insert_row(&self) -> Result<TaskId, StoreError> {
+        let id = TaskId::generate().map_err(|error| StoreError::Unavailable(error.to_string()))?;
+        let expires_at = OffsetDateTime::now_utc() + RETENTION;
+        diesel::insert_into(call_tasks::table)
+            .values((
+                call_tasks::task_id.eq(id.as_str()),
+                call_tasks::tool.eq(PROBE_TOOL),
+                call_tasks::arguments.eq(json!({})),
+                call_tasks::owner.eq("anonymous"),
+                call_tasks::replica_id.eq("probe"),
+                call_tasks::status.eq("working"),
+                call_tasks::status_message.eq(Some("working")),
+                call_tasks::expires_at.eq(Some(expires_at)),
+                call_tasks::poll_interval_ms.eq(1000_i64),
+                call_tasks::audit_persona.eq(Some("admin")),
+                call_tasks::audit_arguments.eq(json!({})),
+            ))
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(query_error)?;
+        Ok(id)
+    }
+
+    /// [`PgProbe::insert_row`]'s statement sent the way `diesel::sql_query` sends
+    /// hand-written SQL: not cached, so every call prepares it again (a parse
+    /// round trip, and planning, before the execute round trip).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the statement fails.
+    pub async fn insert_row_unprepared(&self) -> Result<TaskId, StoreError> {
+        let id = TaskId::generate().map_err(|error| StoreError::Unavailable(error.to_string()))?;
+        let expires_at = OffsetDateTime::now_utc() + RETENTION;
+        diesel::sql_query(
+            "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, status, \
+             status_message, expires_at, poll_interval_ms, audit_persona, audit_arguments) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind::<Text, _>(id.as_str())
+        .bind::<Text, _>(PROBE_TOOL)
+        .bind::<Jsonb, _>(json!({}))
+        .bind::<Text, _>("anonymous")
+        .bind::<Text, _>("probe")
+        .bind::<Text, _>("working")
+        .bind::<Nullable<Text>, _>(Some("working"))
+        .bind::<Nullable<Timestamptz>, _>(Some(expires_at))
+        .bind::<BigInt, _>(1000_i64)
+        .bind::<Nullable<Text>, _>(Some("admin"))
+        .bind::<Jsonb, _>(json!({}))
+        .execute(&mut *self.conn().await?)
+        .await
+        .map_err(query_error)?;
+        Ok(id)
+    }
+
+    /// Reads one row by primary key, decoding every column a task read needs.
+    /// Returns whether the row exists.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the statement fails or a value cannot be decoded.
+    pub async fn select_by_id(&self, id: &TaskId) -> Result<bool, StoreError> {
+        let row = call_tasks::table
+            .find(id.as_str())
+            .select((
+                call_tasks::task_id,
+                call_tasks::tool,
+                call_tasks::arguments,
+                call_tasks::owner,
+                call_tasks::extra_follower,
+                call_tasks::replica_id,
+                call_tasks::status,
+                call_tasks::status_message,
+                call_tasks::created_at,
+                call_tasks::last_updated_at,
+                call_tasks::heartbeat_at,
+                call_tasks::cancel_requested_at,
+                call_tasks::result,
+                call_tasks::error,
+                call_tasks::input_requests,
+                call_tasks::expires_at,
+                call_tasks::poll_interval_ms,
+            ))
+            .first::<ProbeRow>(&mut *self.conn().await?)
+            .await
+            .optional()
+            .map_err(query_error)?;
+        Ok(row.is_some())
+    }
+
+    /// Deletes every row the probe wrote; returns how many.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the statement fails.
+    pub async fn delete_rows(&self) -> Result<usize, StoreError> {
+        diesel::delete(call_tasks::table.filter(call_tasks::tool.eq(PROBE_TOOL)))
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(query_error)
+    }
+
+    /// The server's `version()` string, for the benchmark report.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the statement fails.
+    pub async fn server_version(&self) -> Result<String, StoreError> {
+        let row = diesel::sql_query("SELECT version() AS version")
+            .get_result::<VersionRow>(&mut *self.conn().await?)
+            .await
+            .map_err(query_error)?;
+        Ok(row.version)
+    }
+}

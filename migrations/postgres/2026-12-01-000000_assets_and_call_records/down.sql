@@ -1,0 +1,2 @@
+DROP TABLE call_records;
+DROP TABLE assets;
