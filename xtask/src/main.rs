@@ -4,10 +4,12 @@
 //! dispatches. Plain `std::env::args` parsing keeps xtask free of dependencies that
 //! every CI run would have to compile.
 
+mod bench;
 mod ci;
 mod conformance;
 mod test;
 mod tidy;
+mod trino_double;
 mod util;
 
 use std::process::ExitCode;
@@ -24,6 +26,13 @@ commands:
                         the official MCP conformance suite against the docket_fixture server;
                         --serve only starts the fixture on ADDR and waits;
                         --scenario runs one scenario instead of the scored set
+  bench [--write] [-- ARGS...]
+                        benchmarks in release mode (needs PostgreSQL): Docket against bare
+                        SQL and rmcp's in-memory task manager, ratios from one run;
+                        --write puts the report into docs/benchmarks.md; ARGS go to docket_bench
+  trino-double [--listen ADDR] [--page-rows N] [--page-delay-ms N]
+                        the Trino test double in the foreground; prints `listening on
+                        http://ADDR` once bound (port 0 picks a free one)
   help                  this text
 ";
 
@@ -38,6 +47,8 @@ fn main() -> ExitCode {
         Some("conformance") => {
             conformance::Options::parse(&rest).and_then(|options| conformance::run(&options))
         }
+        Some("bench") => bench::Options::parse(&rest).and_then(|options| bench::run(&options)),
+        Some("trino-double") => trino_double::run(&rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())

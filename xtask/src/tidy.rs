@@ -23,7 +23,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_protocol", &[]),
     ("docket_task", &[]),
     ("docket_storage", &["docket_task"]),
-    ("docket_export", &[]),
+    // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
+    ("docket_export", &["docket_trino_double"]),
     ("docket_script", &[]),
     (
         "docket_run_bridge",
@@ -53,7 +54,27 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_storage",
         ],
     ),
+    // The benchmarks: a dev-only binary that serves an App through the public
+    // library API and measures the store against bare SQL through docket_storage.
+    (
+        "docket_bench",
+        &[
+            "docket_protocol",
+            "docket_server",
+            "docket_task",
+            "docket_storage",
+        ],
+    ),
+    // The Trino double: a dev-only coordinator double on hyper and SQLite, for
+    // docket_export's tests, CI's check with the official Python client, and benchmarks.
+    ("docket_trino_double", &[]),
 ];
+
+/// Workspace packages that are never shipped: test doubles that exist to be talked to.
+/// They may name restricted crates (a double has to serve HTTP and run SQL somehow),
+/// and in return nothing may depend on them except as a dev-dependency, so that none
+/// of it reaches a shipped binary.
+const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double"];
 
 /// Crates any workspace package may use as a dev-dependency beyond its table row:
 /// the wire types are what tests build requests from and assert responses against.
@@ -330,6 +351,20 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
             if !dependency.is_path || !members.contains(dependency.name.as_str()) {
                 continue;
             }
+            if dependency.kind != DependencyKind::Dev
+                && DEV_ONLY_PACKAGES.contains(&dependency.name.as_str())
+            {
+                violations.push(Violation::new(
+                    &package.manifest,
+                    manifest_line(&package.manifest_text, &dependency.key, dependency.kind),
+                    format!(
+                        "`{}` depends on `{}` ({}), a dev-only package; use it as a \
+                         dev-dependency only",
+                        package.name, dependency.name, dependency.kind
+                    ),
+                ));
+                continue;
+            }
             let allowed_for_tests = dependency.kind == DependencyKind::Dev
                 && ANY_PACKAGE_MAY_DEV_DEPEND_ON.contains(&dependency.name.as_str());
             if allowed.contains(&dependency.name.as_str()) || allowed_for_tests {
@@ -392,7 +427,11 @@ struct RestrictedDependency {
 
 fn restricted_dependency_violations(workspace: &Workspace) -> Vec<Violation> {
     let mut violations = Vec::new();
-    for package in &workspace.packages {
+    let shipped_packages = workspace
+        .packages
+        .iter()
+        .filter(|package| !DEV_ONLY_PACKAGES.contains(&package.name.as_str()));
+    for package in shipped_packages {
         // Tests may drive a server over hyper or seed a database as they see fit; the
         // invariant is about what the shipped code knows.
         let shipped = package
@@ -678,6 +717,29 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:#?}");
         assert!(found[0].contains("`docket_server` depends on `diesel`"));
         assert!(found[1].contains("`docket` depends on `hyper-util` (build-dependencies)"));
+    }
+
+    #[test]
+    fn dev_only_packages_may_name_restricted_crates_but_only_be_dev_dependencies() {
+        let workspace = workspace(json!([
+            package(
+                "docket_trino_double",
+                json!([registry_dependency("hyper", None)])
+            ),
+            package(
+                "docket_export",
+                json!([
+                    path_dependency("docket_trino_double", Some("dev")),
+                    path_dependency("docket_trino_double", None),
+                ])
+            ),
+        ]));
+        assert!(restricted_dependency_violations(&workspace).is_empty());
+        let found = messages(&dependency_edge_violations(&workspace));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains(
+            "`docket_export` depends on `docket_trino_double` (dependencies), a dev-only package"
+        ));
     }
 
     #[test]

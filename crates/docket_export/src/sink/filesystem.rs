@@ -1,0 +1,265 @@
+//! The filesystem sink: each object is a file under a root folder, written to a
+//! temporary file beside it and renamed into place on commit, which is atomic on one
+//! filesystem, so a reader sees either nothing or the whole object.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt as _;
+use futures_util::stream;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::{ObjectContent, ObjectSink, SinkError, Upload, validate_key};
+
+/// How much one read of an object returns at most.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Objects as files under a root folder.
+#[derive(Debug, Clone)]
+pub struct FilesystemSink {
+    root: PathBuf,
+}
+
+impl FilesystemSink {
+    /// The root used when the configuration names none.
+    pub const DEFAULT_ROOT: &'static str = "./docket-data/assets";
+
+    /// A sink storing objects under `root`; folders are created as objects need them.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The root folder.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file of a key, after checking the key stays under the root.
+    fn path_of(&self, key: &str) -> Result<PathBuf, SinkError> {
+        validate_key(key)?;
+        Ok(self.root.join(key))
+    }
+}
+
+impl Default for FilesystemSink {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_ROOT)
+    }
+}
+
+fn io_error(operation: &'static str, key: &str) -> impl FnOnce(std::io::Error) -> SinkError {
+    let key = key.to_owned();
+    move |source| {
+        if source.kind() == std::io::ErrorKind::NotFound && operation == "read" {
+            SinkError::NotFound { key }
+        } else {
+            SinkError::Io {
+                operation,
+                key,
+                source,
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectSink for FilesystemSink {
+    async fn begin(&self, key: &str) -> Result<Box<dyn Upload>, SinkError> {
+        let destination = self.path_of(key)?;
+        let (Some(folder), Some(file_name)) = (destination.parent(), destination.file_name())
+        else {
+            return Err(SinkError::InvalidKey {
+                key: key.to_owned(),
+                reason: "it names no file",
+            });
+        };
+        tokio::fs::create_dir_all(folder)
+            .await
+            .map_err(io_error("write", key))?;
+        // Beside the destination, so the rename stays on one filesystem; the leading
+        // `.` keeps it out of the key space (keys may not have such segments) and the
+        // random part keeps concurrent uploads of one key apart.
+        let mut random = [0_u8; 8];
+        getrandom::fill(&mut random).map_err(|error| SinkError::Io {
+            operation: "write",
+            key: key.to_owned(),
+            source: std::io::Error::other(error),
+        })?;
+        let temporary = folder.join(format!(
+            ".{}.{}.part",
+            file_name.to_string_lossy(),
+            hex::encode(random)
+        ));
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .await
+            .map_err(io_error("write", key))?;
+        Ok(Box::new(FilesystemUpload {
+            key: key.to_owned(),
+            file: Some(file),
+            temporary,
+            destination,
+            written: 0,
+            failed: false,
+            settled: false,
+        }))
+    }
+
+    async fn open(&self, key: &str) -> Result<ObjectContent, SinkError> {
+        let path = self.path_of(key)?;
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(io_error("read", key))?;
+        let metadata = file.metadata().await.map_err(io_error("read", key))?;
+        if !metadata.is_file() {
+            return Err(SinkError::NotFound {
+                key: key.to_owned(),
+            });
+        }
+        let key = key.to_owned();
+        let chunks = stream::try_unfold(file, move |mut file| {
+            let key = key.clone();
+            async move {
+                let mut chunk = BytesMut::with_capacity(READ_CHUNK_BYTES);
+                let read = file
+                    .read_buf(&mut chunk)
+                    .await
+                    .map_err(io_error("read", &key))?;
+                Ok((read > 0).then(|| (chunk.freeze(), file)))
+            }
+        });
+        Ok(ObjectContent::new(metadata.len(), chunks.boxed()))
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), SinkError> {
+        let path = self.path_of(key)?;
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(SinkError::Io {
+                operation: "delete",
+                key: key.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn size(&self, key: &str) -> Result<u64, SinkError> {
+        let path = self.path_of(key)?;
+        let metadata = tokio::fs::metadata(&path)
+            .await
+            .map_err(io_error("read", key))?;
+        if metadata.is_file() {
+            Ok(metadata.len())
+        } else {
+            Err(SinkError::NotFound {
+                key: key.to_owned(),
+            })
+        }
+    }
+}
+
+/// An object being written to its temporary file.
+#[derive(Debug)]
+struct FilesystemUpload {
+    key: String,
+    file: Option<tokio::fs::File>,
+    temporary: PathBuf,
+    destination: PathBuf,
+    written: u64,
+    /// A write failed, so the temporary file may hold part of a chunk.
+    failed: bool,
+    /// Committed or aborted: the temporary file is gone (renamed or removed).
+    settled: bool,
+}
+
+impl FilesystemUpload {
+    fn file(&mut self) -> Result<&mut tokio::fs::File, SinkError> {
+        self.file.as_mut().ok_or_else(|| SinkError::Finished {
+            key: self.key.clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl Upload for FilesystemUpload {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), SinkError> {
+        if self.failed {
+            return Err(SinkError::FailedEarlier {
+                key: self.key.clone(),
+            });
+        }
+        let key = self.key.clone();
+        let outcome = self.file()?.write_all(&chunk).await;
+        if let Err(source) = outcome {
+            // Part of the chunk may be in the file: never let it be committed.
+            self.failed = true;
+            return Err(io_error("write", &key)(source));
+        }
+        self.written += chunk.len() as u64;
+        Ok(())
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    async fn commit(mut self: Box<Self>) -> Result<u64, SinkError> {
+        let key = self.key.clone();
+        if self.failed {
+            return Err(SinkError::FailedEarlier { key });
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| SinkError::Finished { key: key.clone() })?;
+        // The bytes must be on disk before the name is: otherwise a crash right after
+        // the rename could leave a complete-looking but truncated object.
+        file.flush().await.map_err(io_error("commit", &key))?;
+        file.sync_all().await.map_err(io_error("commit", &key))?;
+        drop(file);
+        tokio::fs::rename(&self.temporary, &self.destination)
+            .await
+            .map_err(io_error("commit", &key))?;
+        self.settled = true;
+        // Persist the rename itself. Best effort: some filesystems cannot sync a folder,
+        // and the object is already complete and visible.
+        if let Some(folder) = self.destination.parent()
+            && let Ok(folder) = tokio::fs::File::open(folder).await
+        {
+            let _ = folder.sync_all().await;
+        }
+        Ok(self.written)
+    }
+
+    async fn abort(mut self: Box<Self>) -> Result<(), SinkError> {
+        drop(self.file.take());
+        let outcome = tokio::fs::remove_file(&self.temporary).await;
+        self.settled = true;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(SinkError::Io {
+                operation: "abort",
+                key: self.key.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+impl Drop for FilesystemUpload {
+    fn drop(&mut self) {
+        if !self.settled {
+            // A dropped upload (a cancelled export task) never reached the rename, so
+            // nothing is visible; remove the temporary file too. Drop cannot await, and
+            // one unlink is cheap enough to do in place.
+            drop(self.file.take());
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
