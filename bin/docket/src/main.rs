@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use docket_server::config::{LogFormat, redact_url};
+use docket_server::object_sink;
 use docket_server::{App, Config};
 
 /// Docket: an MCP server for data work.
@@ -167,7 +168,13 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
                 .await
                 .with_context(|| format!("cannot open the database {}", redact_url(url)))?;
             tracing::info!(database = %redact_url(url), backend = ?store.backend(), "database ready");
-            builder = builder.task_store(store.task_store());
+            builder = builder
+                .task_store(store.task_store())
+                .assets(
+                    store.asset_store(),
+                    Some(store.call_catalog()),
+                    object_sink(&config.storage).context("cannot set up the asset store")?,
+                );
         }
         let app = builder.build().context("cannot start the server")?;
         let listener = tokio::net::TcpListener::bind(address)

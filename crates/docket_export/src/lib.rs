@@ -7,7 +7,10 @@
 //! - [`format`]: streaming row writers (CSV, JSON, JSONL, and Parquet with the
 //!   `parquet` feature).
 //! - [`sink`]: where asset bytes go (filesystem, S3), written atomically.
+//! - [`export`]: one export start to end — query pages through a writer into an
+//!   upload, with caps, a timeout and cancellation; committed only when whole.
 
+pub mod export;
 pub mod format;
 pub mod readonly;
 pub mod sink;

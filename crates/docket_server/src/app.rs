@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use docket_export::sink::ObjectSink;
 use docket_protocol::meta::Implementation;
+use docket_storage::catalog::{AssetStore, CallCatalog};
 use docket_task::TaskStore;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
@@ -17,7 +19,7 @@ use crate::rate_limit::RateLimiter;
 use crate::registry::{RegistryError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::request_state::RequestStateKey;
 use crate::tasks::Tasks;
-use crate::tools;
+use crate::tools::{self, AssetDeps};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = "docket";
@@ -45,6 +47,8 @@ pub(crate) struct AppState {
     pub(crate) audit: Option<Arc<dyn TaskStore>>,
     /// This replica's id.
     pub(crate) replica_id: String,
+    /// Asset rows and bytes, for downloads.
+    pub(crate) assets: Option<AssetDeps>,
 }
 
 /// Why the application could not be built.
@@ -71,6 +75,11 @@ pub struct AppBuilder {
     registry: ToolRegistry,
     sse_keepalive: Duration,
     store: Option<Arc<dyn TaskStore>>,
+    assets: Option<(
+        Arc<dyn AssetStore>,
+        Option<Arc<dyn CallCatalog>>,
+        Arc<dyn ObjectSink>,
+    )>,
 }
 
 impl App {
@@ -81,6 +90,7 @@ impl App {
             registry: ToolRegistry::new(),
             sse_keepalive: Duration::from_secs(15),
             store: None,
+            assets: None,
         }
     }
 
@@ -142,6 +152,18 @@ impl AppBuilder {
         self
     }
 
+    /// Where exports write: asset rows, the call catalog (optional) and the object
+    /// sink for the bytes. Without them there are no exports or asset tools.
+    pub fn assets(
+        mut self,
+        store: Arc<dyn AssetStore>,
+        calls: Option<Arc<dyn CallCatalog>>,
+        sink: Arc<dyn ObjectSink>,
+    ) -> Self {
+        self.assets = Some((store, calls, sink));
+        self
+    }
+
     /// How often an SSE response sends a keep-alive comment; the write also detects
     /// a client that went away. Tests shorten it.
     pub fn sse_keepalive(mut self, interval: Duration) -> Self {
@@ -160,15 +182,26 @@ impl AppBuilder {
             mut registry,
             sse_keepalive,
             store,
+            assets,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(crate::config::ConfigError { problems }.into());
         }
+        let trino_connections = crate::connections::trino_connections(&config.connections)
+            .map_err(|problems| crate::config::ConfigError { problems })?;
+        let assets = assets.map(|(store, calls, sink)| AssetDeps {
+            store,
+            calls,
+            sink,
+            base_url: config.server.base_url(),
+        });
         tools::register_platform_tools(
             &mut registry,
             &config,
             store.is_some() && config.tasks.enabled,
+            trino_connections,
+            assets.clone(),
         )?;
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
@@ -222,6 +255,7 @@ impl AppBuilder {
             tasks,
             audit,
             replica_id,
+            assets,
         };
         Ok(App {
             state: Arc::new(state),

@@ -325,6 +325,31 @@ pub enum StorageKind {
     S3,
 }
 
+/// The object sink `storage:` describes.
+///
+/// # Errors
+/// When the S3 settings cannot make a client.
+pub fn object_sink(
+    storage: &StorageConfig,
+) -> Result<std::sync::Arc<dyn docket_export::sink::ObjectSink>, docket_export::sink::SinkError> {
+    use docket_export::sink::{FilesystemSink, S3Config, S3Sink};
+    Ok(match storage.kind {
+        StorageKind::Filesystem => std::sync::Arc::new(FilesystemSink::new(&storage.path)),
+        StorageKind::S3 => {
+            let mut s3 = S3Config::new(storage.bucket.clone().unwrap_or_default());
+            s3.prefix = storage.prefix.clone().unwrap_or_default();
+            s3.endpoint = storage.endpoint.clone();
+            if let Some(region) = &storage.region {
+                s3.region = region.clone();
+            }
+            s3.access_key_id = storage.access_key_id.clone();
+            s3.secret_access_key = storage.secret_access_key.clone();
+            s3.allow_http = storage.allow_http;
+            std::sync::Arc::new(S3Sink::new(&s3)?)
+        }
+    })
+}
+
 /// The `consent:` section.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
@@ -563,6 +588,9 @@ impl Config {
         let mut problems = self.auth.problems();
         problems.extend(crate::persona::problems(&self.personas, &self.admin));
         problems.extend(self.rate_limit.problems());
+        if let Err(connection_problems) = crate::connections::trino_connections(&self.connections) {
+            problems.extend(connection_problems);
+        }
         for (name, persona) in &self.personas {
             for rule in &persona.api_routes {
                 if !self.connections.contains_key(&rule.connection) {

@@ -20,6 +20,7 @@ use docket_protocol::jsonrpc::{
 };
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_server_info;
+use futures_util::StreamExt as _;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -169,8 +170,81 @@ async fn route(
                     .protected_resource_metadata(&resource),
             )
         }
+        (&Method::GET, path) if path.starts_with("/assets/") && path.ends_with("/content") => {
+            let id = path
+                .trim_start_matches("/assets/")
+                .trim_end_matches("/content")
+                .to_owned();
+            asset_content(app, request.headers(), &id).await
+        }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// `GET /assets/{id}/content`: the asset's bytes, streamed, to its owner and
+/// administrators. Everyone else gets the 404 an unknown id gets.
+async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Response<Body> {
+    let not_found = || plain(StatusCode::NOT_FOUND, "not found\n");
+    let Some(assets) = &app.state.assets else {
+        return not_found();
+    };
+    let identity = match app.state.authenticator.authenticate(headers).await {
+        Ok(identity) => identity,
+        Err(err) => return auth_failure(app, &err),
+    };
+    let is_admin = app
+        .state
+        .personas
+        .resolve(&identity.roles)
+        .is_some_and(|persona| persona.is_admin);
+    let asset = match crate::tools::visible_asset(assets, id, &identity.subject, is_admin).await {
+        Ok(Some(asset)) => asset,
+        Ok(None) => return not_found(),
+        Err(err) => {
+            tracing::error!(error = %err, "could not read an asset row");
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the asset store is unavailable\n",
+            );
+        }
+    };
+    let content = match assets.sink.open(&asset.storage_key).await {
+        Ok(content) => content,
+        Err(err) => {
+            tracing::error!(error = %err, asset = asset.id, "could not open an asset's bytes");
+            return not_found();
+        }
+    };
+    let size = content.size();
+    // A store failure midway ends the body early: with Content-Length set, the client
+    // sees a truncated download, not a silently shorter file.
+    let stream = content.into_stream().scan((), |(), chunk| {
+        let frame = match chunk {
+            Ok(bytes) => Some(Ok::<_, Infallible>(Frame::data(bytes))),
+            Err(err) => {
+                tracing::warn!(error = %err, "an asset stream failed midway");
+                None
+            }
+        };
+        futures_util::future::ready(frame)
+    });
+    let file_name = asset
+        .storage_key
+        .rsplit('/')
+        .next()
+        .unwrap_or("asset")
+        .replace('"', "");
+    let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&asset.content_type) {
+        headers.insert(CONTENT_TYPE, value);
+    }
+    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(size));
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
+        headers.insert(http::header::CONTENT_DISPOSITION, value);
+    }
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    response
 }
 
 /// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics.

@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod connections;
 pub mod headers;
 pub mod metrics;
 pub mod persona;
@@ -25,7 +26,7 @@ mod http;
 mod tasks;
 
 pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
-pub use config::Config;
+pub use config::{Config, object_sink};
 pub use error::McpError;
 pub use http::{Body, MCP_PATH, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};

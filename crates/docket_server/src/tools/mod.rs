@@ -1,8 +1,10 @@
 //! Docket's own tools. This issue brings the platform tools; the Trino, API,
 //! GraphQL and script tools arrive with their crates.
 
+mod assets;
 mod diagnostics;
 mod platform;
+mod trino;
 
 use std::sync::Arc;
 
@@ -12,11 +14,14 @@ use serde_json::json;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
+pub use assets::AssetDeps;
+pub(crate) use assets::visible_asset;
 pub use diagnostics::DIAGNOSTICS_SLEEP;
 pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 
-/// Registers `platform_info` and `list_connections`, and `diagnostics_sleep` when
-/// `diagnostics.enabled`.
+/// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
+/// tools when Trino connections exist, the asset tools when assets are configured,
+/// and `diagnostics_sleep` when `diagnostics.enabled`.
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
@@ -24,9 +29,23 @@ pub fn register_platform_tools(
     registry: &mut ToolRegistry,
     config: &Config,
     tasks_enabled: bool,
+    trino_connections: Vec<crate::connections::TrinoConnection>,
+    assets: Option<AssetDeps>,
 ) -> Result<(), RegistryError> {
     if config.diagnostics.enabled {
         diagnostics::register(registry)?;
+    }
+    if let Some(assets) = &assets {
+        assets::register(registry, assets.clone())?;
+    }
+    if !trino_connections.is_empty() {
+        let deps = trino::TrinoDeps {
+            connections: trino_connections,
+            row_threshold: config.consent.trino.row_threshold,
+            exports: config.exports.clone(),
+            assets,
+        };
+        trino::register(registry, Arc::new(deps))?;
     }
     platform::register(
         registry,

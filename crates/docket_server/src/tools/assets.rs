@@ -1,0 +1,204 @@
+//! Assets: what exports write. `list_assets` and `get_asset` show the caller's own
+//! (administrators see all), and `GET /assets/{id}/content` streams the bytes to the
+//! owner and administrators only.
+
+use std::sync::Arc;
+
+use docket_export::sink::ObjectSink;
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_storage::catalog::{Asset, AssetCursor, AssetStore, CallCatalog, NewCallRecord};
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+use super::error_result;
+use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
+
+/// What the asset tools and exports share.
+#[derive(Clone)]
+pub struct AssetDeps {
+    /// Asset rows.
+    pub store: Arc<dyn AssetStore>,
+    /// The call catalog, when recording calls.
+    pub calls: Option<Arc<dyn CallCatalog>>,
+    /// Asset bytes.
+    pub sink: Arc<dyn ObjectSink>,
+    /// The server's public base URL, for download links.
+    pub base_url: String,
+}
+
+impl AssetDeps {
+    /// Records a call; a failure is logged, never the caller's problem.
+    pub(crate) async fn record_call(&self, record: NewCallRecord) {
+        if let Some(calls) = &self.calls
+            && let Err(err) = calls.record(record).await
+        {
+            tracing::warn!(error = %err, "could not write a call record");
+        }
+    }
+
+    /// Where the asset's bytes can be downloaded.
+    pub(crate) fn download_url(&self, asset: &Asset) -> String {
+        format!("{}/assets/{}/content", self.base_url, asset.id)
+    }
+}
+
+/// The JSON an asset is described by.
+pub(crate) fn asset_json(deps: &AssetDeps, asset: &Asset) -> Value {
+    json!({
+        "asset_id": asset.id,
+        "name": asset.name,
+        "description": asset.description,
+        "tags": asset.tags,
+        "format": asset.format,
+        "content_type": asset.content_type,
+        "row_count": asset.row_count,
+        "size_bytes": asset.size_bytes,
+        "connection": asset.connection,
+        "tool": asset.tool,
+        "owner": asset.owner,
+        "created_at": asset.created_at.format(&Rfc3339).unwrap_or_default(),
+        "download_url": deps.download_url(asset),
+    })
+}
+
+/// An export's result: `{asset_id, name, format, content_type, row_count,
+/// size_bytes, download_url, message, call_id}` as JSON text and structured content.
+pub(crate) fn asset_result(
+    deps: &AssetDeps,
+    asset: &Asset,
+    message: &str,
+    call_id: Option<&str>,
+) -> CallToolResult {
+    CallToolResult::structured(json!({
+        "asset_id": asset.id,
+        "name": asset.name,
+        "format": asset.format,
+        "content_type": asset.content_type,
+        "row_count": asset.row_count,
+        "size_bytes": asset.size_bytes,
+        "download_url": deps.download_url(asset),
+        "message": message,
+        "call_id": call_id.or(asset.call_id.as_deref()),
+    }))
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(true),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(false),
+        ..ToolAnnotations::default()
+    }
+}
+
+/// Registers `list_assets` and `get_asset`.
+pub(crate) fn register(registry: &mut ToolRegistry, deps: AssetDeps) -> Result<(), RegistryError> {
+    let list_deps = deps.clone();
+    registry.register(
+        ToolSpec::new(
+            "list_assets",
+            "Lists the assets your exports wrote, newest first (administrators see everyone's).",
+            json!({"type": "object", "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+                "cursor": {"type": "string", "description": "next_cursor from the previous page"}
+            }, "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let deps = list_deps.clone();
+            async move { ToolOutcome::Result(list(&deps, &call).await) }
+        },
+    )?;
+    registry.register(
+        ToolSpec::new(
+            "get_asset",
+            "Describes one asset, with its download URL.",
+            json!({"type": "object", "properties": {"asset_id": {"type": "string", "minLength": 1}},
+                   "required": ["asset_id"], "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let deps = deps.clone();
+            async move { ToolOutcome::Result(get(&deps, &call).await) }
+        },
+    )
+}
+
+async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
+    let limit = call
+        .arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(50)
+        .min(200);
+    let cursor = match call.arguments.get("cursor").and_then(Value::as_str) {
+        Some(token) => match AssetCursor::decode(token) {
+            Some(cursor) => Some(cursor),
+            None => {
+                return error_result(
+                    "invalid_arguments",
+                    "client_input",
+                    "the cursor is not valid",
+                    "Use next_cursor from list_assets.",
+                );
+            }
+        },
+        None => None,
+    };
+    let owner = (!call.persona.is_admin).then_some(call.identity.subject.as_str());
+    let limit = u32::try_from(limit).unwrap_or(200);
+    match deps.store.list(owner, limit, cursor.as_ref()).await {
+        Ok(assets) => {
+            let next_cursor = (assets.len() == limit as usize)
+                .then(|| assets.last().map(|asset| asset.cursor().encode()))
+                .flatten();
+            let listed: Vec<Value> = assets.iter().map(|asset| asset_json(deps, asset)).collect();
+            CallToolResult::structured(json!({"assets": listed, "next_cursor": next_cursor}))
+        }
+        Err(err) => error_result(
+            "unavailable",
+            "internal",
+            &format!("the asset store failed: {err}"),
+            "Try again.",
+        ),
+    }
+}
+
+/// The asset `id` if the caller may see it: its owner, or an administrator.
+pub(crate) async fn visible_asset(
+    deps: &AssetDeps,
+    id: &str,
+    subject: &str,
+    is_admin: bool,
+) -> Result<Option<Asset>, String> {
+    match deps.store.get(id).await {
+        Ok(Some(asset)) if is_admin || asset.owner == subject => Ok(Some(asset)),
+        Ok(_) => Ok(None),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+async fn get(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
+    let id = call
+        .arguments
+        .get("asset_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match visible_asset(deps, id, &call.identity.subject, call.persona.is_admin).await {
+        Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset)),
+        // Not yours and does not exist read the same.
+        Ok(None) => error_result(
+            "not_found",
+            "not_found",
+            &format!("no asset {id:?}"),
+            "Call list_assets to see your assets.",
+        ),
+        Err(err) => error_result(
+            "unavailable",
+            "internal",
+            &format!("the asset store failed: {err}"),
+            "Try again.",
+        ),
+    }
+}

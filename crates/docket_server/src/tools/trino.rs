@@ -1,0 +1,891 @@
+//! The Trino tools: `trino_query`, `trino_explain`, `trino_browse`,
+//! `trino_describe_table` and `trino_export`.
+//!
+//! SQL is checked read-only by parsing before anything reaches Trino. Queries and
+//! exports whose `EXPLAIN` estimate passes `consent.trino.row_threshold` (or whose
+//! connection says `consent: always`) ask the user first, through an
+//! `input_required` elicitation — before any task exists.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docket_export::export::{ExportError, ExportLimits, export_query};
+use docket_export::format::Format;
+use docket_export::readonly::{StatementKind, check_read_only};
+use docket_export::trino::{TrinoClient, TrinoError, explain_estimated_rows};
+use docket_protocol::JsonObject;
+use docket_protocol::meta::ClientCapabilities;
+use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord, generate_id};
+use serde_json::{Value, json};
+
+use super::assets::{AssetDeps, asset_result};
+use super::error_result;
+use crate::config::ExportsConfig;
+use crate::connections::{ConsentMode, TrinoConnection};
+use crate::registry::{
+    Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
+    ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
+};
+
+/// Rows `trino_query` returns when the call names no limit.
+const DEFAULT_QUERY_ROWS: u64 = 1000;
+/// The most rows `trino_query` returns.
+const MAX_QUERY_ROWS: u64 = 10_000;
+
+/// What the Trino tools share.
+pub(crate) struct TrinoDeps {
+    /// The connections.
+    pub(crate) connections: Vec<TrinoConnection>,
+    /// Ask before statements estimated above this many rows.
+    pub(crate) row_threshold: u64,
+    /// Export caps.
+    pub(crate) exports: ExportsConfig,
+    /// Where exports go, when assets are configured.
+    pub(crate) assets: Option<AssetDeps>,
+}
+
+impl TrinoDeps {
+    /// The connection a call names, or the default one (the one marked default, or
+    /// the only one).
+    fn connection(&self, arguments: &JsonObject) -> Result<&TrinoConnection, CallToolResult> {
+        match arguments.get("connection").and_then(Value::as_str) {
+            Some(name) => self
+                .connections
+                .iter()
+                .find(|c| c.name == name)
+                .ok_or_else(|| {
+                    error_result(
+                        "not_found",
+                        "not_found",
+                        &format!("no trino connection named {name:?}"),
+                        "Call list_connections to see the connections you may use.",
+                    )
+                }),
+            None => self
+                .connections
+                .iter()
+                .find(|c| c.is_default)
+                .or_else(|| (self.connections.len() == 1).then(|| &self.connections[0]))
+                .ok_or_else(|| {
+                    error_result(
+                        "connection_required",
+                        "client_input",
+                        "several trino connections exist and none is the default",
+                        "Pass the connection argument; list_connections names them.",
+                    )
+                }),
+        }
+    }
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(true),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(true),
+        ..ToolAnnotations::default()
+    }
+}
+
+/// Registers the Trino tools.
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    deps: Arc<TrinoDeps>,
+) -> Result<(), RegistryError> {
+    let connection = json!({"type": "string", "description": "The trino connection; the default one when omitted."});
+    registry.register(
+        ToolSpec::new(
+            "trino_query",
+            "Runs one read-only SQL statement (SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) on Trino and returns \
+             up to `limit` rows (default 1000, at most 10 000) with a flag saying whether more existed.",
+            json!({"type": "object", "properties": {
+                "connection": connection,
+                "sql": {"type": "string", "minLength": 1, "description": "One read-only statement."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_ROWS}
+            }, "required": ["sql"], "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        QueryTool(Arc::clone(&deps)),
+    )?;
+    let explain_deps = Arc::clone(&deps);
+    registry.register(
+        ToolSpec::new(
+            "trino_explain",
+            "Shows Trino's plan for a read-only statement, with its row estimates, without running it.",
+            json!({"type": "object", "properties": {
+                "connection": connection,
+                "sql": {"type": "string", "minLength": 1}
+            }, "required": ["sql"], "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let deps = Arc::clone(&explain_deps);
+            async move { ToolOutcome::Result(explain(&deps, &call).await) }
+        },
+    )?;
+    let browse_deps = Arc::clone(&deps);
+    registry.register(
+        ToolSpec::new(
+            "trino_browse",
+            "Lists catalogs, the schemas of a catalog, or the tables of a schema.",
+            json!({"type": "object", "properties": {
+                "connection": connection,
+                "catalog": {"type": "string"},
+                "schema": {"type": "string"}
+            }, "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let deps = Arc::clone(&browse_deps);
+            async move { ToolOutcome::Result(browse(&deps, &call).await) }
+        },
+    )?;
+    let describe_deps = Arc::clone(&deps);
+    registry.register(
+        ToolSpec::new(
+            "trino_describe_table",
+            "Describes a table's columns and types. `table` is catalog.schema.table (or shorter, using the connection's defaults).",
+            json!({"type": "object", "properties": {
+                "connection": connection,
+                "table": {"type": "string", "minLength": 1}
+            }, "required": ["table"], "additionalProperties": false}),
+        )
+        .with_annotations(read_only()),
+        move |call: ToolCall| {
+            let deps = Arc::clone(&describe_deps);
+            async move { ToolOutcome::Result(describe(&deps, &call).await) }
+        },
+    )?;
+    if deps.assets.is_some() {
+        let formats: Vec<&str> = Format::ALL
+            .iter()
+            .filter(|f| f.is_available())
+            .map(|f| f.as_str())
+            .collect();
+        registry.register(
+            ToolSpec::new(
+                "trino_export",
+                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet) and \
+                 returns the asset's metadata and download URL, not the data. Validate the query with trino_query \
+                 and a small LIMIT first. Runs as a task when the client declares the tasks extension.",
+                json!({"type": "object", "properties": {
+                    "connection": connection,
+                    "sql": {"type": "string", "minLength": 1},
+                    "format": {"type": "string", "enum": formats},
+                    "name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "Also the download file name."},
+                    "description": {"type": "string", "maxLength": 2000},
+                    "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
+                    "limit": {"type": "integer", "minimum": 1, "description": "The most rows to export."},
+                    "timeout_seconds": {"type": "integer", "minimum": 1},
+                    "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
+                }, "required": ["sql", "format", "name"], "additionalProperties": false}),
+            )
+            .with_annotations(ToolAnnotations {
+                read_only_hint: Some(false),
+                destructive_hint: Some(false),
+                idempotent_hint: Some(false),
+                open_world_hint: Some(true),
+                ..ToolAnnotations::default()
+            })
+            .with_task_support(TaskSupport::Optional),
+            ExportTool(deps),
+        )?;
+    }
+    Ok(())
+}
+
+fn sql_argument(arguments: &JsonObject) -> &str {
+    arguments
+        .get("sql")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The read-only check as a tool result.
+fn check_sql(sql: &str) -> Result<StatementKind, CallToolResult> {
+    check_read_only(sql)
+        .map(|statement| statement.kind())
+        .map_err(|err| {
+            error_result(
+                "read_only",
+                "client_input",
+                &format!("only read-only SQL is allowed: {err}"),
+                "Send one SELECT, WITH … SELECT, VALUES, SHOW, DESCRIBE or EXPLAIN statement.",
+            )
+        })
+}
+
+fn trino_failure(err: &TrinoError) -> CallToolResult {
+    error_result(
+        "query_failed",
+        "tool_error",
+        &format!("query execution failed: {err}"),
+        "Fix the statement and try again.",
+    )
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The consent step shared by `trino_query` and `trino_export`.
+async fn consent(
+    deps: Arc<TrinoDeps>,
+    arguments: JsonObject,
+    capabilities: ClientCapabilities,
+    answer: Option<Value>,
+) -> Consent {
+    let sql = sql_argument(&arguments).to_owned();
+    // Anything malformed is refused by the handler itself, with a better message.
+    let Ok(kind) = check_read_only(&sql).map(|statement| statement.kind()) else {
+        return Consent::Proceed;
+    };
+    let Ok(connection) = deps.connection(&arguments) else {
+        return Consent::Proceed;
+    };
+    if connection.consent == ConsentMode::Never
+        || matches!(
+            kind,
+            StatementKind::Explain | StatementKind::Show | StatementKind::Describe
+        )
+    {
+        return Consent::Proceed;
+    }
+    if let Some(answer) = answer {
+        let accepted = answer.get("action").and_then(Value::as_str) == Some("accept")
+            && answer.pointer("/content/proceed") != Some(&Value::Bool(false));
+        return if accepted {
+            Consent::Proceed
+        } else {
+            Consent::Refuse(error_result(
+                "user_declined",
+                "user_declined",
+                "query declined: the user did not agree to run it",
+                "Narrow the query, or ask again when the user agrees.",
+            ))
+        };
+    }
+    let estimate = estimate_rows(&connection.client, &sql).await;
+    let message = match (connection.consent, estimate) {
+        (ConsentMode::Always, Some(rows)) => {
+            format!(
+                "Run this statement on {}? Trino estimates it reads about {rows} rows.",
+                connection.name
+            )
+        }
+        (ConsentMode::Always, None) => format!("Run this statement on {}?", connection.name),
+        (_, Some(rows)) if rows > deps.row_threshold => format!(
+            "This query is estimated to scan approximately {rows} rows (threshold: {}). Proceed?",
+            deps.row_threshold
+        ),
+        _ => return Consent::Proceed,
+    };
+    if !capabilities.supports_form_elicitation() {
+        return Consent::Error(crate::registry::ToolError::MissingCapability {
+            message: format!(
+                "{message} Asking needs the elicitation capability, which this request did not declare."
+            ),
+            required: Box::new(ClientCapabilities::with_elicitation()),
+        });
+    }
+    let mut requests = InputRequests::new();
+    let schema = json!({"type": "object", "properties": {"proceed": {"type": "boolean", "title": "Proceed", "default": true}}});
+    requests.insert(
+        "consent".into(),
+        InputRequest::Elicit(ElicitRequestParams::form(message, schema)),
+    );
+    Consent::Ask {
+        requests,
+        state: json!({"estimate": estimate}),
+    }
+}
+
+/// Trino's row estimate for `sql`, or None when EXPLAIN fails or gives none (the
+/// original platform proceeds then too).
+async fn estimate_rows(client: &TrinoClient, sql: &str) -> Option<u64> {
+    let collected = client
+        .query(&format!("EXPLAIN {sql}"))
+        .await
+        .ok()?
+        .collect(10_000)
+        .await
+        .ok()?;
+    let plan: String = collected
+        .rows
+        .iter()
+        .filter_map(|row| row.first().and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    explain_estimated_rows(&plan)
+}
+
+fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> ConsentFuture {
+    let answer = request
+        .input
+        .and_then(|round| round.responses.get("consent").cloned());
+    Box::pin(consent(
+        Arc::clone(deps),
+        request.arguments.clone(),
+        request.client_capabilities.clone(),
+        answer,
+    ))
+}
+
+struct QueryTool(Arc<TrinoDeps>);
+
+impl ToolHandler for QueryTool {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let deps = Arc::clone(&self.0);
+        Box::pin(async move { ToolOutcome::Result(query(&deps, &call).await) })
+    }
+
+    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
+        consent_future(&self.0, request)
+    }
+}
+
+async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let sql = sql_argument(&call.arguments);
+    if let Err(refusal) = check_sql(sql) {
+        return refusal;
+    }
+    let connection = match deps.connection(&call.arguments) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let limit = call
+        .arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_QUERY_ROWS)
+        .min(MAX_QUERY_ROWS);
+    let mut stream = match connection.client.query(sql).await {
+        Ok(stream) => stream,
+        Err(err) => return trino_failure(&err),
+    };
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut truncated = false;
+    loop {
+        let page = tokio::select! {
+            page = stream.next_page() => page,
+            () = call.cancel.cancelled() => {
+                let _ = stream.cancel().await;
+                return CallToolResult::error("the query was cancelled");
+            }
+        };
+        match page {
+            Ok(Some(page)) => {
+                let room = usize::try_from(limit)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(rows.len());
+                if page.rows.len() > room {
+                    truncated = true;
+                }
+                rows.extend(page.rows.into_iter().take(room));
+                call.progress.report(
+                    rows.len() as u64,
+                    None,
+                    Some(format!("{} rows read", rows.len())),
+                );
+                if truncated {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(err) => return trino_failure(&err),
+        }
+    }
+    let columns: Vec<Value> = stream
+        .columns()
+        .map(|columns| {
+            columns
+                .iter()
+                .map(|c| json!({"name": c.name, "type": c.type_name}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let query_id = stream.query_id().to_owned();
+    if truncated {
+        let _ = stream.cancel().await;
+    }
+    CallToolResult::structured(json!({
+        "connection": connection.name,
+        "columns": columns,
+        "rows": rows,
+        "row_count": rows.len(),
+        "truncated": truncated,
+        "query_id": query_id,
+    }))
+}
+
+async fn explain(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let sql = sql_argument(&call.arguments);
+    if let Err(refusal) = check_sql(sql) {
+        return refusal;
+    }
+    let connection = match deps.connection(&call.arguments) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let collected = match connection.client.query(&format!("EXPLAIN {sql}")).await {
+        Ok(stream) => stream.collect(10_000).await,
+        Err(err) => Err(err),
+    };
+    match collected {
+        Ok(collected) => {
+            let plan: Vec<&str> = collected
+                .rows
+                .iter()
+                .filter_map(|row| row.first().and_then(Value::as_str))
+                .collect();
+            let plan = plan.join("\n");
+            let estimate = explain_estimated_rows(&plan);
+            let mut result = CallToolResult::text(plan.clone());
+            result.structured_content = Some(json!({"plan": plan, "estimated_rows": estimate}));
+            result
+        }
+        Err(err) => trino_failure(&err),
+    }
+}
+
+/// Checks a catalog, schema or table name: letters, digits, `_` and `-` only, so it
+/// can be quoted into a statement safely.
+fn identifier(kind: &str, value: &str) -> Result<String, CallToolResult> {
+    let valid = !value.is_empty()
+        && value.len() <= 128
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid {
+        Ok(format!("\"{value}\""))
+    } else {
+        Err(error_result(
+            "invalid_arguments",
+            "client_input",
+            &format!("{kind} {value:?} is not a valid name"),
+            "Use the names trino_browse lists.",
+        ))
+    }
+}
+
+async fn run_listing(connection: &TrinoConnection, sql: &str, key: &str) -> CallToolResult {
+    match connection.client.query(sql).await {
+        Ok(stream) => match stream.collect(10_000).await {
+            Ok(collected) => {
+                let names: Vec<&Value> = collected
+                    .rows
+                    .iter()
+                    .filter_map(|row| row.first())
+                    .collect();
+                CallToolResult::structured(json!({ "connection": connection.name, key: names }))
+            }
+            Err(err) => trino_failure(&err),
+        },
+        Err(err) => trino_failure(&err),
+    }
+}
+
+async fn browse(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let connection = match deps.connection(&call.arguments) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let catalog = call.arguments.get("catalog").and_then(Value::as_str);
+    let schema = call.arguments.get("schema").and_then(Value::as_str);
+    let statement = match (catalog, schema) {
+        (None, None) => Ok(("SHOW CATALOGS".to_owned(), "catalogs")),
+        (Some(catalog), None) => {
+            identifier("catalog", catalog).map(|c| (format!("SHOW SCHEMAS FROM {c}"), "schemas"))
+        }
+        (Some(catalog), Some(schema)) => identifier("catalog", catalog).and_then(|c| {
+            identifier("schema", schema).map(|s| (format!("SHOW TABLES FROM {c}.{s}"), "tables"))
+        }),
+        (None, Some(_)) => Err(error_result(
+            "invalid_arguments",
+            "client_input",
+            "a schema needs its catalog",
+            "Pass catalog too.",
+        )),
+    };
+    match statement {
+        Ok((sql, key)) => run_listing(connection, &sql, key).await,
+        Err(refusal) => refusal,
+    }
+}
+
+async fn describe(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let connection = match deps.connection(&call.arguments) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let table = call
+        .arguments
+        .get("table")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let parts: Result<Vec<String>, CallToolResult> = table
+        .split('.')
+        .map(|part| identifier("table", part))
+        .collect();
+    let parts = match parts {
+        Ok(parts) if parts.len() <= 3 => parts,
+        Ok(_) => {
+            return error_result(
+                "invalid_arguments",
+                "client_input",
+                "a table name has at most three parts",
+                "Use catalog.schema.table.",
+            );
+        }
+        Err(refusal) => return refusal,
+    };
+    match connection
+        .client
+        .query(&format!("DESCRIBE {}", parts.join(".")))
+        .await
+    {
+        Ok(stream) => match stream.collect(10_000).await {
+            Ok(collected) => {
+                let columns: Vec<Value> = collected
+                    .rows
+                    .iter()
+                    .map(|row| json!({"name": row.first(), "type": row.get(1), "extra": row.get(2), "comment": row.get(3)}))
+                    .collect();
+                CallToolResult::structured(
+                    json!({"connection": connection.name, "table": table, "columns": columns}),
+                )
+            }
+            Err(err) => trino_failure(&err),
+        },
+        Err(err) => trino_failure(&err),
+    }
+}
+
+struct ExportTool(Arc<TrinoDeps>);
+
+impl ToolHandler for ExportTool {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let deps = Arc::clone(&self.0);
+        Box::pin(async move { ToolOutcome::Result(export(&deps, &call).await) })
+    }
+
+    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
+        consent_future(&self.0, request)
+    }
+}
+
+/// A file name from the asset's name: safe characters only, and the format's extension.
+fn file_name(name: &str, format: Format) -> String {
+    let stem: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = stem.trim_matches('.');
+    let stem = if stem.is_empty() { "export" } else { stem };
+    format!("{stem}.{}", format.extension())
+}
+
+async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let Some(assets) = &deps.assets else {
+        return error_result(
+            "not_configured",
+            "feature_unavailable",
+            "exports are not configured",
+            "Configure storage and a database.",
+        );
+    };
+    let arguments = &call.arguments;
+    let sql = sql_argument(arguments);
+    if let Err(refusal) = check_sql(sql) {
+        return refusal;
+    }
+    let format = match arguments
+        .get("format")
+        .and_then(Value::as_str)
+        .map(Format::from_str)
+    {
+        Some(Ok(format)) if format.is_available() => format,
+        _ => {
+            return error_result(
+                "invalid_arguments",
+                "client_input",
+                "unsupported format",
+                "Use csv, json, jsonl or parquet.",
+            );
+        }
+    };
+    let connection = match deps.connection(arguments) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let limits = &deps.exports;
+    let max_rows = match arguments.get("limit").and_then(Value::as_u64) {
+        Some(limit) if limit > limits.max_rows => {
+            return error_result(
+                "invalid_arguments",
+                "client_input",
+                &format!(
+                    "limit {limit} exceeds the deployment maximum of {} rows",
+                    limits.max_rows
+                ),
+                "Lower the limit.",
+            );
+        }
+        Some(limit) => limit,
+        None => limits.max_rows,
+    };
+    let timeout = match arguments
+        .get("timeout_seconds")
+        .and_then(Value::as_u64)
+        .map(Duration::from_secs)
+    {
+        Some(timeout) if timeout > limits.max_timeout => {
+            return error_result(
+                "invalid_arguments",
+                "client_input",
+                &format!(
+                    "timeout_seconds {} exceeds the maximum of {}",
+                    timeout.as_secs(),
+                    limits.max_timeout.as_secs()
+                ),
+                "Lower timeout_seconds.",
+            );
+        }
+        Some(timeout) => timeout,
+        None => limits.default_timeout,
+    };
+    let owner = call.identity.subject.clone();
+    let idempotency_key = arguments
+        .get("idempotency_key")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(key) = &idempotency_key {
+        match assets.store.find_by_idempotency_key(&owner, key).await {
+            Ok(Some(existing)) => {
+                return asset_result(
+                    assets,
+                    &existing,
+                    "this idempotency key already produced this asset; the query was not run again",
+                    None,
+                );
+            }
+            Ok(None) => {}
+            Err(err) => {
+                return error_result(
+                    "unavailable",
+                    "internal",
+                    &format!("the asset store failed: {err}"),
+                    "Try again.",
+                );
+            }
+        }
+    }
+    let name = arguments
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("export")
+        .to_owned();
+    let (asset_id, call_id) = match (generate_id(), generate_id()) {
+        (Ok(asset_id), Ok(call_id)) => (asset_id, call_id),
+        _ => return error_result("internal", "internal", "could not draw an id", "Try again."),
+    };
+    let storage_key = format!("{asset_id}/{}", file_name(&name, format));
+    let started = Instant::now();
+    let upload = match assets.sink.begin(&storage_key).await {
+        Ok(upload) => upload,
+        Err(err) => {
+            return error_result(
+                "storage_failed",
+                "internal",
+                &format!("could not start the upload: {err}"),
+                "Try again.",
+            );
+        }
+    };
+    let progress = call.progress.clone();
+    let report_progress = move |rows: u64, bytes: u64| {
+        progress.report(
+            rows,
+            None,
+            Some(format!("{rows} rows, {} written", human_bytes(bytes))),
+        );
+    };
+    let outcome = export_query(
+        &connection.client,
+        sql,
+        format,
+        upload,
+        ExportLimits {
+            max_rows,
+            max_bytes: limits.max_bytes,
+            timeout,
+        },
+        &call.cancel,
+        &report_progress,
+    )
+    .await;
+    let task_id = call.task.as_ref().map(|task| task.id().to_string());
+    let record = |success: bool,
+                  outcome: &str,
+                  error: Option<String>,
+                  rows: Option<i64>,
+                  bytes: Option<i64>,
+                  asset: Option<String>| {
+        NewCallRecord {
+            id: call_id.clone(),
+            kind: CallKind::Sql,
+            tool: "trino_export".into(),
+            connection: Some(connection.name.clone()),
+            statement: sql.to_owned(),
+            subject: owner.clone(),
+            persona: Some(call.persona.name.clone()),
+            success,
+            outcome: outcome.to_owned(),
+            error_message: error,
+            duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            rows,
+            bytes,
+            asset_id: asset,
+            task_id: task_id.clone(),
+        }
+    };
+    let report = match outcome {
+        Ok(report) => report,
+        Err(err) => {
+            let cancelled = matches!(err, ExportError::Cancelled);
+            assets
+                .record_call(record(
+                    false,
+                    if cancelled { "cancelled" } else { "failed" },
+                    Some(err.to_string()),
+                    None,
+                    None,
+                    None,
+                ))
+                .await;
+            return error_result(
+                "export_failed",
+                "tool_error",
+                &format!("the export failed: {err}"),
+                "Nothing was stored. Fix the cause and call again.",
+            );
+        }
+    };
+    let new_asset = NewAsset {
+        id: asset_id,
+        owner: owner.clone(),
+        name: name.clone(),
+        description: arguments
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        tags: arguments
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|tags| {
+                tags.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        format: format.as_str().to_owned(),
+        content_type: format.content_type().to_owned(),
+        storage_key: storage_key.clone(),
+        size_bytes: i64::try_from(report.bytes).unwrap_or(i64::MAX),
+        row_count: i64::try_from(report.rows).ok(),
+        connection: Some(connection.name.clone()),
+        tool: "trino_export".into(),
+        idempotency_key,
+        task_id: task_id.clone(),
+        call_id: Some(call_id.clone()),
+    };
+    let asset = match assets.store.create_or_get(new_asset).await {
+        Ok(outcome) => {
+            if !outcome.is_created() {
+                // Another call with the same idempotency key won the race: keep its
+                // asset, drop the bytes this one wrote.
+                let _ = assets.sink.delete(&storage_key).await;
+            }
+            outcome.into_asset()
+        }
+        Err(err) => {
+            let _ = assets.sink.delete(&storage_key).await;
+            return error_result(
+                "storage_failed",
+                "internal",
+                &format!("could not record the asset: {err}"),
+                "Try again.",
+            );
+        }
+    };
+    assets
+        .record_call(record(
+            true,
+            "completed",
+            None,
+            i64::try_from(report.rows).ok(),
+            i64::try_from(report.bytes).ok(),
+            Some(asset.id.clone()),
+        ))
+        .await;
+    let message = format!(
+        "exported {} rows ({}) to {}",
+        report.rows,
+        human_bytes(report.bytes),
+        asset.name
+    );
+    asset_result(assets, &asset, &message, Some(&call_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_safe() {
+        assert_eq!(
+            file_name("Q3 orders/../etc", Format::Csv),
+            "Q3_orders_.._etc.csv"
+        );
+        assert_eq!(file_name("...", Format::Json), "export.json");
+        assert_eq!(file_name("sales-2026", Format::Jsonl), "sales-2026.jsonl");
+    }
+
+    #[test]
+    fn identifiers_are_checked_before_quoting() {
+        assert_eq!(
+            identifier("catalog", "memory").ok(),
+            Some("\"memory\"".to_owned())
+        );
+        assert!(identifier("catalog", "x\"; DROP TABLE y; --").is_err());
+        assert!(identifier("catalog", "").is_err());
+    }
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(38_400_000), "38.4 MB");
+    }
+}
