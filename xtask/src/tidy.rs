@@ -39,6 +39,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_export",
             "docket_script",
             "docket_run_bridge",
+            // Its tests talk to the Trino double (a dev-dependency only).
+            "docket_trino_double",
         ],
     ),
     ("docket", &["docket_server", "docket_storage"]),

@@ -194,12 +194,14 @@ impl Upload for FilesystemUpload {
             });
         }
         let key = self.key.clone();
-        let outcome = self.file()?.write_all(&chunk).await;
-        if let Err(source) = outcome {
-            // Part of the chunk may be in the file: never let it be committed.
-            self.failed = true;
-            return Err(io_error("write", &key)(source));
-        }
+        // Until the whole chunk is in, the file may hold part of it: if the write fails,
+        // or its future is dropped half-way, the upload must never be committed.
+        self.failed = true;
+        self.file()?
+            .write_all(&chunk)
+            .await
+            .map_err(io_error("write", &key))?;
+        self.failed = false;
         self.written += chunk.len() as u64;
         Ok(())
     }

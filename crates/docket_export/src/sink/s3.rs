@@ -291,39 +291,58 @@ impl fmt::Debug for S3Upload {
 impl Upload for S3Upload {
     async fn write(&mut self, chunk: Bytes) -> Result<(), SinkError> {
         let length = chunk.len() as u64;
-        match std::mem::replace(&mut self.state, UploadState::Failed) {
-            UploadState::Buffering(mut buffer) if buffer.len() + chunk.len() < self.part_bytes => {
+        match &mut self.state {
+            UploadState::Buffering(buffer) if buffer.len() + chunk.len() < self.part_bytes => {
                 buffer.extend_from_slice(&chunk);
-                self.state = UploadState::Buffering(buffer);
+                self.written += length;
+                return Ok(());
             }
             UploadState::Buffering(buffer) => {
                 // The object outgrew one part: switch to a multipart upload, which stays
                 // invisible until it is completed on commit.
+                let buffered = buffer.split().freeze();
+                self.state = UploadState::Failed;
                 let upload = self
                     .store
                     .put_multipart(&self.location)
                     .await
                     .map_err(store_error("write", &self.key))?;
                 let mut multipart = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
-                multipart.put(buffer.freeze());
+                multipart.put(buffered);
                 multipart.put(chunk);
-                self.wait_for_parts(multipart).await?;
+                self.state = UploadState::Multipart(multipart);
             }
-            UploadState::Multipart(mut multipart) => {
-                multipart.put(chunk);
-                self.wait_for_parts(multipart).await?;
-            }
+            UploadState::Multipart(multipart) => multipart.put(chunk),
             UploadState::Failed => {
                 return Err(SinkError::FailedEarlier {
                     key: self.key.clone(),
                 });
             }
             UploadState::Settled => {
-                self.state = UploadState::Settled;
                 return Err(SinkError::Finished {
                     key: self.key.clone(),
                 });
             }
+        }
+        // Back pressure: wait while too many parts are in flight. The multipart upload
+        // stays in `self.state` meanwhile, so a write cancelled here (a cancelled export
+        // drops its future) still leaves it to `Drop` to abort.
+        let waited = match &mut self.state {
+            UploadState::Multipart(multipart) => {
+                multipart.wait_for_capacity(MAX_PARTS_IN_FLIGHT).await
+            }
+            _ => Ok(()),
+        };
+        if let Err(source) = waited {
+            // A failed part spoils the upload: completing it without that part would
+            // store a corrupt object. Abort it now and refuse any commit.
+            if let UploadState::Multipart(multipart) =
+                std::mem::replace(&mut self.state, UploadState::Failed)
+                && let Err(error) = multipart.abort().await
+            {
+                tracing::warn!(key = %self.key, %error, "could not abort a failed multipart upload");
+            }
+            return Err(store_error("write", &self.key)(source));
         }
         self.written += length;
         Ok(())
@@ -370,26 +389,6 @@ impl Upload for S3Upload {
                 .await
                 .map_err(store_error("abort", &self.key)),
             UploadState::Buffering(_) | UploadState::Failed | UploadState::Settled => Ok(()),
-        }
-    }
-}
-
-impl S3Upload {
-    /// Applies back pressure: waits while too many parts are in flight. A part that
-    /// failed spoils the upload (completing it without that part would store a corrupt
-    /// object), so the multipart upload is aborted and the state stays failed.
-    async fn wait_for_parts(&mut self, mut multipart: WriteMultipart) -> Result<(), SinkError> {
-        match multipart.wait_for_capacity(MAX_PARTS_IN_FLIGHT).await {
-            Ok(()) => {
-                self.state = UploadState::Multipart(multipart);
-                Ok(())
-            }
-            Err(source) => {
-                if let Err(error) = multipart.abort().await {
-                    tracing::warn!(key = %self.key, error = %error, "could not abort a failed multipart upload");
-                }
-                Err(store_error("write", &self.key)(source))
-            }
         }
     }
 }

@@ -249,8 +249,18 @@ async fn consent(
     arguments: JsonObject,
     capabilities: ClientCapabilities,
     answer: Option<Value>,
+    owner: String,
 ) -> Consent {
     let sql = sql_argument(&arguments).to_owned();
+    // An export whose idempotency key already produced an asset runs nothing, so
+    // there is nothing to consent to (and no EXPLAIN to send).
+    if let (Some(assets), Some(key)) = (
+        &deps.assets,
+        arguments.get("idempotency_key").and_then(Value::as_str),
+    ) && let Ok(Some(_)) = assets.store.find_by_idempotency_key(&owner, key).await
+    {
+        return Consent::Proceed;
+    }
     // Anything malformed is refused by the handler itself, with a better message.
     let Ok(kind) = check_read_only(&sql).map(|statement| statement.kind()) else {
         return Consent::Proceed;
@@ -343,6 +353,7 @@ fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> Consen
         request.arguments.clone(),
         request.client_capabilities.clone(),
         answer,
+        request.identity.subject.clone(),
     ))
 }
 

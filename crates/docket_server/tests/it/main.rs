@@ -5,3 +5,4 @@ mod http;
 mod pipeline;
 mod support;
 mod tasks;
+mod trino;

@@ -1,0 +1,478 @@
+//! The Trino tools against the Trino double, with assets in SQLite and files in a
+//! temporary folder: queries, read-only refusals, exports direct and as tasks,
+//! cancellation reaching Trino, caps, idempotency, consent, and downloads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_export::sink::FilesystemSink;
+use docket_server::App;
+use docket_server::auth::{ApiKeyConfig, AuthConfig};
+use docket_server::config::Config;
+use docket_storage::test_db::TestDatabase;
+use docket_task::TaskStore;
+use docket_task::memory::MemoryStore;
+use docket_trino_double::TrinoDouble;
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+struct Fixture {
+    server: TestServer,
+    double: TrinoDouble,
+    _database: TestDatabase,
+    _files: std::path::PathBuf,
+}
+
+fn users() -> AuthConfig {
+    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
+        name: name.into(),
+        key: Some(format!("{name}-key-0123456789abcdef")),
+        key_sha256: None,
+        email: None,
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+    };
+    AuthConfig {
+        api_keys: vec![
+            key("alice", &["admin"]),
+            key("bob", &["admin"]),
+            key("eve", &["analyst"]),
+        ],
+        ..AuthConfig::default()
+    }
+}
+
+async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
+    let double = TrinoDouble::start().await.expect("double");
+    let yaml = format!(
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default }}\n\
+         consent: {{ trino: {{ row_threshold: {row_threshold} }} }}\n\
+         exports: {{ max_rows: {max_rows} }}\n\
+         tasks: {{ heartbeat_interval: 100ms }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        double.url()
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users();
+    let database = TestDatabase::sqlite().await;
+    let store = database.connect().await;
+    let files = std::env::temp_dir().join(format!(
+        "docket-assets-{}",
+        docket_storage::catalog::generate_id().expect("id")
+    ));
+    let app = App::builder(config)
+        .task_store(Arc::new(MemoryStore::new()) as Arc<dyn TaskStore>)
+        .assets(
+            store.asset_store(),
+            Some(store.call_catalog()),
+            Arc::new(FilesystemSink::new(&files)),
+        )
+        .build()
+        .expect("app");
+    Fixture {
+        server: TestServer::start(app).await,
+        double,
+        _database: database,
+        _files: files,
+    }
+}
+
+fn as_user(user: &str) -> String {
+    format!("{user}-key-0123456789abcdef")
+}
+
+impl Fixture {
+    async fn call(
+        &self,
+        user: &str,
+        tool: &str,
+        arguments: Value,
+        capabilities: Value,
+    ) -> (u16, Value) {
+        self.server
+            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+            .capabilities(capabilities)
+            .header("x-api-key", &as_user(user))
+            .send()
+            .await
+    }
+
+    async fn task(&self, user: &str, task_id: &str) -> Value {
+        let (_, body) = self
+            .server
+            .rpc("tasks/get", json!({"taskId": task_id}))
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &as_user(user))
+            .send()
+            .await;
+        body["result"].clone()
+    }
+
+    async fn wait_task(&self, user: &str, task_id: &str, status: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let task = self.task(user, task_id).await;
+            if task["status"] == status {
+                return task;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "task stayed {task}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn download(&self, user: &str, asset_id: &str) -> reqwest::Response {
+        self.server
+            .http
+            .get(self.server.url(&format!("/assets/{asset_id}/content")))
+            .header("x-api-key", as_user(user))
+            .send()
+            .await
+            .expect("sent")
+    }
+}
+
+#[tokio::test]
+async fn queries_return_rows_columns_and_a_truncation_flag() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    let (_, body) = f.call("alice", "trino_query", json!({"sql": "SELECT orderkey FROM memory.default.orders ORDER BY orderkey", "limit": 10}), json!({})).await;
+    let result = &body["result"]["structuredContent"];
+    assert_eq!(result["row_count"], 10, "{body}");
+    assert_eq!(result["truncated"], true);
+    assert_eq!(result["columns"][0]["name"], "orderkey");
+    assert_eq!(result["rows"][0][0], 1);
+    let submitted = f.double.submitted();
+    assert_eq!(submitted[0].header("x-trino-user"), Some("docket"));
+    assert_eq!(submitted[0].header("x-trino-catalog"), Some("memory"));
+
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_browse",
+            json!({"catalog": "memory"}),
+            json!({}),
+        )
+        .await;
+    assert!(
+        body["result"]["structuredContent"]["schemas"]
+            .as_array()
+            .is_some_and(|s| s.contains(&json!("default"))),
+        "{body}"
+    );
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_describe_table",
+            json!({"table": "memory.default.orders"}),
+            json!({}),
+        )
+        .await;
+    assert!(
+        body["result"]["structuredContent"]["columns"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn writes_and_hostile_sql_are_refused_before_trino_sees_them() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    for sql in [
+        "DELETE FROM memory.default.orders",
+        "SELECT 1; DROP TABLE memory.default.orders",
+        "WITH gone AS (DELETE FROM memory.default.orders RETURNING *) SELECT * FROM gone",
+        "CREATE TABLE x AS SELECT 1",
+        "CALL system.runtime.kill_query('x')",
+    ] {
+        for (tool, arguments) in [
+            ("trino_query", json!({"sql": sql})),
+            (
+                "trino_export",
+                json!({"sql": sql, "format": "csv", "name": "x"}),
+            ),
+        ] {
+            let (_, body) = f.call("alice", tool, arguments, json!({})).await;
+            assert_eq!(body["result"]["isError"], true, "{tool}: {sql}: {body}");
+            assert_eq!(
+                body["result"]["structuredContent"]["error"]["code"], "read_only",
+                "{tool}: {sql}"
+            );
+        }
+    }
+    assert!(f.double.submitted().is_empty(), "nothing reached Trino");
+}
+
+#[tokio::test]
+async fn a_direct_export_writes_an_asset_only_its_owner_can_download() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    let (_, body) = f
+        .call("alice", "trino_export", json!({"sql": "SELECT orderkey, orderstatus FROM memory.default.orders ORDER BY orderkey", "format": "csv", "name": "orders"}), json!({}))
+        .await;
+    let result = &body["result"]["structuredContent"];
+    assert_eq!(result["row_count"], 50, "{body}");
+    assert_eq!(result["format"], "csv");
+    let asset_id = result["asset_id"].as_str().expect("asset id");
+    assert!(
+        result["download_url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("/assets/{asset_id}/content")))
+    );
+    assert!(result["call_id"].is_string());
+
+    let response = f.download("alice", asset_id).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/csv")
+    );
+    assert!(
+        response.headers()["content-disposition"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("attachment; filename=\"orders.csv")
+    );
+    let text = response.text().await.expect("body");
+    assert_eq!(text.lines().count(), 51, "a header and 50 rows");
+    assert!(text.starts_with("orderkey,orderstatus"), "{text}");
+
+    assert_eq!(
+        f.download("eve", asset_id).await.status().as_u16(),
+        404,
+        "not the owner, not an admin"
+    );
+    assert_eq!(
+        f.download("eve", "no-such-asset").await.status().as_u16(),
+        404
+    );
+    let (_, listed) = f.call("eve", "list_assets", json!({}), json!({})).await;
+    assert_eq!(listed["result"]["structuredContent"]["assets"], json!([]));
+    let (_, other) = f
+        .call("eve", "get_asset", json!({"asset_id": asset_id}), json!({}))
+        .await;
+    assert_eq!(
+        other["result"]["structuredContent"]["error"]["code"],
+        "not_found"
+    );
+    let (_, own) = f
+        .call(
+            "alice",
+            "get_asset",
+            json!({"asset_id": asset_id}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(own["result"]["structuredContent"]["name"], "orders");
+}
+
+#[tokio::test]
+async fn an_export_task_reports_progress_and_ends_with_the_asset() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    f.double.set_page_rows(1000);
+    f.double.set_page_delay(Duration::from_millis(50));
+    let (_, created) = f
+        .call("alice", "trino_export", json!({"sql": "SELECT * FROM synthetic.big.rows_100k", "format": "jsonl", "name": "big"}), json!({"extensions": {TASKS: {}}}))
+        .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let mut saw_progress = false;
+    let done = loop {
+        let task = f.task("alice", &task_id).await;
+        if task["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("rows,") && m.contains("written"))
+        {
+            saw_progress = true;
+        }
+        if task["status"] == "completed" {
+            break task;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{task}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(saw_progress, "the status message carried rows and bytes");
+    let asset = &done["result"]["structuredContent"];
+    assert_eq!(asset["row_count"], 100_000, "{done}");
+    let text = f
+        .download("alice", asset["asset_id"].as_str().expect("id"))
+        .await
+        .text()
+        .await
+        .expect("body");
+    assert_eq!(text.lines().count(), 100_000);
+}
+
+#[tokio::test]
+async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset() {
+    let f = fixture(u64::MAX, 10_000_000).await;
+    f.double.set_page_rows(100);
+    f.double.set_page_delay(Duration::from_millis(100));
+    let (_, created) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT * FROM synthetic.big.rows_1m", "format": "csv", "name": "never"}),
+            json!({"extensions": {TASKS: {}}}),
+        )
+        .await;
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    // Wait until rows flow, then cancel.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !f.task("alice", &task_id).await["statusMessage"]
+        .as_str()
+        .is_some_and(|m| m.contains("rows,"))
+    {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f.server
+        .rpc("tasks/cancel", json!({"taskId": task_id}))
+        .capabilities(json!({"extensions": {TASKS: {}}}))
+        .header("x-api-key", &as_user("alice"))
+        .send()
+        .await;
+    f.wait_task("alice", &task_id, "cancelled").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while f.double.cancelled_queries().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Trino never saw the DELETE"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, listed) = f.call("alice", "list_assets", json!({}), json!({})).await;
+    assert_eq!(
+        listed["result"]["structuredContent"]["assets"],
+        json!([]),
+        "no partial asset"
+    );
+}
+
+#[tokio::test]
+async fn the_row_cap_stops_an_export_without_an_asset() {
+    let f = fixture(u64::MAX, 20).await;
+    let (_, body) = f.call("alice", "trino_export", json!({"sql": "SELECT * FROM memory.default.orders", "format": "json", "name": "capped"}), json!({})).await;
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert!(
+        body["result"]["structuredContent"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("more than 20 rows"))
+    );
+    let (_, listed) = f.call("alice", "list_assets", json!({}), json!({})).await;
+    assert_eq!(listed["result"]["structuredContent"]["assets"], json!([]));
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT 1", "format": "csv", "name": "x", "limit": 21}),
+            json!({}),
+        )
+        .await;
+    assert!(
+        body["result"]["structuredContent"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("exceeds")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_owners_asset_without_running_again() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    let arguments = json!({"sql": "SELECT orderkey FROM memory.default.orders", "format": "csv", "name": "once", "idempotency_key": "k-1"});
+    let (_, first) = f
+        .call("alice", "trino_export", arguments.clone(), json!({}))
+        .await;
+    let submitted = f.double.submitted().len();
+    let (_, second) = f
+        .call("alice", "trino_export", arguments.clone(), json!({}))
+        .await;
+    assert_eq!(
+        first["result"]["structuredContent"]["asset_id"],
+        second["result"]["structuredContent"]["asset_id"]
+    );
+    let bodies: Vec<String> = f
+        .double
+        .submitted()
+        .iter()
+        .map(|r| r.body.clone())
+        .collect();
+    assert_eq!(
+        f.double.submitted().len(),
+        submitted,
+        "the query did not run again: {bodies:?}"
+    );
+    let (_, bobs) = f.call("bob", "trino_export", arguments, json!({})).await;
+    assert_ne!(
+        bobs["result"]["structuredContent"]["asset_id"],
+        first["result"]["structuredContent"]["asset_id"],
+        "keys are per owner"
+    );
+}
+
+#[tokio::test]
+async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted() {
+    let f = fixture(1000, 10_000_000).await;
+    let arguments = json!({"sql": "SELECT * FROM synthetic.big.rows_100k", "format": "csv", "name": "consented"});
+    let caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
+    let (_, asked) = f
+        .call("alice", "trino_export", arguments.clone(), caps.clone())
+        .await;
+    let asked = &asked["result"];
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert!(asked.get("taskId").is_none());
+    let message = asked["inputRequests"]["consent"]["params"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        message.contains("100000") && message.contains("threshold"),
+        "{message}"
+    );
+    let state = asked["requestState"].as_str().expect("state").to_owned();
+
+    let retry = |action: &str| {
+        json!({"name": "trino_export", "arguments": arguments, "requestState": state,
+               "inputResponses": {"consent": {"action": action, "content": {"proceed": true}}}})
+    };
+    let (_, declined) = f
+        .server
+        .rpc("tools/call", retry("decline"))
+        .capabilities(caps.clone())
+        .header("x-api-key", &as_user("alice"))
+        .send()
+        .await;
+    assert_eq!(
+        declined["result"]["structuredContent"]["error"]["code"], "user_declined",
+        "{declined}"
+    );
+
+    let (_, accepted) = f
+        .server
+        .rpc("tools/call", retry("accept"))
+        .capabilities(caps)
+        .header("x-api-key", &as_user("alice"))
+        .send()
+        .await;
+    assert_eq!(accepted["result"]["resultType"], "task", "{accepted}");
+
+    let (status, no_elicitation) = f.call("alice", "trino_export", arguments, json!({})).await;
+    assert_eq!(
+        (status, no_elicitation["error"]["code"].clone()),
+        (400, json!(-32021)),
+        "{no_elicitation}"
+    );
+    assert_eq!(
+        no_elicitation["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}})
+    );
+}
