@@ -22,6 +22,7 @@ const TASKS: &str = "io.modelcontextprotocol/tasks";
 struct Fixture {
     server: TestServer,
     double: TrinoDouble,
+    catalog: Arc<dyn docket_storage::catalog::CallCatalog>,
     _database: TestDatabase,
     _files: std::path::PathBuf,
 }
@@ -74,6 +75,7 @@ async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
     Fixture {
         server: TestServer::start(app).await,
         double,
+        catalog: store.call_catalog(),
         _database: database,
         _files: files,
     }
@@ -266,6 +268,59 @@ async fn a_direct_export_writes_an_asset_only_its_owner_can_download() {
         )
         .await;
     assert_eq!(own["result"]["structuredContent"]["name"], "orders");
+
+    // The call catalog records the export: kind sql, statement, rows, bytes, asset.
+    let records = f
+        .catalog
+        .recent(Some("apikey:alice"), 10)
+        .await
+        .expect("call records");
+    let record = records
+        .iter()
+        .find(|r| r.tool == "trino_export")
+        .expect("a call record");
+    assert_eq!(record.kind.as_str(), "sql");
+    assert_eq!(record.connection.as_deref(), Some("warehouse"));
+    assert!(record.statement.starts_with("SELECT orderkey"));
+    assert_eq!(record.rows, Some(50));
+    assert_eq!(record.asset_id.as_deref(), Some(asset_id));
+    assert_eq!(Some(record.id.as_str()), result["call_id"].as_str());
+    assert!(record.success);
+}
+
+#[tokio::test]
+async fn closing_a_query_stream_cancels_the_trino_query() {
+    let f = fixture(u64::MAX, 1_000_000).await;
+    f.double.set_page_rows(10);
+    f.double.set_page_delay(Duration::from_millis(200));
+    let mut meta = crate::support::meta(json!({}));
+    meta["progressToken"] = json!("p-1");
+    let arguments = json!({"sql": "SELECT * FROM synthetic.big.rows_1m", "limit": 10000});
+    let mut response = f
+        .server
+        .rpc(
+            "tools/call",
+            json!({"name": "trino_query", "arguments": arguments, "_meta": meta}),
+        )
+        .header("x-api-key", &as_user("alice"))
+        .response()
+        .await;
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    // A first chunk (a progress notification) proves rows are flowing; then hang up.
+    let first = response.chunk().await.expect("stream").expect("a chunk");
+    assert!(
+        String::from_utf8_lossy(&first).contains("notifications/progress"),
+        "{first:?}"
+    );
+    drop(response);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while f.double.cancelled_queries().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Trino never saw the DELETE"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
