@@ -609,3 +609,30 @@ async fn a_handler_can_ask_for_a_capability_the_client_lacks() {
     assert_eq!(status, 200);
     assert_eq!(body["result"]["content"][0]["text"], "sampling available");
 }
+
+#[tokio::test]
+async fn a_handler_that_panics_is_an_internal_error_and_the_server_keeps_serving() {
+    let builder = App::builder(Config::embedded_default())
+        .tool(
+            ToolSpec::new("broken", "Panics.", object_schema(json!({}), &[])),
+            |_call: ToolCall| async move {
+                let items: Vec<u8> = Vec::new();
+                // An out-of-bounds index: a bug in a tool, not in the caller's input.
+                ToolOutcome::Result(CallToolResult::text(format!(
+                    "{}",
+                    items[usize::from(items.is_empty())]
+                )))
+            },
+        )
+        .expect("registered");
+    let server = TestServer::start(builder.build().expect("app")).await;
+    let (status, body) = server.call_tool("broken", json!({})).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["error"]["code"], -32603);
+    assert_eq!(
+        body["error"]["message"], "internal error; see the server log",
+        "no internals leak"
+    );
+    let (status, _) = server.call_tool("platform_info", json!({})).await;
+    assert_eq!(status, 200, "the server keeps serving");
+}
