@@ -55,13 +55,17 @@ pub enum ExportError {
     #[error("could not store the export: {0}")]
     Sink(#[from] SinkError),
     /// The result has more rows than allowed.
-    #[error("the result has more than {limit} rows; narrow the query, add a LIMIT, or raise the export's limit")]
+    #[error(
+        "the result has more than {limit} rows; narrow the query, add a LIMIT, or raise the export's limit"
+    )]
     TooManyRows {
         /// The cap.
         limit: u64,
     },
     /// The output is larger than allowed.
-    #[error("the export is larger than {limit} bytes; narrow the query or choose a more compact format")]
+    #[error(
+        "the export is larger than {limit} bytes; narrow the query or choose a more compact format"
+    )]
     TooLarge {
         /// The cap, in bytes.
         limit: u64,
@@ -93,7 +97,15 @@ pub async fn export_query(
     progress: &(dyn Fn(u64, u64) + Send + Sync),
 ) -> Result<ExportReport, ExportError> {
     let mut stream: Option<QueryStream> = None;
-    let run = write_all(client, sql, format, upload.as_mut(), limits, &mut stream, progress);
+    let run = write_all(
+        client,
+        sql,
+        format,
+        upload.as_mut(),
+        limits,
+        &mut stream,
+        progress,
+    );
     let outcome = tokio::select! {
         biased;
         () = cancel.cancelled() => Err(ExportError::Cancelled),
@@ -105,7 +117,12 @@ pub async fn export_query(
     match outcome {
         Ok((rows, columns, query_id)) => {
             let bytes = upload.commit().await?;
-            Ok(ExportReport { rows, bytes, columns, query_id })
+            Ok(ExportReport {
+                rows,
+                bytes,
+                columns,
+                query_id,
+            })
         }
         Err(error) => {
             if let Some(stream) = stream.take().filter(|stream| !stream.is_finished()) {
@@ -141,8 +158,10 @@ async fn write_all(
         if columns.is_none()
             && let Some(page_columns) = &page.columns
         {
-            let specs: Vec<ColumnSpec> =
-                page_columns.iter().map(|column| ColumnSpec::new(column.name.clone(), column.type_name.clone())).collect();
+            let specs: Vec<ColumnSpec> = page_columns
+                .iter()
+                .map(|column| ColumnSpec::new(column.name.clone(), column.type_name.clone()))
+                .collect();
             writer.begin(&specs).map_err(format_error)?;
             columns = Some(specs);
         }
@@ -150,11 +169,15 @@ async fn write_all(
             continue;
         }
         if writer.rows_written() + page.rows.len() as u64 > limits.max_rows {
-            return Err(ExportError::TooManyRows { limit: limits.max_rows });
+            return Err(ExportError::TooManyRows {
+                limit: limits.max_rows,
+            });
         }
         writer.write_rows(&page.rows).map_err(format_error)?;
         if writer.bytes_written() + writer.buffered_bytes() > limits.max_bytes {
-            return Err(ExportError::TooLarge { limit: limits.max_bytes });
+            return Err(ExportError::TooLarge {
+                limit: limits.max_bytes,
+            });
         }
         let chunk = buffer.take();
         if !chunk.is_empty() {
@@ -173,7 +196,9 @@ async fn write_all(
     let query_id = stream.query_id().to_owned();
     let (report, _) = writer.finish().map_err(format_error)?;
     if report.bytes > limits.max_bytes {
-        return Err(ExportError::TooLarge { limit: limits.max_bytes });
+        return Err(ExportError::TooLarge {
+            limit: limits.max_bytes,
+        });
     }
     let chunk = buffer.take();
     if !chunk.is_empty() {

@@ -75,11 +75,14 @@ pub struct AppBuilder {
     registry: ToolRegistry,
     sse_keepalive: Duration,
     store: Option<Arc<dyn TaskStore>>,
-    assets: Option<(
-        Arc<dyn AssetStore>,
-        Option<Arc<dyn CallCatalog>>,
-        Arc<dyn ObjectSink>,
-    )>,
+    assets: Option<AssetParts>,
+}
+
+/// Where exports write, as given to [`AppBuilder::assets`].
+struct AssetParts {
+    store: Arc<dyn AssetStore>,
+    calls: Option<Arc<dyn CallCatalog>>,
+    sink: Arc<dyn ObjectSink>,
 }
 
 impl App {
@@ -160,7 +163,7 @@ impl AppBuilder {
         calls: Option<Arc<dyn CallCatalog>>,
         sink: Arc<dyn ObjectSink>,
     ) -> Self {
-        self.assets = Some((store, calls, sink));
+        self.assets = Some(AssetParts { store, calls, sink });
         self
     }
 
@@ -190,10 +193,10 @@ impl AppBuilder {
         }
         let trino_connections = crate::connections::trino_connections(&config.connections)
             .map_err(|problems| crate::config::ConfigError { problems })?;
-        let assets = assets.map(|(store, calls, sink)| AssetDeps {
-            store,
-            calls,
-            sink,
+        let assets = assets.map(|parts| AssetDeps {
+            store: parts.store,
+            calls: parts.calls,
+            sink: parts.sink,
             base_url: config.server.base_url(),
         });
         tools::register_platform_tools(

@@ -42,19 +42,20 @@ impl Replica {
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if !sent && line.contains("docket is serving") {
-                    if let Some(start) = line.find("http://") {
-                        let url: String = line[start..]
-                            .chars()
-                            .take_while(|c| !c.is_whitespace() && *c != '"' && *c != '\u{1b}')
-                            .collect();
-                        let _ = found.send(url);
-                        sent = true;
-                    }
+                if !sent
+                    && line.contains("docket is serving")
+                    && let Some(start) = line.find("http://")
+                {
+                    let url: String = line[start..]
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '"' && *c != '\u{1b}')
+                        .collect();
+                    let _ = found.send(url);
+                    sent = true;
                 }
                 // Keep draining so the process never blocks on a full pipe, and echo
                 // for whoever reads a failing test's output.
-                eprintln!("[docket {}] {line}", "serve");
+                eprintln!("[docket serve] {line}");
             }
         });
         let url = url
