@@ -7,6 +7,7 @@
 mod bench;
 mod ci;
 mod conformance;
+mod migrate;
 mod test;
 mod tidy;
 mod trino_double;
@@ -33,6 +34,9 @@ commands:
   trino-double [--listen ADDR] [--page-rows N] [--page-delay-ms N]
                         the Trino test double in the foreground; prints `listening on
                         http://ADDR` once bound (port 0 picks a free one)
+  migrate [--config FILE]
+                        apply the database migrations (docket migrate); without --config,
+                        the embedded default SQLite database under ./docket-data/
   help                  this text
 ";
 
@@ -49,6 +53,7 @@ fn main() -> ExitCode {
         }
         Some("bench") => bench::Options::parse(&rest).and_then(|options| bench::run(&options)),
         Some("trino-double") => trino_double::run(&rest),
+        Some("migrate") => migrate::run(&rest),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(())
