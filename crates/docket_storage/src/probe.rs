@@ -8,6 +8,10 @@
 //! statements, which diesel prepares once per connection and caches, so each one
 //! is a single round trip: a bare `INSERT` that commits on its own, and a bare
 //! primary-key `SELECT` of every column a task read needs.
+//! [`PgProbe::insert_row_unprepared`] sends the same `INSERT` the way
+//! `diesel::sql_query` sends hand-written SQL, prepared again on every call, to
+//! show what that costs; [`PgProbe::backend_pids`] finds the server processes
+//! serving a client, whose CPU time the benchmark reads.
 //!
 //! Rows the probe writes carry the tool name [`PROBE_TOOL`] and are otherwise
 //! shaped like a freshly created task (status `working`, so the partial indexes
@@ -105,6 +109,13 @@ struct ProbeRow {
     input_requests: Option<Value>,
     expires_at: Option<OffsetDateTime>,
     poll_interval_ms: i64,
+}
+
+/// One backend's process id.
+#[derive(QueryableByName)]
+struct PidRow {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pid: i32,
 }
 
 /// The server version as `SELECT version()` reports it.
@@ -267,6 +278,25 @@ impl PgProbe {
             .execute(&mut *self.conn().await?)
             .await
             .map_err(query_error)
+    }
+
+    /// The process ids of the server backends whose connections carry
+    /// `application_name`, so a benchmark can read their CPU time from the
+    /// operating system without counting other clients' work.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the statement fails.
+    pub async fn backend_pids(&self, application_name: &str) -> Result<Vec<u32>, StoreError> {
+        let rows =
+            diesel::sql_query("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
+                .bind::<Text, _>(application_name)
+                .load::<PidRow>(&mut *self.conn().await?)
+                .await
+                .map_err(query_error)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| u32::try_from(row.pid).ok())
+            .collect())
     }
 
     /// The server's `version()` string, for the benchmark report.

@@ -1,0 +1,329 @@
+//! The load generator: the same JSON-RPC requests, byte for byte, to whichever
+//! server it is pointed at, over keep-alive HTTP/1.1 connections (one per
+//! client), and the two ways of measuring an operation — one caller in sequence
+//! for latency, many concurrent callers for a fixed time for throughput.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use crate::docket::BENCH_TOOL;
+use crate::system::{CpuMeter, CpuUse};
+
+/// The protocol version both servers speak.
+const PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// One prepared request: its MCP headers and its body.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    headers: HeaderMap,
+    /// Built once; cloning shares the buffer, so sending copies nothing.
+    body: Bytes,
+}
+
+/// The `_meta` a client that declares the tasks extension sends on every request.
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": { "io.modelcontextprotocol/tasks": {} }
+        },
+        "io.modelcontextprotocol/clientInfo": { "name": "docket-bench", "version": "0" }
+    })
+}
+
+fn prepare(method: &str, name: &str, params: Value) -> anyhow::Result<Prepared> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static(PROTOCOL_VERSION),
+    );
+    headers.insert("mcp-method", HeaderValue::from_str(method)?);
+    headers.insert("mcp-name", HeaderValue::from_str(name)?);
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    Ok(Prepared {
+        headers,
+        body: Bytes::from(serde_json::to_vec(&body)?),
+    })
+}
+
+/// `tools/call bench_task {}` declaring the tasks extension: answered with a
+/// `CreateTaskResult`.
+pub(crate) fn create_request() -> anyhow::Result<Prepared> {
+    prepare(
+        "tools/call",
+        BENCH_TOOL,
+        json!({ "name": BENCH_TOOL, "arguments": {}, "_meta": meta() }),
+    )
+}
+
+/// `tasks/get` for `task_id`.
+pub(crate) fn get_request(task_id: &str) -> anyhow::Result<Prepared> {
+    prepare(
+        "tasks/get",
+        task_id,
+        json!({ "taskId": task_id, "_meta": meta() }),
+    )
+}
+
+/// One keep-alive connection to one server's MCP endpoint.
+#[derive(Clone)]
+pub(crate) struct McpClient {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl McpClient {
+    /// A client with a connection pool of its own, so each client is one
+    /// keep-alive connection.
+    pub(crate) fn new(url: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(1)
+            .build()
+            .context("cannot build an HTTP client")?;
+        Ok(Self {
+            http,
+            url: url.to_owned(),
+        })
+    }
+
+    /// Sends `request`; returns the response body, failing on a non-2xx status.
+    async fn send(&self, request: &Prepared) -> anyhow::Result<Bytes> {
+        let response = self
+            .http
+            .post(&self.url)
+            .headers(request.headers.clone())
+            .body(request.body.clone())
+            .send()
+            .await
+            .with_context(|| format!("POST {} failed", self.url))?;
+        let status = response.status();
+        let body = response.bytes().await.context("cannot read a response")?;
+        if !status.is_success() {
+            bail!(
+                "{} answered {status}: {}",
+                self.url,
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(body)
+    }
+
+    /// Sends `request` and checks that the answer is a result of `result_type`
+    /// (a substring test: parsing every answer would load the generator more
+    /// than the servers).
+    pub(crate) async fn expect(
+        &self,
+        request: &Prepared,
+        result_type: ResultType,
+    ) -> anyhow::Result<()> {
+        let body = self.send(request).await?;
+        let needle = result_type.needle();
+        if !contains(&body, needle.as_bytes()) {
+            bail!(
+                "expected a {needle} answer, got {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(())
+    }
+
+    /// `GET /healthz` on the same connection: an HTTP exchange with no MCP and
+    /// no database behind it, the floor under every MCP call's cost.
+    pub(crate) async fn health(&self) -> anyhow::Result<()> {
+        let url = self.url.replace(docket_server::MCP_PATH, "/healthz");
+        let response = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .with_context(|| format!("GET {url} failed"))?;
+        let status = response.status();
+        response.bytes().await.context("cannot read a response")?;
+        if !status.is_success() {
+            bail!("{url} answered {status}");
+        }
+        Ok(())
+    }
+
+    /// Creates a task and returns its id (parses the whole answer).
+    pub(crate) async fn create(&self, request: &Prepared) -> anyhow::Result<String> {
+        let body = self.send(request).await?;
+        let message = json_message(&body)?;
+        match message["result"]["taskId"].as_str() {
+            Some(id) if message["result"]["resultType"] == "task" => Ok(id.to_owned()),
+            _ => bail!("expected a CreateTaskResult, got {message}"),
+        }
+    }
+}
+
+/// What kind of result an answer must be.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ResultType {
+    /// A `CreateTaskResult`.
+    Task,
+    /// A complete result (`tasks/get`).
+    Complete,
+}
+
+impl ResultType {
+    fn needle(self) -> &'static str {
+        match self {
+            ResultType::Task => "\"resultType\":\"task\"",
+            ResultType::Complete => "\"resultType\":\"complete\"",
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// The JSON-RPC message in an answer, whether sent as JSON or as one SSE event.
+fn json_message(body: &[u8]) -> anyhow::Result<Value> {
+    let text = std::str::from_utf8(body).context("an answer is not UTF-8")?;
+    let json = match text.trim_start().starts_with('{') {
+        true => text.to_owned(),
+        false => text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|data| data.starts_with('{'))
+            .context("an SSE answer without a JSON message")?
+            .to_owned(),
+    };
+    serde_json::from_str(&json).context("an answer is not JSON")
+}
+
+/// Latencies, how long it took to collect them, and the CPU spent meanwhile.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Samples {
+    pub(crate) latencies: Vec<Duration>,
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu: CpuUse,
+    /// Operations per second of each merged round, in order.
+    pub(crate) round_rates: Vec<f64>,
+}
+
+impl Samples {
+    /// Adds one more round.
+    pub(crate) fn merge(&mut self, round: Samples) {
+        self.round_rates.push(round.rate());
+        self.latencies.extend(round.latencies);
+        self.elapsed += round.elapsed;
+        self.cpu += round.cpu;
+    }
+
+    /// CPU per operation: (this process, PostgreSQL).
+    pub(crate) fn cpu_per_call(&self) -> (Duration, Duration) {
+        let calls = u32::try_from(self.latencies.len().max(1)).unwrap_or(u32::MAX);
+        (self.cpu.process / calls, self.cpu.postgres / calls)
+    }
+
+    /// Operations per second.
+    pub(crate) fn rate(&self) -> f64 {
+        let seconds = self.elapsed.as_secs_f64();
+        if seconds > 0.0 {
+            self.latencies.len() as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The `percent` percentile (nearest rank).
+    pub(crate) fn percentile(&self, percent: f64) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort_unstable();
+        if sorted.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = ((percent / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted[rank.clamp(1, sorted.len()) - 1]
+    }
+}
+
+/// Runs `operation` `count` times, one after another, timing each; returns the
+/// timings and what each call returned.
+pub(crate) async fn sequential<F, Fut, T>(
+    meter: &CpuMeter,
+    count: usize,
+    mut operation: F,
+) -> anyhow::Result<(Samples, Vec<T>)>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let mut latencies = Vec::with_capacity(count);
+    let mut outputs = Vec::with_capacity(count);
+    let reading = meter.start().await?;
+    let started = Instant::now();
+    for index in 0..count {
+        let begun = Instant::now();
+        outputs.push(operation(index).await?);
+        latencies.push(begun.elapsed());
+    }
+    let elapsed = started.elapsed();
+    let samples = Samples {
+        latencies,
+        elapsed,
+        cpu: reading.stop().await?,
+        round_rates: Vec::new(),
+    };
+    Ok((samples, outputs))
+}
+
+/// Runs one worker per element of `workers`, each calling its operation in a
+/// loop until `duration` is over; every call is timed. The first failure fails
+/// the measurement: numbers with errors in them are not numbers.
+pub(crate) async fn concurrent<W, F, Fut>(
+    meter: &CpuMeter,
+    workers: W,
+    duration: Duration,
+) -> anyhow::Result<Samples>
+where
+    W: IntoIterator<Item = F>,
+    F: FnMut(u64) -> Fut + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send,
+{
+    let reading = meter.start().await?;
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut handles = Vec::new();
+    for mut operation in workers {
+        handles.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut round = 0u64;
+            while Instant::now() < deadline {
+                let begun = Instant::now();
+                operation(round).await?;
+                latencies.push(begun.elapsed());
+                round += 1;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for handle in handles {
+        latencies.extend(handle.await.context("a load worker panicked")??);
+    }
+    let elapsed = started.elapsed();
+    Ok(Samples {
+        latencies,
+        elapsed,
+        cpu: reading.stop().await?,
+        round_rates: Vec::new(),
+    })
+}

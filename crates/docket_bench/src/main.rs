@@ -1,0 +1,95 @@
+//! `docket_bench`: the benchmarks behind `cargo xtask bench` (DESIGN.md §6–§7).
+//!
+//! One process starts a Docket server on a fresh PostgreSQL schema, an rmcp 3.11
+//! server with its in-memory task manager, and a load generator that sends both
+//! the very same requests. Every number is reported next to a baseline measured
+//! in the same run — bare SQL through a pool set up as the store's, and the
+//! in-memory peer — so the ratios mean something on whatever machine runs it.
+//! Targets are reported, never asserted: a benchmark is not a timed test.
+//!
+//! Usage: `docket_bench [--output FILE] [--commit SHA] [--toolchain TEXT]
+//! [--samples N] [--clients N] [--seconds S] [--heartbeat-tasks N]
+//! [--heartbeat-seconds S]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
+//! (used as is, migrated), or else a fresh schema on the test server
+//! (`DOCKET_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
+
+mod counting;
+mod docket;
+mod gate;
+mod load;
+mod peer;
+mod phases;
+mod report;
+mod system;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+/// The variable naming a database to benchmark on instead of a fresh test schema.
+const DATABASE_URL_VAR: &str = "DOCKET_BENCH_DATABASE_URL";
+
+/// What to measure and where to write it.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "docket_bench",
+    about = "Docket's task paths against bare SQL and rmcp's in-memory task manager"
+)]
+pub(crate) struct Args {
+    /// Write the Markdown report into this file (between its generated-section
+    /// markers; the rest of the file is kept).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// The commit being measured, for the report.
+    #[arg(long, default_value = "unknown")]
+    commit: String,
+    /// The compiler that built this binary, for the report.
+    #[arg(long, default_value = "unknown")]
+    toolchain: String,
+    /// Sequential calls per path for the latency percentiles.
+    #[arg(long, default_value_t = 2000)]
+    samples: usize,
+    /// Concurrent clients (or tasks, for the SQL baselines) in the throughput runs.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// Seconds each path is driven in each throughput measurement (split into
+    /// rounds that alternate between the paths).
+    #[arg(long, default_value_t = 6)]
+    seconds: u64,
+    /// Running tasks on the replica for the heartbeat measurement.
+    #[arg(long, default_value_t = 10_000)]
+    heartbeat_tasks: usize,
+    /// Seconds the heartbeat is watched with that many tasks running.
+    #[arg(long, default_value_t = 10)]
+    heartbeat_seconds: u64,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("docket_bench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let database_url = std::env::var(DATABASE_URL_VAR).ok();
+    let results = runtime.block_on(phases::run(&args, database_url))?;
+    let text = report::text(&results);
+    println!("{text}");
+    if let Some(path) = &args.output {
+        report::write_markdown(path, &results)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

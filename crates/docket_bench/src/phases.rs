@@ -1,0 +1,531 @@
+//! The run: set up both servers and the baselines, warm up, then measure in
+//! this order — create latency, `tasks/get` throughput, create throughput,
+//! heartbeat — and tear down.
+//!
+//! Paths that are compared run in alternating rounds (Docket, rmcp, bare SQL,
+//! Docket, …) rather than one after the other, so a change in the machine's
+//! background load lands on all of them alike. Between rounds every held task
+//! is released and allowed to end, so no path shares the machine with another
+//! path's leftover work.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use docket_server::Config;
+use docket_storage::probe::PgProbe;
+use docket_storage::test_db::TestDatabase;
+use docket_storage::{ConnectOptions, Store};
+use docket_task::{Outcome, TaskId, TaskStore};
+use futures_util::{StreamExt as _, TryStreamExt as _};
+use serde_json::json;
+
+use crate::Args;
+use crate::docket::{DocketServer, new_task};
+use crate::gate::Gate;
+use crate::load::{self, McpClient, Prepared, ResultType, Samples};
+use crate::peer::PeerServer;
+use crate::report::{
+    CreateThroughput, GetThroughput, Heartbeat, HeartbeatWindow, Latency, Results, RunContext,
+};
+use crate::system::{self, CpuMeter, Machine};
+
+/// Calls per path before anything is measured: connections open, statements get
+/// prepared, code and data get warm.
+const WARMUP_CALLS: usize = 300;
+
+/// Latency samples are taken in this many rounds, alternating between paths.
+const LATENCY_ROUNDS: usize = 8;
+
+/// Throughput measurements are split into this many rounds per path.
+const THROUGHPUT_ROUNDS: u32 = 3;
+
+/// Running-task counts below the requested one at which the heartbeat is also
+/// watched, to show how its cost grows (or does not) with the count.
+const SMALLER_HEARTBEAT_COUNTS: &[usize] = &[0, 1_000];
+
+/// How long the smaller heartbeat windows last.
+const SMALLER_HEARTBEAT_WINDOW: Duration = Duration::from_secs(6);
+
+/// Explicit `TaskRuntime::beat` calls timed with the most tasks running.
+const TIMED_BEATS: usize = 3;
+
+/// Everything the phases share.
+struct Bench {
+    docket: DocketServer,
+    peer: PeerServer,
+    /// The store the Docket app runs on (the same pool), for direct calls.
+    store: Arc<dyn TaskStore>,
+    probe: Arc<PgProbe>,
+    meter: CpuMeter,
+    create: Prepared,
+    clients: usize,
+    round: Duration,
+    /// Tasks created on the rmcp peer so far: all of them are still in its map,
+    /// since the run is shorter than its retention.
+    peer_created: AtomicUsize,
+}
+
+/// Runs every phase and returns the numbers.
+pub(crate) async fn run(args: &Args, database_url: Option<String>) -> anyhow::Result<Results> {
+    ensure!(
+        args.samples >= LATENCY_ROUNDS,
+        "--samples must be at least {LATENCY_ROUNDS}"
+    );
+    ensure!(args.clients > 0, "--clients must be at least 1");
+    ensure!(args.seconds > 0, "--seconds must be at least 1");
+    let load_before = system::load_average();
+    let started_at = time::OffsetDateTime::now_utc();
+
+    // The database: a fresh schema unless one was named. `_schema` drops it at the end.
+    let (url, database, _schema) = match database_url {
+        Some(url) => (url, format!("{} (as given)", crate::DATABASE_URL_VAR), None),
+        None => {
+            let schema = TestDatabase::postgres().await.context(
+                "PostgreSQL is not reachable; start it or set DOCKET_TEST_DATABASE_URL or DOCKET_BENCH_DATABASE_URL",
+            )?;
+            (
+                schema.url().to_owned(),
+                "a fresh schema on the test server".to_owned(),
+                Some(schema),
+            )
+        }
+    };
+    // Tagged, so the CPU of this run's server backends can be found.
+    let url = system::with_application_name(&url);
+    // The server's default pool size, for the store and the probe alike.
+    let config = Config::default();
+    let pool_size = usize::try_from(config.database.max_connections).unwrap_or(16);
+    let options = ConnectOptions {
+        max_connections: pool_size,
+        migrate: true,
+    };
+    let store = match docket_storage::connect(&url, options.clone())
+        .await
+        .context("cannot open the store")?
+    {
+        store @ Store::Postgres(_) => store.task_store(),
+        _ => bail!("the benchmark needs PostgreSQL"),
+    };
+    let probe = Arc::new(
+        PgProbe::connect(&url, &options)
+            .await
+            .context("cannot open the probe's pool")?,
+    );
+    let postgres_version = probe.server_version().await?;
+
+    let gate = Gate::new();
+    let bench = Bench {
+        docket: DocketServer::start(Arc::clone(&store), gate.clone()).await?,
+        peer: PeerServer::start(gate).await?,
+        store,
+        meter: CpuMeter::new(Arc::clone(&probe)),
+        probe,
+        create: load::create_request()?,
+        clients: args.clients,
+        round: Duration::from_secs(args.seconds) / THROUGHPUT_ROUNDS,
+        peer_created: AtomicUsize::new(0),
+    };
+    eprintln!(
+        "docket on {}, rmcp on {}, PostgreSQL {postgres_version}",
+        bench.docket.url(),
+        bench.peer.url()
+    );
+
+    eprintln!("warming up ({WARMUP_CALLS} calls per path)");
+    bench.warm_up().await?;
+    eprintln!(
+        "create latency ({} sequential calls per path)",
+        args.samples
+    );
+    let (latency, docket_ids, peer_ids) = bench.latency(args.samples).await?;
+    eprintln!("tasks/get throughput ({} clients)", args.clients);
+    let get_throughput = bench.get_throughput(&docket_ids, &peer_ids).await?;
+    eprintln!("create throughput ({} clients)", args.clients);
+    let create_throughput = bench.create_throughput().await?;
+    eprintln!("heartbeat (up to {} running tasks)", args.heartbeat_tasks);
+    let heartbeat = bench
+        .heartbeat(
+            args.heartbeat_tasks,
+            Duration::from_secs(args.heartbeat_seconds),
+            pool_size,
+        )
+        .await?;
+
+    let heartbeat_interval = config.tasks.heartbeat_interval;
+    bench.docket.stop().await?;
+    bench.peer.stop().await?;
+
+    Ok(Results {
+        context: RunContext {
+            machine: Machine::read(),
+            postgres_version,
+            database,
+            commit: args.commit.clone(),
+            toolchain: args.toolchain.clone(),
+            started_at,
+            duration: (time::OffsetDateTime::now_utc() - started_at).unsigned_abs(),
+            load_before,
+            load_after: system::load_average(),
+            samples: args.samples,
+            clients: args.clients,
+            seconds_per_path: args.seconds,
+            pool_size,
+            heartbeat_interval,
+        },
+        latency,
+        get_throughput,
+        create_throughput,
+        heartbeat,
+    })
+}
+
+impl Bench {
+    fn docket_client(&self) -> anyhow::Result<McpClient> {
+        McpClient::new(&self.docket.url())
+    }
+
+    fn peer_client(&self) -> anyhow::Result<McpClient> {
+        McpClient::new(&self.peer.url())
+    }
+
+    async fn warm_up(&self) -> anyhow::Result<()> {
+        let docket = self.docket_client()?;
+        let peer = self.peer_client()?;
+        let replica = self.docket.app.replica_id().to_owned();
+        let mut direct = Vec::new();
+        for _ in 0..WARMUP_CALLS {
+            let id = docket.create(&self.create).await?;
+            docket
+                .expect(&load::get_request(&id)?, ResultType::Complete)
+                .await?;
+            let id = peer.create(&self.create).await?;
+            self.peer_created.fetch_add(1, Ordering::Relaxed);
+            peer.expect(&load::get_request(&id)?, ResultType::Complete)
+                .await?;
+            let id = self.probe.insert_row().await?;
+            ensure!(self.probe.select_by_id(&id).await?, "a probe row vanished");
+            self.probe.insert_row_unprepared().await?;
+            docket.health().await?;
+            let record = self.store.create(new_task(&replica)?).await?;
+            self.store.get(&record.id).await?;
+            direct.push(record.id);
+        }
+        self.settle(&direct).await
+    }
+
+    /// Ends everything the last measurement left: held tasks on both servers,
+    /// tasks created on the store directly, and the probe's rows (before the
+    /// stale-task sweep would fail them as a vanished replica's).
+    async fn settle(&self, direct: &[TaskId]) -> anyhow::Result<()> {
+        self.docket.release_all().await?;
+        self.peer.release_all().await?;
+        let store = &self.store;
+        futures_util::stream::iter(direct)
+            .map(|id| async move {
+                store
+                    .finish(id, Outcome::Completed(json!({ "structuredContent": {} })))
+                    .await
+            })
+            .buffer_unordered(8)
+            .try_collect::<Vec<_>>()
+            .await?;
+        self.probe.delete_rows().await?;
+        Ok(())
+    }
+
+    /// Sequential create latency on every path; returns the ids created over
+    /// HTTP on each server, for the `tasks/get` measurement.
+    async fn latency(&self, samples: usize) -> anyhow::Result<(Latency, Vec<String>, Vec<String>)> {
+        let docket = self.docket_client()?;
+        let peer = self.peer_client()?;
+        let replica = self.docket.app.replica_id().to_owned();
+        let per_round = samples / LATENCY_ROUNDS;
+        let mut latency = Latency::default();
+        let (mut docket_ids, mut peer_ids) = (Vec::new(), Vec::new());
+        for _ in 0..LATENCY_ROUNDS {
+            let (samples, ids) =
+                load::sequential(&self.meter, per_round, |_| docket.create(&self.create)).await?;
+            latency.docket.merge(samples);
+            docket_ids.extend(ids);
+
+            let (samples, ids) =
+                load::sequential(&self.meter, per_round, |_| peer.create(&self.create)).await?;
+            latency.rmcp.merge(samples);
+            self.peer_created.fetch_add(ids.len(), Ordering::Relaxed);
+            peer_ids.extend(ids);
+
+            let (samples, _) = load::sequential(&self.meter, per_round, |_| async {
+                Ok(self.probe.insert_row().await?)
+            })
+            .await?;
+            latency.bare_insert.merge(samples);
+
+            let (samples, _) = load::sequential(&self.meter, per_round, |_| async {
+                Ok(self.probe.insert_row_unprepared().await?)
+            })
+            .await?;
+            latency.bare_insert_unprepared.merge(samples);
+
+            let (samples, records) = load::sequential(&self.meter, per_round, |_| async {
+                Ok(self.store.create(new_task(&replica)?).await?)
+            })
+            .await?;
+            latency.store_create.merge(samples);
+
+            let (samples, _) =
+                load::sequential(&self.meter, per_round, |_| docket.health()).await?;
+            latency.http_floor.merge(samples);
+            let direct: Vec<TaskId> = records.into_iter().map(|record| record.id).collect();
+            // Ended after every round, so the heartbeat never stamps more than one
+            // round's tasks while latency is measured.
+            self.settle(&direct).await?;
+        }
+        Ok((latency, docket_ids, peer_ids))
+    }
+
+    /// `tasks/get` with concurrent keep-alive clients against bare primary-key
+    /// SELECTs (and the store's own read) with as many concurrent tasks on the
+    /// pool. Every path reads the same completed tasks, spread over the clients.
+    async fn get_throughput(
+        &self,
+        docket_ids: &[String],
+        peer_ids: &[String],
+    ) -> anyhow::Result<GetThroughput> {
+        ensure!(
+            !docket_ids.is_empty() && !peer_ids.is_empty(),
+            "no tasks to read"
+        );
+        let docket_requests = Arc::new(
+            docket_ids
+                .iter()
+                .map(|id| load::get_request(id))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        );
+        let peer_requests = Arc::new(
+            peer_ids
+                .iter()
+                .map(|id| load::get_request(id))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        );
+        let task_ids: Arc<Vec<TaskId>> = Arc::new(
+            docket_ids
+                .iter()
+                .map(|id| TaskId::from_stored(id.clone()))
+                .collect(),
+        );
+        let mut result = GetThroughput {
+            tasks: docket_ids.len(),
+            ..GetThroughput::default()
+        };
+        for _ in 0..THROUGHPUT_ROUNDS {
+            result
+                .docket
+                .merge(self.http_gets(&self.docket.url(), &docket_requests).await?);
+            result
+                .rmcp
+                .merge(self.http_gets(&self.peer.url(), &peer_requests).await?);
+            result
+                .bare_select
+                .merge(self.bare_selects(&task_ids).await?);
+            result.store_get.merge(self.store_gets(&task_ids).await?);
+            result.http_floor.merge(self.http_floor().await?);
+        }
+        Ok(result)
+    }
+
+    /// Each client cycles through the requests from its own starting point.
+    async fn http_gets(&self, url: &str, requests: &Arc<Vec<Prepared>>) -> anyhow::Result<Samples> {
+        let mut workers = Vec::new();
+        for client_index in 0..self.clients {
+            let client = McpClient::new(url)?;
+            let requests = Arc::clone(requests);
+            let offset = client_index * requests.len() / self.clients;
+            workers.push(move |round: u64| {
+                let client = client.clone();
+                let requests = Arc::clone(&requests);
+                async move {
+                    let index = (offset + round as usize) % requests.len();
+                    client.expect(&requests[index], ResultType::Complete).await
+                }
+            });
+        }
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    /// `GET /healthz` from as many keep-alive clients.
+    async fn http_floor(&self) -> anyhow::Result<Samples> {
+        let mut workers = Vec::new();
+        for _ in 0..self.clients {
+            let client = self.docket_client()?;
+            workers.push(move |_round: u64| {
+                let client = client.clone();
+                async move { client.health().await }
+            });
+        }
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    async fn bare_selects(&self, ids: &Arc<Vec<TaskId>>) -> anyhow::Result<Samples> {
+        let workers = (0..self.clients).map(|client_index| {
+            let probe = Arc::clone(&self.probe);
+            let ids = Arc::clone(ids);
+            let offset = client_index * ids.len() / self.clients;
+            move |round: u64| {
+                let probe = Arc::clone(&probe);
+                let ids = Arc::clone(&ids);
+                async move {
+                    let id = &ids[(offset + round as usize) % ids.len()];
+                    ensure!(probe.select_by_id(id).await?, "task {id} not found");
+                    Ok(())
+                }
+            }
+        });
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    async fn store_gets(&self, ids: &Arc<Vec<TaskId>>) -> anyhow::Result<Samples> {
+        let workers = (0..self.clients).map(|client_index| {
+            let store = Arc::clone(&self.store);
+            let ids = Arc::clone(ids);
+            let offset = client_index * ids.len() / self.clients;
+            move |round: u64| {
+                let store = Arc::clone(&store);
+                let ids = Arc::clone(&ids);
+                async move {
+                    let id = &ids[(offset + round as usize) % ids.len()];
+                    ensure!(store.get(id).await?.is_some(), "task {id} not found");
+                    Ok(())
+                }
+            }
+        });
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    /// Creates with concurrent clients on each server, and bare INSERTs with as
+    /// many concurrent tasks on the pool. Each round's tasks are released and
+    /// ended before the next round. Nothing is emptied between rounds: Docket's
+    /// table keeps its rows and rmcp's manager keeps its tasks (for 2 × its
+    /// 5-minute TTL), as each would in service.
+    async fn create_throughput(&self) -> anyhow::Result<CreateThroughput> {
+        let mut result = CreateThroughput {
+            rmcp_tasks_before: self.peer_created.load(Ordering::Relaxed),
+            ..CreateThroughput::default()
+        };
+        for _ in 0..THROUGHPUT_ROUNDS {
+            result
+                .docket
+                .merge(self.http_creates(&self.docket.url()).await?);
+            self.docket.release_all().await?;
+
+            let samples = self.http_creates(&self.peer.url()).await?;
+            self.peer_created
+                .fetch_add(samples.latencies.len(), Ordering::Relaxed);
+            result.rmcp.merge(samples);
+            self.peer.release_all().await?;
+
+            let workers = (0..self.clients).map(|_| {
+                let probe = Arc::clone(&self.probe);
+                move |_round: u64| {
+                    let probe = Arc::clone(&probe);
+                    async move {
+                        probe.insert_row().await?;
+                        Ok(())
+                    }
+                }
+            });
+            result
+                .bare_insert
+                .merge(load::concurrent(&self.meter, workers, self.round).await?);
+            self.probe.delete_rows().await?;
+        }
+        result.rmcp_tasks_after = self.peer_created.load(Ordering::Relaxed);
+        Ok(result)
+    }
+
+    async fn http_creates(&self, url: &str) -> anyhow::Result<Samples> {
+        let mut workers = Vec::new();
+        for _ in 0..self.clients {
+            let client = McpClient::new(url)?;
+            let create = self.create.clone();
+            workers.push(move |_round: u64| {
+                let client = client.clone();
+                let create = create.clone();
+                async move { client.expect(&create, ResultType::Task).await }
+            });
+        }
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    /// Waits until half an interval after a heartbeat was sent, so a window of
+    /// whole intervals that starts now holds exactly one beat per interval. With
+    /// nothing running no beat comes, and it returns after two intervals.
+    async fn between_beats(&self, interval: Duration) {
+        let sent = self.docket.store.counts().heartbeats;
+        let deadline = Instant::now() + 2 * interval;
+        while self.docket.store.counts().heartbeats == sent && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(interval / 2).await;
+    }
+
+    /// Fills the replica with held tasks and watches its heartbeat: statements,
+    /// their time, and the CPU this process and PostgreSQL spend, at a few task
+    /// counts up to `most`.
+    async fn heartbeat(
+        &self,
+        most: usize,
+        window: Duration,
+        pool_size: usize,
+    ) -> anyhow::Result<Heartbeat> {
+        let runtime = self.docket.runtime()?;
+        let interval = runtime.config().heartbeat_interval;
+        let mut counts: Vec<(usize, Duration)> = SMALLER_HEARTBEAT_COUNTS
+            .iter()
+            .filter(|count| **count < most)
+            .map(|count| (*count, SMALLER_HEARTBEAT_WINDOW))
+            .collect();
+        counts.push((most, window));
+        let mut heartbeat = Heartbeat::default();
+        for (target, window) in counts {
+            let missing = target.saturating_sub(runtime.running_count());
+            let filling = Instant::now();
+            futures_util::stream::iter(0..missing)
+                .map(|_| self.docket.spawn_held())
+                .buffer_unordered(pool_size)
+                .try_collect::<Vec<_>>()
+                .await?;
+            let fill_time = filling.elapsed();
+            // One full interval first, so every beat in the window covers them all.
+            tokio::time::sleep(interval + Duration::from_millis(100)).await;
+            self.between_beats(interval).await;
+            let running = runtime.running_count();
+            let counts_before = self.docket.store.counts();
+            let reading = self.meter.start().await?;
+            let started = Instant::now();
+            tokio::time::sleep(window).await;
+            let wall = started.elapsed();
+            let cpu = reading.stop().await?;
+            heartbeat.windows.push(HeartbeatWindow {
+                running,
+                fill_time,
+                wall,
+                counts: self.docket.store.counts() - counts_before,
+                process_cpu: cpu.process,
+                postgres_cpu: cpu.postgres,
+            });
+        }
+        heartbeat.timed_beat_tasks = runtime.running_count();
+        for _ in 0..TIMED_BEATS {
+            // Between two of the loop's beats: two beats at once would queue on
+            // each other's row locks and time the wait, not the beat.
+            self.between_beats(interval).await;
+            let started = Instant::now();
+            runtime.beat().await.context("a heartbeat failed")?;
+            heartbeat.timed_beats.push(started.elapsed());
+        }
+        self.docket.release_all().await?;
+        Ok(heartbeat)
+    }
+}
