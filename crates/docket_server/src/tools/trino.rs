@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use docket_export::export::{ExportError, ExportLimits, export_query};
 use docket_export::format::Format;
 use docket_export::readonly::{StatementKind, check_read_only};
-use docket_export::trino::{TrinoClient, TrinoError, explain_estimated_rows};
+use docket_export::trino::{Collected, TrinoClient, TrinoError, explain_estimated_rows};
 use docket_protocol::JsonObject;
 use docket_protocol::meta::ClientCapabilities;
 use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
@@ -328,20 +328,26 @@ async fn consent(
 /// Trino's row estimate for `sql`, or None when EXPLAIN fails or gives none (the
 /// original platform proceeds then too).
 async fn estimate_rows(client: &TrinoClient, sql: &str) -> Option<u64> {
-    let collected = client
-        .query(&format!("EXPLAIN {sql}"))
-        .await
-        .ok()?
-        .collect(10_000)
-        .await
-        .ok()?;
-    let plan: String = collected
+    explain_estimated_rows(&explain_plan(client, sql).await.ok()?)
+}
+
+/// The most rows a metadata statement (EXPLAIN, SHOW, DESCRIBE) is read for.
+const METADATA_ROWS: usize = 10_000;
+
+/// Runs a small metadata statement and collects its rows.
+async fn collect_small(client: &TrinoClient, sql: &str) -> Result<Collected, TrinoError> {
+    client.query(sql).await?.collect(METADATA_ROWS).await
+}
+
+/// Trino's plan for `sql`, as the text `EXPLAIN` returns.
+async fn explain_plan(client: &TrinoClient, sql: &str) -> Result<String, TrinoError> {
+    let collected = collect_small(client, &format!("EXPLAIN {sql}")).await?;
+    let lines: Vec<&str> = collected
         .rows
         .iter()
         .filter_map(|row| row.first().and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n");
-    explain_estimated_rows(&plan)
+        .collect();
+    Ok(lines.join("\n"))
 }
 
 fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> ConsentFuture {
@@ -453,18 +459,8 @@ async fn explain(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Ok(connection) => connection,
         Err(refusal) => return refusal,
     };
-    let collected = match connection.client.query(&format!("EXPLAIN {sql}")).await {
-        Ok(stream) => stream.collect(10_000).await,
-        Err(err) => Err(err),
-    };
-    match collected {
-        Ok(collected) => {
-            let plan: Vec<&str> = collected
-                .rows
-                .iter()
-                .filter_map(|row| row.first().and_then(Value::as_str))
-                .collect();
-            let plan = plan.join("\n");
+    match explain_plan(&connection.client, sql).await {
+        Ok(plan) => {
             let estimate = explain_estimated_rows(&plan);
             let mut result = CallToolResult::text(plan.clone());
             result.structured_content = Some(json!({"plan": plan, "estimated_rows": estimate}));
@@ -495,18 +491,15 @@ fn identifier(kind: &str, value: &str) -> Result<String, CallToolResult> {
 }
 
 async fn run_listing(connection: &TrinoConnection, sql: &str, key: &str) -> CallToolResult {
-    match connection.client.query(sql).await {
-        Ok(stream) => match stream.collect(10_000).await {
-            Ok(collected) => {
-                let names: Vec<&Value> = collected
-                    .rows
-                    .iter()
-                    .filter_map(|row| row.first())
-                    .collect();
-                CallToolResult::structured(json!({ "connection": connection.name, key: names }))
-            }
-            Err(err) => trino_failure(&err),
-        },
+    match collect_small(&connection.client, sql).await {
+        Ok(collected) => {
+            let names: Vec<&Value> = collected
+                .rows
+                .iter()
+                .filter_map(|row| row.first())
+                .collect();
+            CallToolResult::structured(json!({ "connection": connection.name, key: names }))
+        }
         Err(err) => trino_failure(&err),
     }
 }
@@ -565,24 +558,17 @@ async fn describe(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         }
         Err(refusal) => return refusal,
     };
-    match connection
-        .client
-        .query(&format!("DESCRIBE {}", parts.join(".")))
-        .await
-    {
-        Ok(stream) => match stream.collect(10_000).await {
-            Ok(collected) => {
-                let columns: Vec<Value> = collected
-                    .rows
-                    .iter()
-                    .map(|row| json!({"name": row.first(), "type": row.get(1), "extra": row.get(2), "comment": row.get(3)}))
-                    .collect();
-                CallToolResult::structured(
-                    json!({"connection": connection.name, "table": table, "columns": columns}),
-                )
-            }
-            Err(err) => trino_failure(&err),
-        },
+    match collect_small(&connection.client, &format!("DESCRIBE {}", parts.join("."))).await {
+        Ok(collected) => {
+            let columns: Vec<Value> = collected
+                .rows
+                .iter()
+                .map(|row| json!({"name": row.first(), "type": row.get(1), "extra": row.get(2), "comment": row.get(3)}))
+                .collect();
+            CallToolResult::structured(
+                json!({"connection": connection.name, "table": table, "columns": columns}),
+            )
+        }
         Err(err) => trino_failure(&err),
     }
 }
