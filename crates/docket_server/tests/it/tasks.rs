@@ -585,3 +585,19 @@ async fn shutdown_lets_short_tasks_finish_and_records_long_ones_as_failed() {
             .contains("call the tool again")
     );
 }
+
+#[tokio::test]
+async fn an_expired_task_reads_exactly_like_an_unknown_one() {
+    // retention_days: 0 puts the expiry at creation, so the task is past it at once.
+    let mut config = Config::embedded_default();
+    config.tasks.retention_days = 0;
+    let (server, _) = task_server(config).await;
+    let id = server.start_task("slow", json!({"millis": 1})).await;
+    let expired = server.task_request("tasks/get", &id, json!({})).await;
+    let unknown = server
+        .task_request("tasks/get", &"0".repeat(id.len()), json!({}))
+        .await;
+    assert_eq!(expired.0, unknown.0);
+    assert_eq!(expired.1, unknown.1, "expired and unknown answer the same");
+    assert_eq!(expired.1["error"]["code"], -32602);
+}
