@@ -2,7 +2,8 @@
 //! tests: they measure and report ratios against baselines measured in the same
 //! run, and never fail because a number is slow.
 //!
-//! This builds and runs the dev-only `docket_bench` binary in release mode. It
+//! This builds the `docket` binary (for the export benchmark, which serves with
+//! it) and runs the dev-only `docket_bench` binary, both in release mode. It
 //! needs PostgreSQL: a fresh schema on `DOCKET_TEST_DATABASE_URL` (default the
 //! local test server), or the database `DOCKET_BENCH_DATABASE_URL` names. With
 //! `--write` the report goes into `docs/benchmarks.md`, between the markers that
@@ -50,10 +51,18 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
     let toolchain = util::output(
         Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())).arg("--version"),
     )?;
+    // The export benchmark serves with the real binary, built as users build it.
+    util::section("docket (release), for the export benchmark");
+    util::run(util::cargo().args(["build", "--release", "--package", "docket"]))?;
+    let docket_bin = util::target_directory(&util::workspace_metadata()?)?
+        .join("release")
+        .join("docket");
     let mut command = util::cargo();
     command
         .args(["run", "--release", "--package", "docket_bench", "--"])
-        .args(["--commit", &commit, "--toolchain", toolchain.trim()]);
+        .args(["--commit", &commit, "--toolchain", toolchain.trim()])
+        .arg("--docket-bin")
+        .arg(docket_bin);
     if options.write {
         let report = util::project_root().join(REPORT);
         command.arg("--output").arg(report);

@@ -29,8 +29,10 @@ commands:
                         --scenario runs one scenario instead of the scored set
   bench [--write] [-- ARGS...]
                         benchmarks in release mode (needs PostgreSQL): Docket against bare
-                        SQL and rmcp's in-memory task manager, ratios from one run;
-                        --write puts the report into docs/benchmarks.md; ARGS go to docket_bench
+                        SQL and rmcp's in-memory task manager, and a million-row export
+                        against the raw page fetch with the server's memory, ratios from
+                        one run; --write puts the report into docs/benchmarks.md; ARGS go
+                        to docket_bench (e.g. `-- --suite exports`)
   trino-double [--listen ADDR] [--page-rows N] [--page-delay-ms N]
                         the Trino test double in the foreground; prints `listening on
                         http://ADDR` once bound (port 0 picks a free one)

@@ -36,6 +36,21 @@ fn meta() -> Value {
     })
 }
 
+/// `tools/call` of `tool` from a client that declares no extension, so the call
+/// is answered directly, however long it runs.
+pub(crate) fn direct_call_request(tool: &str, arguments: Value) -> anyhow::Result<Prepared> {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "docket-bench", "version": "0" }
+    });
+    prepare(
+        "tools/call",
+        tool,
+        json!({ "name": tool, "arguments": arguments, "_meta": meta }),
+    )
+}
+
 fn prepare(method: &str, name: &str, params: Value) -> anyhow::Result<Prepared> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -155,6 +170,12 @@ impl McpClient {
             bail!("{url} answered {status}");
         }
         Ok(())
+    }
+
+    /// Sends `request` and returns the answer's JSON-RPC message, parsed.
+    pub(crate) async fn call(&self, request: &Prepared) -> anyhow::Result<Value> {
+        let body = self.send(request).await?;
+        json_message(&body)
     }
 
     /// Creates a task and returns its id (parses the whole answer).

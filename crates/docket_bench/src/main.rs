@@ -7,14 +7,20 @@
 //! in-memory peer — so the ratios mean something on whatever machine runs it.
 //! Targets are reported, never asserted: a benchmark is not a timed test.
 //!
-//! Usage: `docket_bench [--output FILE] [--commit SHA] [--toolchain TEXT]
-//! [--samples N] [--clients N] [--seconds S] [--heartbeat-tasks N]
-//! [--heartbeat-seconds S]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
+//! The export suite (`exports`) serves a real `docket serve` process (the binary
+//! named by `--docket-bin`) a million-row `trino_export` from the Trino double,
+//! against the raw page fetch, and watches the server's resident memory.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports] [--output FILE] [--commit SHA]
+//! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
+//! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
+//! [--export-rounds N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
 //! (used as is, migrated), or else a fresh schema on the test server
 //! (`DOCKET_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
 
 mod counting;
 mod docket;
+mod exports;
 mod gate;
 mod load;
 mod peer;
@@ -64,6 +70,27 @@ pub(crate) struct Args {
     /// Seconds the heartbeat is watched with that many tasks running.
     #[arg(long, default_value_t = 10)]
     heartbeat_seconds: u64,
+    /// Which benchmarks to run.
+    #[arg(long, value_enum, default_value_t = Suite::All)]
+    suite: Suite,
+    /// The `docket` binary the export benchmark serves with (build it in release
+    /// mode; `cargo xtask bench` does).
+    #[arg(long)]
+    docket_bin: Option<PathBuf>,
+    /// Rounds of the export benchmark (raw fetch, CSV, Parquet in each).
+    #[arg(long, default_value_t = 3)]
+    export_rounds: usize,
+}
+
+/// The benchmark suites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Suite {
+    /// Everything.
+    All,
+    /// The task paths against bare SQL and rmcp (needs PostgreSQL).
+    Tasks,
+    /// The million-row export against the raw page fetch, and the server's memory.
+    Exports,
 }
 
 fn main() -> ExitCode {
@@ -82,14 +109,30 @@ fn run() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    let database_url = std::env::var(DATABASE_URL_VAR).ok();
-    let results = runtime.block_on(phases::run(&args, database_url))?;
-    let text = report::text(&results);
-    println!("{text}");
-    if let Some(path) = &args.output {
-        report::write_markdown(path, &results)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("wrote {}", path.display());
+    if matches!(args.suite, Suite::All | Suite::Tasks) {
+        let database_url = std::env::var(DATABASE_URL_VAR).ok();
+        let results = runtime.block_on(phases::run(&args, database_url))?;
+        println!("{}", report::text(&results));
+        if let Some(path) = &args.output {
+            report::write_markdown(path, &results)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+    }
+    if matches!(args.suite, Suite::All | Suite::Exports) {
+        let docket_bin = args
+            .docket_bin
+            .as_deref()
+            .context("the export benchmark needs --docket-bin PATH")?;
+        let results =
+            runtime.block_on(exports::run(docket_bin, args.export_rounds, &args.commit))?;
+        println!("{}", results.text());
+        if let Some(path) = &args.output {
+            results
+                .write_markdown(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote the export section of {}", path.display());
+        }
     }
     Ok(())
 }

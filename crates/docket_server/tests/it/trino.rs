@@ -1,6 +1,8 @@
-//! The Trino tools against the Trino double, with assets in SQLite and files in a
-//! temporary folder: queries, read-only refusals, exports direct and as tasks,
-//! cancellation reaching Trino, caps, idempotency, consent, and downloads.
+//! The Trino tools against the Trino double, with tasks, assets and call records
+//! on SQLite and on PostgreSQL and files in a temporary folder: queries, read-only
+//! refusals, exports direct and as tasks, cancellation reaching Trino, caps,
+//! idempotency, consent (threshold and `consent: always`), the connection timeout
+//! against the export timeout, and downloads.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +12,6 @@ use docket_server::App;
 use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
-use docket_task::TaskStore;
-use docket_task::memory::MemoryStore;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
@@ -45,10 +45,62 @@ fn users() -> AuthConfig {
     }
 }
 
+/// Where a fixture keeps its tasks, assets and call records.
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs each named `async fn(Backend)` as two tests, `<name>::sqlite` and
+/// `<name>::postgres`: everything that stores tasks, assets or call records is
+/// shown on both backends.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::Backend::Sqlite).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(super::Backend::Postgres).await;
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    a_direct_export_writes_an_asset_only_its_owner_can_download,
+    an_export_task_reports_progress_and_ends_with_the_asset,
+    cancelling_an_export_task_stops_the_query_and_leaves_no_asset,
+    the_row_cap_stops_an_export_without_an_asset,
+    an_idempotency_key_returns_the_owners_asset_without_running_again,
+    an_expensive_export_asks_first_and_no_task_exists_until_accepted,
+    a_connection_marked_consent_always_asks_even_for_one_row,
+    the_connection_timeout_bounds_a_page_never_a_longer_export,
+);
+
+/// A fixture on SQLite with the `warehouse` connection's default settings.
 async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
+    fixture_on(Backend::Sqlite, row_threshold, max_rows, "")
+        .await
+        .expect("SQLite is always there")
+}
+
+/// A fixture whose tasks, assets and call records live on `backend`;
+/// `connection_extra` is added to the `warehouse` connection's YAML mapping
+/// (for example `", consent: always"`). `None` only when PostgreSQL is absent and
+/// not required (DOCKET_REQUIRE_POSTGRES=1 turns that into a failure).
+async fn fixture_on(
+    backend: Backend,
+    row_threshold: u64,
+    max_rows: u64,
+    connection_extra: &str,
+) -> Option<Fixture> {
     let double = TrinoDouble::start().await.expect("double");
     let yaml = format!(
-        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default }}\n\
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default{connection_extra} }}\n\
          consent: {{ trino: {{ row_threshold: {row_threshold} }} }}\n\
          exports: {{ max_rows: {max_rows} }}\n\
          tasks: {{ heartbeat_interval: 100ms }}\n\
@@ -57,14 +109,17 @@ async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
     );
     let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
     config.auth = users();
-    let database = TestDatabase::sqlite().await;
+    let database = match backend {
+        Backend::Sqlite => TestDatabase::sqlite().await,
+        Backend::Postgres => TestDatabase::postgres().await?,
+    };
     let store = database.connect().await;
     let files = std::env::temp_dir().join(format!(
         "docket-assets-{}",
         docket_storage::catalog::generate_id().expect("id")
     ));
     let app = App::builder(config)
-        .task_store(Arc::new(MemoryStore::new()) as Arc<dyn TaskStore>)
+        .task_store(store.task_store())
         .assets(
             store.asset_store(),
             Some(store.call_catalog()),
@@ -72,13 +127,13 @@ async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
         )
         .build()
         .expect("app");
-    Fixture {
+    Some(Fixture {
         server: TestServer::start(app).await,
         double,
         catalog: store.call_catalog(),
         _database: database,
         _files: files,
-    }
+    })
 }
 
 fn as_user(user: &str) -> String {
@@ -206,9 +261,10 @@ async fn writes_and_hostile_sql_are_refused_before_trino_sees_them() {
     assert!(f.double.submitted().is_empty(), "nothing reached Trino");
 }
 
-#[tokio::test]
-async fn a_direct_export_writes_an_asset_only_its_owner_can_download() {
-    let f = fixture(u64::MAX, 1_000_000).await;
+async fn a_direct_export_writes_an_asset_only_its_owner_can_download(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, "").await else {
+        return;
+    };
     let (_, body) = f
         .call("alice", "trino_export", json!({"sql": "SELECT orderkey, orderstatus FROM memory.default.orders ORDER BY orderkey", "format": "csv", "name": "orders"}), json!({}))
         .await;
@@ -323,9 +379,10 @@ async fn closing_a_query_stream_cancels_the_trino_query() {
     }
 }
 
-#[tokio::test]
-async fn an_export_task_reports_progress_and_ends_with_the_asset() {
-    let f = fixture(u64::MAX, 1_000_000).await;
+async fn an_export_task_reports_progress_and_ends_with_the_asset(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, "").await else {
+        return;
+    };
     f.double.set_page_rows(1000);
     f.double.set_page_delay(Duration::from_millis(50));
     let (_, created) = f
@@ -364,9 +421,10 @@ async fn an_export_task_reports_progress_and_ends_with_the_asset() {
     assert_eq!(text.lines().count(), 100_000);
 }
 
-#[tokio::test]
-async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset() {
-    let f = fixture(u64::MAX, 10_000_000).await;
+async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 10_000_000, "").await else {
+        return;
+    };
     f.double.set_page_rows(100);
     f.double.set_page_delay(Duration::from_millis(100));
     let (_, created) = f
@@ -413,9 +471,10 @@ async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset() {
     );
 }
 
-#[tokio::test]
-async fn the_row_cap_stops_an_export_without_an_asset() {
-    let f = fixture(u64::MAX, 20).await;
+async fn the_row_cap_stops_an_export_without_an_asset(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 20, "").await else {
+        return;
+    };
     let (_, body) = f.call("alice", "trino_export", json!({"sql": "SELECT * FROM memory.default.orders", "format": "json", "name": "capped"}), json!({})).await;
     assert_eq!(body["result"]["isError"], true, "{body}");
     assert!(
@@ -441,9 +500,10 @@ async fn the_row_cap_stops_an_export_without_an_asset() {
     );
 }
 
-#[tokio::test]
-async fn an_idempotency_key_returns_the_owners_asset_without_running_again() {
-    let f = fixture(u64::MAX, 1_000_000).await;
+async fn an_idempotency_key_returns_the_owners_asset_without_running_again(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, "").await else {
+        return;
+    };
     let arguments = json!({"sql": "SELECT orderkey FROM memory.default.orders", "format": "csv", "name": "once", "idempotency_key": "k-1"});
     let (_, first) = f
         .call("alice", "trino_export", arguments.clone(), json!({}))
@@ -475,9 +535,10 @@ async fn an_idempotency_key_returns_the_owners_asset_without_running_again() {
     );
 }
 
-#[tokio::test]
-async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted() {
-    let f = fixture(1000, 10_000_000).await;
+async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted(backend: Backend) {
+    let Some(f) = fixture_on(backend, 1000, 10_000_000, "").await else {
+        return;
+    };
     let arguments = json!({"sql": "SELECT * FROM synthetic.big.rows_100k", "format": "csv", "name": "consented"});
     let caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
     let (_, asked) = f
@@ -530,4 +591,102 @@ async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted() {
         no_elicitation["error"]["data"]["requiredCapabilities"],
         json!({"elicitation": {}})
     );
+}
+
+async fn a_connection_marked_consent_always_asks_even_for_one_row(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, ", consent: always").await else {
+        return;
+    };
+    let caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
+    for (tool, arguments) in [
+        ("trino_query", json!({"sql": "SELECT 1"})),
+        (
+            "trino_export",
+            json!({"sql": "SELECT 1", "format": "csv", "name": "one"}),
+        ),
+    ] {
+        let (_, asked) = f.call("alice", tool, arguments.clone(), caps.clone()).await;
+        let asked = &asked["result"];
+        assert_eq!(asked["resultType"], "input_required", "{tool}: {asked}");
+        assert!(asked.get("taskId").is_none(), "no task before consent");
+        let message = asked["inputRequests"]["consent"]["params"]["message"]
+            .as_str()
+            .expect("message");
+        assert!(message.contains("warehouse"), "{tool}: {message}");
+        let state = asked["requestState"].as_str().expect("state");
+        let (_, accepted) = f
+            .server
+            .rpc(
+                "tools/call",
+                json!({"name": tool, "arguments": arguments, "requestState": state,
+                       "inputResponses": {"consent": {"action": "accept", "content": {"proceed": true}}}}),
+            )
+            .capabilities(caps.clone())
+            .header("x-api-key", &as_user("alice"))
+            .send()
+            .await;
+        let expected = if tool == "trino_export" {
+            "task"
+        } else {
+            "complete"
+        };
+        assert_eq!(
+            accepted["result"]["resultType"], expected,
+            "{tool}: {accepted}"
+        );
+    }
+    // Only the accepted query ran; asking ran nothing but the EXPLAINs, if any.
+    let statements: Vec<String> = f
+        .double
+        .submitted()
+        .iter()
+        .map(|r| r.body.clone())
+        .filter(|sql| !sql.starts_with("EXPLAIN"))
+        .collect();
+    assert!(statements.len() <= 2, "{statements:?}");
+}
+
+async fn the_connection_timeout_bounds_a_page_never_a_longer_export(backend: Backend) {
+    // Each page takes 0.3 s, well inside the connection's 1 s; the whole export
+    // takes ten pages, far beyond it.
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, ", timeout: 1s").await else {
+        return;
+    };
+    f.double.set_page_rows(100);
+    f.double.set_page_delay(Duration::from_millis(300));
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT * FROM synthetic.big.rows_1k", "format": "csv", "name": "slow", "timeout_seconds": 600}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        body["result"]["structuredContent"]["row_count"], 1000,
+        "the export outlived the connection timeout: {body}"
+    );
+
+    // The export's own, shorter timeout does stop it, with a message saying so.
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT * FROM synthetic.big.rows_1k", "format": "csv", "name": "too-slow", "timeout_seconds": 1}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let message = body["result"]["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("did not finish within 1 second"), "{body}");
+    let (_, listed) = f.call("alice", "list_assets", json!({}), json!({})).await;
+    let names: Vec<&str> = listed["result"]["structuredContent"]["assets"]
+        .as_array()
+        .expect("assets")
+        .iter()
+        .filter_map(|asset| asset["name"].as_str())
+        .collect();
+    assert_eq!(names, ["slow"], "the timed-out export left no asset");
 }
