@@ -1,0 +1,1384 @@
+//! The outbound HTTP caller for `api` connections, and the export of one response.
+//!
+//! Every request goes to the connection's base URL: the caller gives a path below
+//! it, and a path that could leave it (`//`, `@`, `..`, backslashes, encoded
+//! separators, control characters, a query or fragment) is refused before any I/O.
+//! The joined URL's scheme, host and port are checked against the base once more.
+//! Redirects are never followed; the caller may not set `Authorization`, the
+//! connection's key header or the headers the connection sets itself; and the
+//! connection's credentials appear in no error, debug output or result.
+//!
+//! [`ApiClient::fetch`] reads a response into memory up to a cap (for
+//! `api_invoke_endpoint`); [`export_response`] streams one into an [`Upload`] chunk
+//! by chunk with a byte cap, a timeout and cancellation, so memory does not grow
+//! with the size of the response.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, Url};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::sink::{SinkError, Upload};
+
+/// The longest path accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 2048;
+
+/// How many leading bytes of a response are looked at to guess its type.
+const SNIFF_BYTES: usize = 8192;
+
+/// How a connection authenticates to its API. Its `Debug` output never shows a
+/// secret.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum ApiAuth {
+    /// No credentials.
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer {
+        /// The token.
+        token: String,
+    },
+    /// HTTP basic authentication (RFC 7617).
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: String,
+    },
+    /// A key in a header (such as `X-API-Key`).
+    HeaderKey {
+        /// The header's name.
+        header: String,
+        /// The key.
+        value: String,
+    },
+    /// A key in a query parameter (such as `?api_key=`).
+    QueryKey {
+        /// The parameter's name.
+        parameter: String,
+        /// The key.
+        value: String,
+    },
+}
+
+impl ApiAuth {
+    /// Its kind, for display: `none`, `bearer`, `basic`, `api_key`.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiAuth::None => "none",
+            ApiAuth::Bearer { .. } => "bearer",
+            ApiAuth::Basic { .. } => "basic",
+            ApiAuth::HeaderKey { .. } | ApiAuth::QueryKey { .. } => "api_key",
+        }
+    }
+
+    /// Every secret it holds, so callers can scrub them from text they show.
+    fn secrets(&self) -> Vec<&str> {
+        match self {
+            ApiAuth::None => Vec::new(),
+            ApiAuth::Bearer { token } => vec![token],
+            ApiAuth::Basic { password, .. } => vec![password],
+            ApiAuth::HeaderKey { value, .. } | ApiAuth::QueryKey { value, .. } => vec![value],
+        }
+    }
+}
+
+impl fmt::Debug for ApiAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiAuth::None => f.write_str("None"),
+            ApiAuth::Bearer { .. } => f.write_str("Bearer([REDACTED])"),
+            ApiAuth::Basic { username, .. } => write!(f, "Basic({username}, [REDACTED])"),
+            ApiAuth::HeaderKey { header, .. } => write!(f, "HeaderKey({header}, [REDACTED])"),
+            ApiAuth::QueryKey { parameter, .. } => {
+                write!(f, "QueryKey({parameter}, [REDACTED])")
+            }
+        }
+    }
+}
+
+/// What an [`ApiClient`] is built from.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// `http` or `https` URL every request goes below, such as
+    /// `https://api.example/v1`. No query, fragment or credentials.
+    pub base_url: String,
+    /// The credentials.
+    pub auth: ApiAuth,
+    /// Headers sent with every request; callers may not override them.
+    pub static_headers: Vec<(String, String)>,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+    /// How long one call may take: a whole exchange when the body is read into
+    /// memory, the wait for the response's headers when it is streamed.
+    pub call_timeout: Duration,
+}
+
+impl ApiConfig {
+    /// A configuration for `base_url` with no credentials, a 10 s connect timeout
+    /// and a 60 s call timeout.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            auth: ApiAuth::None,
+            static_headers: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A request body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestBody {
+    /// Sent as `application/json` unless the caller names a content type.
+    Json(Value),
+    /// Sent as it is (`text/plain` unless the caller names a content type).
+    Text(String),
+}
+
+/// One request, as a caller describes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ApiRequest {
+    /// The HTTP method, such as `GET`.
+    pub method: String,
+    /// The path below the base URL, starting with `/`.
+    pub path: String,
+    /// Query parameters, in order; a name may repeat.
+    pub query: Vec<(String, String)>,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// The body, if any.
+    pub body: Option<RequestBody>,
+}
+
+/// Why a call failed. No variant carries a credential.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The connection's settings are unusable.
+    #[error("invalid api connection: {message}")]
+    Config {
+        /// What is wrong.
+        message: String,
+    },
+    /// The path could leave the connection's base URL, or is malformed.
+    #[error("the path is refused: {reason}")]
+    Path {
+        /// Why.
+        reason: String,
+    },
+    /// The method is not an HTTP method.
+    #[error("{method:?} is not an HTTP method")]
+    Method {
+        /// The method as given.
+        method: String,
+    },
+    /// A header the caller may not set, or one that is malformed.
+    #[error("the header {name:?} is refused: {reason}")]
+    Header {
+        /// The header's name, as given.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A query parameter the caller may not set, or one that is malformed.
+    #[error("the query parameter {name:?} is refused: {reason}")]
+    Query {
+        /// The parameter's name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The API could not be reached, or the exchange broke off.
+    #[error("the API could not be reached: {message}")]
+    Transport {
+        /// What happened, without the URL.
+        message: String,
+    },
+    /// The API did not answer in time.
+    #[error("the API did not answer within {} seconds", .after.as_secs())]
+    Timeout {
+        /// The timeout.
+        after: Duration,
+    },
+    /// The response is larger than allowed.
+    #[error("the response is larger than the cap of {limit} bytes; narrow the request")]
+    TooLarge {
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// The call was cancelled.
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The object store failed (exports).
+    #[error("could not store the response: {0}")]
+    Sink(#[from] SinkError),
+}
+
+/// A client for one `api` connection. Cheap to clone.
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    base: Url,
+    auth: ApiAuth,
+    static_headers: HeaderMap,
+    call_timeout: Duration,
+}
+
+impl fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("base", &self.base.as_str())
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Headers a caller may never set: credentials, the target host, and framing that
+/// the client itself decides.
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "trailer",
+    "keep-alive",
+    "proxy-connection",
+];
+
+impl ApiClient {
+    /// A client for `config`. It never follows redirects.
+    ///
+    /// # Errors
+    /// [`ApiError::Config`] when the base URL is not a plain `http`/`https` URL, a
+    /// static header is malformed, or the HTTP client cannot be built.
+    pub fn new(config: ApiConfig) -> Result<Self, ApiError> {
+        let invalid = |message: String| ApiError::Config { message };
+        let base =
+            Url::parse(&config.base_url).map_err(|error| invalid(format!("base url: {error}")))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid("the base url must be http or https".into()));
+        }
+        if base.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("the base url has no host".into()));
+        }
+        if base.query().is_some() || base.fragment().is_some() {
+            return Err(invalid(
+                "the base url may not have a query or fragment".into(),
+            ));
+        }
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err(invalid(
+                "the base url may not hold credentials; use auth".into(),
+            ));
+        }
+        let mut static_headers = HeaderMap::new();
+        for (name, value) in &config.static_headers {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid(format!("the static header {name:?} is not a header name")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| invalid(format!("the static header {name:?} has an invalid value")))?;
+            static_headers.insert(header, value);
+        }
+        match &config.auth {
+            ApiAuth::HeaderKey { header, value } => {
+                HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
+                    invalid(format!("the key header {header:?} is not a header name"))
+                })?;
+                HeaderValue::from_str(value)
+                    .map_err(|_| invalid("the api key is not a valid header value".into()))?;
+            }
+            ApiAuth::QueryKey { parameter, .. } if parameter.is_empty() => {
+                return Err(invalid("the api key's query parameter has no name".into()));
+            }
+            ApiAuth::Bearer { token } => {
+                HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| invalid("the bearer token is not a valid header value".into()))?;
+            }
+            _ => {}
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| invalid(format!("http client: {error}")))?;
+        Ok(Self {
+            http,
+            base,
+            auth: config.auth,
+            static_headers,
+            call_timeout: config.call_timeout,
+        })
+    }
+
+    /// The base URL every request goes below.
+    #[must_use]
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// The header that carries the connection's key, if it uses one.
+    #[must_use]
+    pub fn key_header(&self) -> Option<&str> {
+        match &self.auth {
+            ApiAuth::HeaderKey { header, .. } => Some(header),
+            _ => None,
+        }
+    }
+
+    /// The connection's authentication kind (`none`, `bearer`, `basic`, `api_key`).
+    #[must_use]
+    pub fn auth_kind(&self) -> &'static str {
+        self.auth.kind()
+    }
+
+    /// How long one call may take.
+    #[must_use]
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// Replaces every credential of the connection in `text` by `[REDACTED]`, for
+    /// text that came from elsewhere (an upstream error message) and is shown.
+    #[must_use]
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in self.auth.secrets() {
+            if !secret.is_empty() {
+                text = text.replace(secret, "[REDACTED]");
+            }
+        }
+        text
+    }
+
+    /// Checks `request` and builds its URL, without any I/O.
+    ///
+    /// # Errors
+    /// [`ApiError::Path`], [`ApiError::Method`], [`ApiError::Header`] or
+    /// [`ApiError::Query`] saying what is refused.
+    pub fn check(&self, request: &ApiRequest) -> Result<(Method, Url, HeaderMap), ApiError> {
+        let method = parse_method(&request.method)?;
+        check_path(&request.path)?;
+        let base_path = self.base.path().trim_end_matches('/');
+        let mut url = self.base.clone();
+        url.set_path(&format!("{base_path}{}", request.path));
+        // Setting a path cannot change the origin, but the check is cheap and makes
+        // the rule explicit: every request stays on the connection's scheme, host
+        // and port, below its base path.
+        if url.scheme() != self.base.scheme()
+            || url.host_str() != self.base.host_str()
+            || url.port_or_known_default() != self.base.port_or_known_default()
+            || !url.path().starts_with(base_path)
+        {
+            return Err(ApiError::Path {
+                reason: "it leaves the connection's base URL".into(),
+            });
+        }
+        let key_parameter = match &self.auth {
+            ApiAuth::QueryKey { parameter, .. } => Some(parameter.as_str()),
+            _ => None,
+        };
+        for (name, value) in &request.query {
+            if name.is_empty() {
+                return Err(ApiError::Query {
+                    name: name.clone(),
+                    reason: "it has no name",
+                });
+            }
+            if Some(name.as_str()) == key_parameter {
+                return Err(ApiError::Query {
+                    name: name.clone(),
+                    reason: "the connection sets it",
+                });
+            }
+            if name.contains(char::is_control) || value.contains(char::is_control) {
+                return Err(ApiError::Query {
+                    name: name.clone(),
+                    reason: "it contains a control character",
+                });
+            }
+        }
+        if !request.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&request.query);
+        }
+        let headers = self.caller_headers(&request.headers)?;
+        Ok((method, url, headers))
+    }
+
+    fn caller_headers(&self, headers: &[(String, String)]) -> Result<HeaderMap, ApiError> {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            let refuse = |reason| {
+                Err(ApiError::Header {
+                    name: name.clone(),
+                    reason,
+                })
+            };
+            let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+                return refuse("it is not a header name");
+            };
+            if FORBIDDEN_HEADERS.contains(&header.as_str()) {
+                return refuse("callers may not set it");
+            }
+            if self
+                .key_header()
+                .is_some_and(|key| key.eq_ignore_ascii_case(header.as_str()))
+            {
+                return refuse("it carries the connection's key");
+            }
+            if self.static_headers.contains_key(&header) {
+                return refuse("the connection sets it");
+            }
+            let Ok(value) = HeaderValue::from_str(value) else {
+                return refuse("its value contains a control character");
+            };
+            map.append(header, value);
+        }
+        Ok(map)
+    }
+
+    /// The request builder for a checked request, credentials added last so no
+    /// caller header can replace them.
+    fn build(
+        &self,
+        method: Method,
+        mut url: Url,
+        headers: HeaderMap,
+        body: Option<&RequestBody>,
+    ) -> reqwest::RequestBuilder {
+        if let ApiAuth::QueryKey { parameter, value } = &self.auth {
+            url.query_pairs_mut().append_pair(parameter, value);
+        }
+        let has_content_type = headers.contains_key(reqwest::header::CONTENT_TYPE);
+        let mut request = self.http.request(method, url).headers(headers);
+        for (name, value) in &self.static_headers {
+            request = request.header(name, value);
+        }
+        match body {
+            Some(RequestBody::Json(value)) => {
+                if !has_content_type {
+                    request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+                }
+                request = request.body(value.to_string());
+            }
+            Some(RequestBody::Text(text)) => {
+                if !has_content_type {
+                    request =
+                        request.header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8");
+                }
+                request = request.body(text.clone());
+            }
+            None => {}
+        }
+        match &self.auth {
+            ApiAuth::None | ApiAuth::QueryKey { .. } => request,
+            ApiAuth::Bearer { token } => request.bearer_auth(token),
+            ApiAuth::Basic { username, password } => request.basic_auth(username, Some(password)),
+            ApiAuth::HeaderKey { header, value } => request.header(header.as_str(), value.as_str()),
+        }
+    }
+
+    /// Sends `request` and waits for the response's headers (within the call
+    /// timeout), or for `cancel`.
+    async fn send(
+        &self,
+        request: &ApiRequest,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ApiError> {
+        let (method, url, headers) = self.check(request)?;
+        let builder = self.build(method, url, headers, request.body.as_ref());
+        self.send_built(builder, cancel).await
+    }
+
+    /// Posts `body` as JSON to the base URL itself (a GraphQL endpoint).
+    pub(crate) async fn post_json_to_base(
+        &self,
+        body: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("application/graphql-response+json, application/json"),
+        );
+        let builder = self.build(
+            Method::POST,
+            self.base.clone(),
+            headers,
+            Some(&RequestBody::Json(body.clone())),
+        );
+        self.send_built(builder, cancel).await
+    }
+
+    async fn send_built(
+        &self,
+        builder: reqwest::RequestBuilder,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, ApiError> {
+        let sent = tokio::time::timeout(self.call_timeout, builder.send());
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(ApiError::Cancelled),
+            sent = sent => match sent {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(error)) => Err(self.transport(&error)),
+                Err(_) => Err(ApiError::Timeout { after: self.call_timeout }),
+            },
+        }
+    }
+
+    /// A transport error as text without the URL (which may carry a query key).
+    fn transport(&self, error: &reqwest::Error) -> ApiError {
+        let mut message = if error.is_connect() {
+            "could not connect".to_owned()
+        } else if error.is_timeout() {
+            "the exchange timed out".to_owned()
+        } else if error.is_body() || error.is_decode() {
+            "the response body broke off".to_owned()
+        } else {
+            "the request failed".to_owned()
+        };
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ApiError::Transport {
+            message: self.scrub(&message),
+        }
+    }
+
+    /// Sends `request` and reads the response into memory, at most `cap` bytes of
+    /// its body: a longer body is cut there and marked truncated (the rest is not
+    /// read). The whole exchange runs within the call timeout.
+    ///
+    /// # Errors
+    /// A refused request ([`ApiClient::check`]), [`ApiError::Transport`],
+    /// [`ApiError::Timeout`] or [`ApiError::Cancelled`].
+    pub async fn fetch(
+        &self,
+        request: &ApiRequest,
+        cap: u64,
+        cancel: &CancellationToken,
+    ) -> Result<ApiResponse, ApiError> {
+        let exchange = async {
+            let response = self.send(request, cancel).await?;
+            self.read_capped(response, cap, cancel).await
+        };
+        match tokio::time::timeout(self.call_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(ApiError::Timeout {
+                after: self.call_timeout,
+            }),
+        }
+    }
+
+    pub(crate) async fn read_capped(
+        &self,
+        mut response: reqwest::Response,
+        cap: u64,
+        cancel: &CancellationToken,
+    ) -> Result<ApiResponse, ApiError> {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let mut body = BytesMut::new();
+        let mut truncated = false;
+        let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                chunk = response.chunk() => chunk.map_err(|error| self.transport(&error))?,
+            };
+            let Some(chunk) = chunk else { break };
+            let room = cap.saturating_sub(body.len());
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(ApiResponse {
+            status,
+            headers,
+            body: body.freeze(),
+            truncated,
+        })
+    }
+}
+
+/// A response read into memory by [`ApiClient::fetch`].
+#[derive(Clone, Debug)]
+pub struct ApiResponse {
+    /// The HTTP status.
+    pub status: u16,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The body, or its first `cap` bytes.
+    pub body: Bytes,
+    /// Whether the body was longer than the cap.
+    pub truncated: bool,
+}
+
+impl ApiResponse {
+    /// The declared content type without parameters, lower case.
+    #[must_use]
+    pub fn content_type(&self) -> Option<String> {
+        declared_content_type(&self.headers)
+    }
+}
+
+fn parse_method(method: &str) -> Result<Method, ApiError> {
+    let valid = !method.is_empty()
+        && method.len() <= 20
+        && method.bytes().all(|byte| byte.is_ascii_uppercase());
+    if !valid {
+        return Err(ApiError::Method {
+            method: method.to_owned(),
+        });
+    }
+    Method::from_bytes(method.as_bytes()).map_err(|_| ApiError::Method {
+        method: method.to_owned(),
+    })
+}
+
+/// Checks a caller's path: it starts with `/`; it has no empty segment (`//`), no
+/// `.` or `..` segment (also percent-encoded), no `@`, no backslash, no encoded
+/// `/` or `\`, no `?` or `#` (query parameters go in the query), no control
+/// character (CR, LF, NUL, also percent-encoded), and is at most
+/// [`MAX_PATH_BYTES`] long. An absolute URL fails the first rule.
+///
+/// # Errors
+/// [`ApiError::Path`] saying which rule it breaks.
+pub fn check_path(path: &str) -> Result<(), ApiError> {
+    let refuse = |reason: &str| {
+        Err(ApiError::Path {
+            reason: reason.to_owned(),
+        })
+    };
+    if path.len() > MAX_PATH_BYTES {
+        return refuse("it is longer than 2048 bytes");
+    }
+    if !path.starts_with('/') {
+        return refuse("it must start with / (a path below the connection, not a URL)");
+    }
+    if path.chars().any(char::is_control) {
+        return refuse("it contains a control character");
+    }
+    if path.contains('@') {
+        return refuse("it contains @");
+    }
+    if path.contains('\\') {
+        return refuse("it contains a backslash");
+    }
+    if path.contains('?') || path.contains('#') {
+        return refuse("it contains ? or #; pass query parameters in query_params");
+    }
+    if path.contains("//") {
+        return refuse("it contains //");
+    }
+    let lower = path.to_ascii_lowercase();
+    for encoded in ["%2f", "%5c", "%00", "%0a", "%0d", "%40"] {
+        if lower.contains(encoded) {
+            return refuse("it contains an encoded separator or control character");
+        }
+    }
+    for segment in lower.split('/').skip(1) {
+        let decoded = segment.replace("%2e", ".");
+        if decoded == "." || decoded == ".." {
+            return refuse("it contains a . or .. segment");
+        }
+    }
+    Ok(())
+}
+
+/// The declared content type of `headers` without parameters, lower case.
+#[must_use]
+pub fn declared_content_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase())
+        .filter(|value| !value.is_empty())
+}
+
+/// Whether a content type is text a person or model can read inline.
+#[must_use]
+pub fn is_textual(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || content_type.ends_with("+json")
+        || content_type.ends_with("+xml")
+        || matches!(
+            content_type,
+            "application/json"
+                | "application/x-ndjson"
+                | "application/jsonl"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-www-form-urlencoded"
+                | "application/yaml"
+                | "application/x-yaml"
+                | "application/graphql-response+json"
+        )
+}
+
+/// Types that a browser would render or run; a stored asset never carries them.
+const ACTIVE_TYPES: &[&str] = &[
+    "text/html",
+    "application/xhtml+xml",
+    "image/svg+xml",
+    "text/javascript",
+    "application/javascript",
+    "text/jsx",
+];
+
+/// The content type an exported response is stored with: a specific declared type
+/// wins; a missing or generic one (`application/octet-stream`, `text/plain`) is
+/// guessed from the first bytes. Types a browser would render or run become
+/// `text/plain`.
+#[must_use]
+pub fn stored_content_type(declared: Option<&str>, head: &[u8]) -> String {
+    let chosen = match declared {
+        Some(declared) if !matches!(declared, "application/octet-stream" | "text/plain") => {
+            declared.to_owned()
+        }
+        _ => sniff(head)
+            .map(str::to_owned)
+            .or_else(|| declared.map(str::to_owned))
+            .unwrap_or_else(|| "application/octet-stream".to_owned()),
+    };
+    if ACTIVE_TYPES.contains(&chosen.as_str()) {
+        "text/plain".to_owned()
+    } else {
+        chosen
+    }
+}
+
+/// Guesses a type from the first bytes: well-known binary signatures, then JSON,
+/// JSON Lines and XML, then any UTF-8 text.
+fn sniff(head: &[u8]) -> Option<&'static str> {
+    let head = &head[..head.len().min(SNIFF_BYTES)];
+    let signatures: &[(&[u8], &str)] = &[
+        (b"%PDF-", "application/pdf"),
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"GIF8", "image/gif"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"PK\x03\x04", "application/zip"),
+        (b"\x1f\x8b", "application/gzip"),
+        (b"PAR1", "application/vnd.apache.parquet"),
+    ];
+    if let Some((_, content_type)) = signatures
+        .iter()
+        .find(|(signature, _)| head.starts_with(signature))
+    {
+        return Some(content_type);
+    }
+    // A cut in the middle of a UTF-8 sequence at the end of the sample is fine.
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        Err(error) if error.error_len().is_none() => {
+            std::str::from_utf8(&head[..error.valid_up_to()]).ok()?
+        }
+        Err(_) => return None,
+    };
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let lines: Vec<&str> = trimmed
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .collect();
+        let complete = if text.len() < head.len() || head.len() == SNIFF_BYTES {
+            // The last line may be cut off.
+            &lines[..lines.len().saturating_sub(1)]
+        } else {
+            &lines[..]
+        };
+        if complete.len() > 1
+            && complete
+                .iter()
+                .all(|line| serde_json::from_str::<Value>(line).is_ok())
+        {
+            return Some("application/x-ndjson");
+        }
+        return Some("application/json");
+    }
+    if trimmed.starts_with("<?xml") {
+        return Some("application/xml");
+    }
+    if trimmed.starts_with('<') {
+        // Possibly HTML: never stored as something a browser renders.
+        return Some("text/plain");
+    }
+    Some("text/plain")
+}
+
+/// The file extension for a stored content type (`bin` when unknown).
+#[must_use]
+pub fn extension_for(content_type: &str) -> &'static str {
+    match content_type {
+        "application/json" | "application/graphql-response+json" => "json",
+        "application/x-ndjson" | "application/jsonl" => "jsonl",
+        "application/xml" | "text/xml" => "xml",
+        "text/csv" => "csv",
+        "text/tab-separated-values" => "tsv",
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        "application/yaml" | "application/x-yaml" => "yaml",
+        "application/pdf" => "pdf",
+        "image/png" => "png",
+        "image/gif" => "gif",
+        "image/jpeg" => "jpg",
+        "application/zip" => "zip",
+        "application/gzip" => "gz",
+        "application/vnd.apache.parquet" => "parquet",
+        other if other.ends_with("+json") => "json",
+        other if other.ends_with("+xml") => "xml",
+        _ => "bin",
+    }
+}
+
+/// Where a response says the next page is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PaginationHint {
+    /// Whether the response says more exists.
+    pub has_more: bool,
+    /// The next page's URL (from `Link: <…>; rel="next"` or a body field).
+    pub next_url: Option<String>,
+    /// An opaque cursor for the next page, from a body field.
+    pub next_cursor: Option<String>,
+    /// Where it was found: `link_header`, or the body field's dotted path.
+    pub source: String,
+}
+
+/// Cursor fields looked for at the body's top level and under the usual
+/// envelopes (`meta`, `pagination`, `paging`, `page_info`, `pageInfo`, `links`).
+const CURSOR_FIELDS: &[&str] = &[
+    "next_cursor",
+    "nextCursor",
+    "next_page_token",
+    "nextPageToken",
+    "endCursor",
+    "end_cursor",
+    "cursor",
+];
+const NEXT_URL_FIELDS: &[&str] = &[
+    "@odata.nextLink",
+    "next_url",
+    "nextUrl",
+    "next",
+    "next_page_url",
+];
+const MORE_FIELDS: &[&str] = &["has_more", "hasMore", "hasNextPage", "has_next_page"];
+const ENVELOPES: &[&str] = &[
+    "",
+    "meta",
+    "pagination",
+    "paging",
+    "page_info",
+    "pageInfo",
+    "links",
+];
+
+/// Reports where the next page is, from a `Link` header with `rel="next"` or from
+/// the common cursor fields of a JSON body. It never follows anything.
+#[must_use]
+pub fn pagination_hint(headers: &HeaderMap, body: Option<&Value>) -> Option<PaginationHint> {
+    for value in headers.get_all(reqwest::header::LINK) {
+        if let Ok(text) = value.to_str()
+            && let Some(url) = link_next(text)
+        {
+            return Some(PaginationHint {
+                has_more: true,
+                next_url: Some(url),
+                next_cursor: None,
+                source: "link_header".into(),
+            });
+        }
+    }
+    let body = body?;
+    for envelope in ENVELOPES {
+        let object = if envelope.is_empty() {
+            body.as_object()
+        } else {
+            body.get(envelope).and_then(Value::as_object)
+        };
+        let Some(object) = object else { continue };
+        let prefix = if envelope.is_empty() {
+            String::new()
+        } else {
+            format!("{envelope}.")
+        };
+        let more = MORE_FIELDS
+            .iter()
+            .find_map(|field| object.get(*field).and_then(Value::as_bool));
+        let cursor = CURSOR_FIELDS.iter().find_map(|field| {
+            object
+                .get(*field)
+                .and_then(Value::as_str)
+                .filter(|cursor| !cursor.is_empty())
+                .map(|cursor| (*field, cursor.to_owned()))
+        });
+        let next_url = NEXT_URL_FIELDS.iter().find_map(|field| {
+            object
+                .get(*field)
+                .and_then(Value::as_str)
+                .filter(|url| {
+                    url.starts_with("http://")
+                        || url.starts_with("https://")
+                        || url.starts_with('/')
+                })
+                .map(|url| (*field, url.to_owned()))
+        });
+        if more == Some(false) && cursor.is_none() && next_url.is_none() {
+            continue;
+        }
+        if cursor.is_none() && next_url.is_none() {
+            continue;
+        }
+        let source = cursor
+            .as_ref()
+            .or(next_url.as_ref())
+            .map(|(field, _)| format!("{prefix}{field}"))
+            .unwrap_or_default();
+        return Some(PaginationHint {
+            has_more: more.unwrap_or(true),
+            next_url: next_url.map(|(_, url)| url),
+            next_cursor: cursor.map(|(_, cursor)| cursor),
+            source,
+        });
+    }
+    None
+}
+
+/// The URL of the `rel="next"` entry of a `Link` header (RFC 8288).
+fn link_next(header: &str) -> Option<String> {
+    for entry in header.split(',') {
+        let mut parts = entry.split(';');
+        let target = parts.next()?.trim();
+        let url = target.strip_prefix('<')?.strip_suffix('>')?;
+        let is_next = parts.any(|parameter| {
+            let Some((name, value)) = parameter.split_once('=') else {
+                return false;
+            };
+            name.trim().eq_ignore_ascii_case("rel")
+                && value
+                    .trim()
+                    .trim_matches('"')
+                    .split_ascii_whitespace()
+                    .any(|rel| rel.eq_ignore_ascii_case("next"))
+        });
+        if is_next {
+            return Some(url.to_owned());
+        }
+    }
+    None
+}
+
+/// The caps an API export runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiExportLimits {
+    /// The most bytes the stored response may have.
+    pub max_bytes: u64,
+    /// How long the export may take, headers and body.
+    pub timeout: Duration,
+}
+
+/// What a finished API export stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiExportReport {
+    /// The upstream's HTTP status (stored whatever it is).
+    pub status: u16,
+    /// Bytes stored.
+    pub bytes: u64,
+    /// The content type it was stored with.
+    pub content_type: String,
+    /// The content type the upstream declared, when it differs.
+    pub declared_content_type: Option<String>,
+}
+
+/// Why an API export stopped. Nothing was committed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ApiExportError {
+    /// The call failed or was refused.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The export ran longer than its timeout.
+    #[error("the export did not finish within {} seconds", .after.as_secs())]
+    Timeout {
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+impl ApiExportError {
+    /// Whether it stopped because it was cancelled.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, ApiExportError::Api(ApiError::Cancelled))
+    }
+}
+
+/// Sends `request` and streams its response, whatever its status, into `upload`
+/// chunk by chunk, reporting the bytes stored after every chunk. One chunk is held
+/// at a time, so memory stays flat. Commits only a whole response within the caps;
+/// otherwise aborts the upload (and drops the connection, which stops the
+/// upstream).
+///
+/// # Errors
+/// [`ApiExportError`]; the upload is aborted first.
+pub async fn export_response(
+    client: &ApiClient,
+    request: &ApiRequest,
+    mut upload: Box<dyn Upload>,
+    limits: ApiExportLimits,
+    cancel: &CancellationToken,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<ApiExportReport, ApiExportError> {
+    let run = stream_into(client, request, upload.as_mut(), limits, cancel, progress);
+    let outcome = match tokio::time::timeout(limits.timeout, run).await {
+        Ok(result) => result,
+        Err(_) => Err(ApiExportError::Timeout {
+            after: limits.timeout,
+        }),
+    };
+    let (mut report, bytes) =
+        commit_or_abort(upload, outcome, |error| ApiError::Sink(error).into()).await?;
+    report.bytes = bytes;
+    Ok(report)
+}
+
+/// Commits `upload` when `outcome` succeeded and returns it with the committed
+/// size; otherwise aborts the upload (a failed clean-up is logged) and returns the
+/// error, so nothing partial is ever visible.
+pub(crate) async fn commit_or_abort<T, E>(
+    upload: Box<dyn Upload>,
+    outcome: Result<T, E>,
+    sink_error: impl FnOnce(SinkError) -> E,
+) -> Result<(T, u64), E> {
+    match outcome {
+        Ok(value) => match upload.commit().await {
+            Ok(bytes) => Ok((value, bytes)),
+            Err(error) => Err(sink_error(error)),
+        },
+        Err(error) => {
+            if let Err(abort_error) = upload.abort().await {
+                tracing::warn!(error = %abort_error, "could not clean up an aborted export");
+            }
+            Err(error)
+        }
+    }
+}
+
+async fn stream_into(
+    client: &ApiClient,
+    request: &ApiRequest,
+    upload: &mut dyn Upload,
+    limits: ApiExportLimits,
+    cancel: &CancellationToken,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<ApiExportReport, ApiExportError> {
+    let mut response = client.send(request, cancel).await?;
+    let status = response.status().as_u16();
+    let too_large = ApiError::TooLarge {
+        limit: limits.max_bytes,
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > limits.max_bytes)
+    {
+        return Err(too_large.into());
+    }
+    let declared = declared_content_type(response.headers());
+    let mut content_type: Option<String> = None;
+    let mut head = BytesMut::new();
+    loop {
+        let chunk = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ApiError::Cancelled.into()),
+            chunk = response.chunk() => chunk.map_err(|error| client.transport(&error))?,
+        };
+        let Some(chunk) = chunk else { break };
+        if upload.bytes_written() + chunk.len() as u64 > limits.max_bytes {
+            return Err(too_large.into());
+        }
+        if content_type.is_none() {
+            // The first bytes decide the type; they are held only until there are
+            // enough to look at.
+            head.extend_from_slice(&chunk);
+            if head.len() < SNIFF_BYTES {
+                continue;
+            }
+            content_type = Some(stored_content_type(declared.as_deref(), &head));
+            upload
+                .write(head.split().freeze())
+                .await
+                .map_err(ApiError::from)?;
+        } else {
+            upload.write(chunk).await.map_err(ApiError::from)?;
+        }
+        progress(upload.bytes_written());
+    }
+    let content_type = match content_type {
+        Some(content_type) => content_type,
+        None => {
+            let content_type = stored_content_type(declared.as_deref(), &head);
+            if !head.is_empty() {
+                upload
+                    .write(head.split().freeze())
+                    .await
+                    .map_err(ApiError::from)?;
+            }
+            content_type
+        }
+    };
+    progress(upload.bytes_written());
+    Ok(ApiExportReport {
+        status,
+        bytes: upload.bytes_written(),
+        declared_content_type: declared.filter(|declared| *declared != content_type),
+        content_type,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn hostile_paths_are_refused() {
+        for path in [
+            "",
+            "items",
+            "https://evil.example/x",
+            "//evil.example/x",
+            "/a//b",
+            "/a/../b",
+            "/..",
+            "/a/%2e%2e/b",
+            "/a/.%2E/b",
+            "/a/./b",
+            "/user@evil.example",
+            "/a\r\nX-Injected: 1",
+            "/a\nb",
+            "/a\0b",
+            "/a%0d%0ab",
+            "/a%00",
+            "/a%2fb",
+            "/a\\b",
+            "/a?b=c",
+            "/a#frag",
+        ] {
+            assert!(check_path(path).is_err(), "{path:?} was accepted");
+        }
+        for path in [
+            "/",
+            "/items",
+            "/items/42",
+            "/a-b_c.d/e~f",
+            "/search%20x",
+            "/v1.2/x",
+        ] {
+            assert!(check_path(path).is_ok(), "{path:?} was refused");
+        }
+        assert!(check_path(&format!("/{}", "a".repeat(MAX_PATH_BYTES))).is_err());
+    }
+
+    fn client(base: &str, auth: ApiAuth) -> ApiClient {
+        let mut config = ApiConfig::new(base);
+        config.auth = auth;
+        config.static_headers = vec![("X-Tenant".into(), "acme".into())];
+        ApiClient::new(config).expect("client")
+    }
+
+    #[test]
+    fn urls_stay_below_the_base() {
+        let client = client("https://api.example/v1/", ApiAuth::None);
+        let request = ApiRequest {
+            method: "GET".into(),
+            path: "/items".into(),
+            query: vec![("q".into(), "a b&c".into()), ("q".into(), "d".into())],
+            ..ApiRequest::default()
+        };
+        let (method, url, _) = client.check(&request).expect("checked");
+        assert_eq!(method, Method::GET);
+        assert_eq!(url.as_str(), "https://api.example/v1/items?q=a+b%26c&q=d");
+        for method in ["get", "G ET", "", "GET\r\n"] {
+            let request = ApiRequest {
+                method: method.into(),
+                path: "/x".into(),
+                ..ApiRequest::default()
+            };
+            assert!(matches!(
+                client.check(&request),
+                Err(ApiError::Method { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn callers_cannot_set_credentials_or_the_connections_headers() {
+        let client = client(
+            "https://api.example",
+            ApiAuth::HeaderKey {
+                header: "X-API-Key".into(),
+                value: "s3cret".into(),
+            },
+        );
+        for name in [
+            "Authorization",
+            "authorization",
+            "x-api-key",
+            "X-Tenant",
+            "Host",
+            "Cookie",
+        ] {
+            let request = ApiRequest {
+                method: "GET".into(),
+                path: "/x".into(),
+                headers: vec![(name.into(), "v".into())],
+                ..ApiRequest::default()
+            };
+            assert!(
+                matches!(client.check(&request), Err(ApiError::Header { .. })),
+                "{name} was accepted"
+            );
+        }
+        let injected = ApiRequest {
+            method: "GET".into(),
+            path: "/x".into(),
+            headers: vec![("X-Ok".into(), "a\r\nAuthorization: b".into())],
+            ..ApiRequest::default()
+        };
+        assert!(client.check(&injected).is_err());
+        let query_key = client_with_query_key();
+        let request = ApiRequest {
+            method: "GET".into(),
+            path: "/x".into(),
+            query: vec![("key".into(), "mine".into())],
+            ..ApiRequest::default()
+        };
+        assert!(matches!(
+            query_key.check(&request),
+            Err(ApiError::Query { .. })
+        ));
+    }
+
+    fn client_with_query_key() -> ApiClient {
+        client(
+            "https://api.example",
+            ApiAuth::QueryKey {
+                parameter: "key".into(),
+                value: "s3cret".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output_and_scrubbed_text() {
+        let client = client_with_query_key();
+        assert!(!format!("{client:?}").contains("s3cret"));
+        assert_eq!(client.scrub("bad key s3cret"), "bad key [REDACTED]");
+        let basic = ApiAuth::Basic {
+            username: "u".into(),
+            password: "pw-123".into(),
+        };
+        assert!(!format!("{basic:?}").contains("pw-123"));
+    }
+
+    #[test]
+    fn bad_base_urls_are_refused() {
+        for base in [
+            "ftp://x",
+            "not a url",
+            "https://user:pw@api.example",
+            "https://api.example/?a=b",
+        ] {
+            assert!(ApiClient::new(ApiConfig::new(base)).is_err(), "{base}");
+        }
+    }
+
+    #[test]
+    fn content_types_are_declared_or_sniffed_and_never_active() {
+        assert_eq!(stored_content_type(Some("text/csv"), b"a,b"), "text/csv");
+        assert_eq!(
+            stored_content_type(None, b"  {\"a\": 1}"),
+            "application/json"
+        );
+        assert_eq!(
+            stored_content_type(Some("application/octet-stream"), b"{\"a\":1}\n{\"a\":2}\n"),
+            "application/x-ndjson"
+        );
+        assert_eq!(stored_content_type(None, b"%PDF-1.7"), "application/pdf");
+        assert_eq!(stored_content_type(None, b"<html>"), "text/plain");
+        assert_eq!(
+            stored_content_type(Some("text/html"), b"<html>"),
+            "text/plain"
+        );
+        assert_eq!(
+            stored_content_type(None, &[0, 159, 146, 150]),
+            "application/octet-stream"
+        );
+        assert_eq!(extension_for("application/x-ndjson"), "jsonl");
+        assert_eq!(extension_for("application/x-unknown"), "bin");
+    }
+
+    #[test]
+    fn pagination_hints_come_from_link_headers_and_cursor_fields() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::LINK,
+            HeaderValue::from_static(
+                "<https://api.example/items?page=1>; rel=\"prev\", <https://api.example/items?page=3>; rel=\"next\"",
+            ),
+        );
+        let hint = pagination_hint(&headers, None).expect("hint");
+        assert_eq!(
+            hint.next_url.as_deref(),
+            Some("https://api.example/items?page=3")
+        );
+        assert_eq!(hint.source, "link_header");
+
+        let empty = HeaderMap::new();
+        let hint = pagination_hint(&empty, Some(&json!({"items": [], "next_cursor": "abc"})))
+            .expect("hint");
+        assert_eq!(hint.next_cursor.as_deref(), Some("abc"));
+        assert!(hint.has_more);
+        let hint = pagination_hint(
+            &empty,
+            Some(&json!({"meta": {"hasMore": true, "nextCursor": "c2"}})),
+        )
+        .expect("hint");
+        assert_eq!(
+            (hint.next_cursor.as_deref(), hint.source.as_str()),
+            (Some("c2"), "meta.nextCursor")
+        );
+        let hint = pagination_hint(
+            &empty,
+            Some(&json!({"@odata.nextLink": "https://x/y?$skip=2"})),
+        )
+        .expect("hint");
+        assert_eq!(hint.next_url.as_deref(), Some("https://x/y?$skip=2"));
+        assert_eq!(pagination_hint(&empty, Some(&json!({"items": [1]}))), None);
+        assert_eq!(
+            pagination_hint(&empty, Some(&json!({"has_more": false}))),
+            None
+        );
+    }
+}
