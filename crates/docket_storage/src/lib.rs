@@ -14,6 +14,9 @@
 //!   one writer connection, signals only through the heartbeat.
 //! - [`catalog`] defines assets and call records, their traits, and the
 //!   behaviour suite both backends run.
+//! - [`scripts`] defines managed scripts, their versions and their runs (the
+//!   run queue), the [`ScriptStore`] trait and the behaviour suite both
+//!   backends run.
 //! - [`test_db`] gives each test its own PostgreSQL schema or SQLite file.
 //!
 //! diesel-async has no connection that spans backends, so each backend has its
@@ -29,6 +32,7 @@ mod error;
 mod migrations;
 mod pg;
 pub mod probe;
+pub mod scripts;
 mod shared;
 mod sqlite;
 pub mod test_db;
@@ -43,6 +47,9 @@ pub use catalog::{AssetStore, CallCatalog, CatalogError};
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
 pub use error::{Cause, StorageError};
+/// The scripts trait, beside the others, so a crate that opens a store can name
+/// what [`Store::script_store`] returns.
+pub use scripts::ScriptStore;
 pub use pg::PgStore;
 pub use sqlite::SqliteStore;
 pub use url::Backend;
@@ -99,6 +106,14 @@ impl Store {
         match self {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
+        }
+    }
+
+    /// The store as the script tools and the run bridge use it.
+    pub fn script_store(&self) -> Arc<dyn ScriptStore> {
+        match self {
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
         }
     }
 

@@ -741,3 +741,140 @@ mod catalog {
         }
     }
 }
+
+/// The script store's shared suite on both backends, and what only PostgreSQL
+/// has: claims across two replicas' pools, and run signals through NOTIFY.
+mod scripts {
+    use super::*;
+    use docket_storage::scripts::testing::{new_run, new_script};
+    use docket_storage::scripts::RunSignal;
+
+    mod postgres {
+        use super::*;
+
+        docket_storage::script_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let store = database.connect().await.script_store();
+            std::future::ready((store, (database, light)))
+        });
+
+        /// Two replicas (pools of their own) claiming together take each run
+        /// once: SKIP LOCKED, not a shared in-process lock.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn two_replicas_claim_each_run_once() {
+            let _light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let replicas = [
+                database.connect().await.script_store(),
+                database.connect().await.script_store(),
+            ];
+            let (script, _) = replicas[0]
+                .create_script(new_script("alice", "shared"))
+                .await
+                .expect("create");
+            let mut ids = HashSet::new();
+            for _ in 0..20 {
+                ids.insert(
+                    replicas[0]
+                        .enqueue(new_run(&script, "alice"))
+                        .await
+                        .expect("enqueue")
+                        .id,
+                );
+            }
+            let mut workers = Vec::new();
+            for worker in 0..6 {
+                let store = Arc::clone(&replicas[worker % 2]);
+                workers.push(tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    while let Some(run) = store
+                        .claim(&format!("replica-{}-{worker}", worker % 2), PATIENCE)
+                        .await
+                        .expect("claim")
+                    {
+                        mine.push(run.id);
+                    }
+                    mine
+                }));
+            }
+            let mut claimed = Vec::new();
+            for worker in workers {
+                claimed.extend(patiently("a worker", worker).await.expect("joined"));
+            }
+            assert_eq!(claimed.len(), ids.len());
+            assert_eq!(claimed.into_iter().collect::<HashSet<_>>(), ids);
+        }
+
+        /// A queued run and a cancel taken by one replica reach a listener on
+        /// another through NOTIFY docket_runs.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn run_signals_reach_another_replica() {
+            let _light = light().await;
+            let Some(database) = TestDatabase::postgres().await else {
+                return;
+            };
+            let listening = database.connect().await.script_store();
+            let taking = database.connect().await.script_store();
+            let (sender, mut signals) = tokio::sync::mpsc::unbounded_channel();
+            listening.set_run_listener(Arc::new(move |signal| {
+                let _ = sender.send(signal);
+            }));
+            let (script, _) = taking
+                .create_script(new_script("alice", "signals"))
+                .await
+                .expect("create");
+            // LISTEN starts in the background; queue runs until one is heard.
+            let heard = patiently("a queued signal", async {
+                loop {
+                    let run = taking
+                        .enqueue(new_run(&script, "alice"))
+                        .await
+                        .expect("enqueue");
+                    let deadline = tokio::time::Instant::now() + Duration::from_millis(200);
+                    while let Ok(Some(signal)) =
+                        tokio::time::timeout_at(deadline, signals.recv()).await
+                    {
+                        if signal == RunSignal::Queued(run.id.clone()) {
+                            return run;
+                        }
+                    }
+                }
+            })
+            .await;
+            let claimed = loop {
+                let run = taking
+                    .claim("w", PATIENCE)
+                    .await
+                    .expect("claim")
+                    .expect("run");
+                if run.id == heard.id {
+                    break run;
+                }
+            };
+            taking.cancel_run(&claimed.id).await.expect("cancel");
+            patiently("the cancel signal", async {
+                while let Some(signal) = signals.recv().await {
+                    if signal == RunSignal::Cancel(claimed.id.clone()) {
+                        return;
+                    }
+                }
+            })
+            .await;
+        }
+    }
+
+    mod sqlite {
+        use super::*;
+
+        docket_storage::script_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.script_store(), (database, light))
+        });
+    }
+}

@@ -1,4 +1,6 @@
-//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`.
+//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`, on two channels:
+//! task signals on `docket_tasks` and run signals on `docket_runs` (each store
+//! keeps one [`Signals`] per channel).
 //!
 //! `request_cancel` and `answer_input` run `pg_notify('docket_tasks',
 //! '<kind>:<task id>')` in their own transaction, so the notification goes out
@@ -16,36 +18,58 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use docket_task::TaskId;
-use docket_task::store::{SignalListener, TaskSignal};
+use docket_task::store::TaskSignal;
 use tokio::sync::oneshot;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::tasks::CHANNEL;
+use crate::scripts::{RUN_CHANNEL, RunSignal, parse_signal};
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// The listener and the background task that feeds it.
-pub(crate) struct Signals {
+/// Hears the signals of one kind.
+type Listener<S> = Arc<dyn Fn(S) + Send + Sync>;
+
+/// The listener of one channel and the background task that feeds it.
+pub(crate) struct Signals<S: 'static> {
     /// Holds a password, possibly: used to connect, never logged.
     url: String,
-    listener: Arc<Mutex<Option<SignalListener>>>,
+    channel: &'static str,
+    parse: fn(&str) -> Option<S>,
+    listener: Arc<Mutex<Option<Listener<S>>>>,
     /// Set once the background task runs; dropping it (with the store) stops it.
     stop: Mutex<Option<oneshot::Sender<()>>>,
 }
 
-impl Signals {
-    pub(crate) fn new(url: String) -> Self {
+impl Signals<TaskSignal> {
+    /// Task signals, on `docket_tasks`.
+    pub(crate) fn tasks(url: String) -> Self {
+        Self::new(url, CHANNEL, parse)
+    }
+}
+
+impl Signals<RunSignal> {
+    /// Run signals, on `docket_runs`.
+    pub(crate) fn runs(url: String) -> Self {
+        Self::new(url, RUN_CHANNEL, parse_signal)
+    }
+}
+
+impl<S: Send + 'static> Signals<S> {
+    fn new(url: String, channel: &'static str, parse: fn(&str) -> Option<S>) -> Self {
         Self {
             url,
-            listener: Arc::default(),
+            channel,
+            parse,
+            listener: Arc::new(Mutex::new(None)),
             stop: Mutex::default(),
         }
     }
 
     /// Installs `listener` (replacing any earlier one) and starts listening, once.
-    pub(crate) fn set_listener(&self, listener: SignalListener) {
+    pub(crate) fn set_listener(&self, listener: Listener<S>) {
         *lock(&self.listener) = Some(listener);
         let mut stop = lock(&self.stop);
         if stop.is_some() {
@@ -61,6 +85,8 @@ impl Signals {
         let (stop_sender, stop_receiver) = oneshot::channel();
         runtime.spawn(listen(
             self.url.clone(),
+            self.channel,
+            self.parse,
             Arc::clone(&self.listener),
             stop_receiver,
         ));
@@ -69,16 +95,18 @@ impl Signals {
 }
 
 /// Listens until `stop` fires (or its sender is dropped), reconnecting as needed.
-async fn listen(
+async fn listen<S>(
     url: String,
-    listener: Arc<Mutex<Option<SignalListener>>>,
+    channel: &'static str,
+    parse: fn(&str) -> Option<S>,
+    listener: Arc<Mutex<Option<Listener<S>>>>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
         tokio::select! {
             _ = &mut stop => return,
-            ended = session(&url, &listener, &mut backoff) => match ended {
+            ended = session(&url, channel, parse, &listener, &mut backoff) => match ended {
                 Ok(()) => tracing::warn!("the task signal connection closed; reconnecting"),
                 Err(error) => tracing::warn!(%error, "the task signal connection failed; reconnecting"),
             },
@@ -92,15 +120,17 @@ async fn listen(
 }
 
 /// One connection's life: `LISTEN`, then hand over notifications until it ends.
-async fn session(
+async fn session<S>(
     url: &str,
-    listener: &Mutex<Option<SignalListener>>,
+    channel: &str,
+    parse: fn(&str) -> Option<S>,
+    listener: &Mutex<Option<Listener<S>>>,
     backoff: &mut Duration,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
     // The connection object does the I/O for the client too, so it is polled
     // while LISTEN is on its way, not only afterwards.
-    let listen_sql = format!("LISTEN {CHANNEL}");
+    let listen_sql = format!("LISTEN {channel}");
     let mut subscribe = pin!(client.batch_execute(&listen_sql));
     let mut subscribed = false;
     loop {
@@ -112,7 +142,7 @@ async fn session(
             }
             message = poll_fn(|cx| connection.poll_message(cx)) => match message {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
-                    deliver(listener, notification.payload());
+                    deliver(listener, parse, notification.payload());
                 }
                 // Notices and future message kinds carry no signal.
                 Some(Ok(_)) => {}
@@ -124,7 +154,7 @@ async fn session(
 }
 
 /// Parses a payload and calls the listener; unknown payloads are ignored.
-fn deliver(listener: &Mutex<Option<SignalListener>>, payload: &str) {
+fn deliver<S>(listener: &Mutex<Option<Listener<S>>>, parse: fn(&str) -> Option<S>, payload: &str) {
     let Some(signal) = parse(payload) else {
         return;
     };

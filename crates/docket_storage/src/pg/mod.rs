@@ -10,6 +10,7 @@ mod audit;
 mod calls;
 mod listen;
 mod schema;
+mod scripts;
 mod tasks;
 
 use std::time::Duration;
@@ -48,7 +49,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// one deadpool of diesel-async connections.
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
-    signals: listen::Signals,
+    signals: listen::Signals<docket_task::store::TaskSignal>,
+    run_signals: listen::Signals<crate::scripts::RunSignal>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -100,7 +102,8 @@ impl PgStore {
         );
         Ok(Self {
             pool,
-            signals: listen::Signals::new(url.to_owned()),
+            signals: listen::Signals::tasks(url.to_owned()),
+            run_signals: listen::Signals::runs(url.to_owned()),
         })
     }
 

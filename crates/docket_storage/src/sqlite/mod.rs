@@ -23,6 +23,7 @@ mod assets;
 mod audit;
 mod calls;
 mod schema;
+mod scripts;
 mod tasks;
 
 use std::path::Path;

@@ -1,0 +1,633 @@
+//! Scripts, versions and runs on PostgreSQL: the rows as read, and the
+//! [`ScriptStore`] implementation. The claim lives in `scripts/claim.sql`; the
+//! other statements are short enough to read here.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Integer, Jsonb, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::PgStore;
+use crate::catalog::CatalogError;
+use crate::error::catalog_query_error;
+use crate::scripts::rows::{
+    self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
+};
+use crate::scripts::{
+    self, CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter,
+    RunSignalListener, Script, ScriptChange, ScriptStore, ScriptVersion, VersionInsert,
+};
+use crate::shared;
+
+/// The fence every write of a lease holder carries ($1 id, $2 owner, $3 attempt).
+const FENCE: &str = "id = $1 AND lease_owner = $2 AND attempt = $3 AND status = 'running'";
+
+#[derive(QueryableByName)]
+struct ScriptRow {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = Jsonb)]
+    params: Value,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Bool)]
+    enabled: bool,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: OffsetDateTime,
+    #[diesel(sql_type = Timestamptz)]
+    updated_at: OffsetDateTime,
+}
+
+impl TryFrom<ScriptRow> for Script {
+    type Error = CatalogError;
+
+    fn try_from(row: ScriptRow) -> Result<Self, CatalogError> {
+        Ok(Script {
+            id: row.id,
+            owner: row.owner,
+            name: row.name,
+            description: row.description,
+            params: row.params,
+            status: scripts::script_status(&row.status)?,
+            enabled: row.enabled,
+            version: row.version,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct VersionRow {
+    #[diesel(sql_type = Text)]
+    script_id: String,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    source: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = Jsonb)]
+    params: Value,
+    #[diesel(sql_type = Text)]
+    author: String,
+    #[diesel(sql_type = Jsonb)]
+    author_roles: Value,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: OffsetDateTime,
+}
+
+impl TryFrom<VersionRow> for ScriptVersion {
+    type Error = CatalogError;
+
+    fn try_from(row: VersionRow) -> Result<Self, CatalogError> {
+        Ok(ScriptVersion {
+            script_id: row.script_id,
+            version: row.version,
+            source: row.source,
+            description: row.description,
+            params: row.params,
+            author: row.author,
+            author_roles: scripts::roles(row.author_roles)?,
+            created_at: row.created_at,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct RunRow {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    script_id: String,
+    #[diesel(sql_type = Text)]
+    script_name: String,
+    #[diesel(sql_type = Text)]
+    script_owner: String,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Jsonb)]
+    params: Value,
+    #[diesel(sql_type = Text)]
+    requested_by: String,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
+    #[diesel(sql_type = Integer)]
+    platform_faults: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    lease_owner: Option<String>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    lease_expires_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    cancel_requested_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = BigInt)]
+    host_calls: i64,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    result: Option<Value>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error_kind: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    log: Option<String>,
+    #[diesel(sql_type = Bool)]
+    log_truncated: bool,
+    #[diesel(sql_type = Jsonb)]
+    metrics: Value,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: OffsetDateTime,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    started_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    finished_at: Option<OffsetDateTime>,
+    #[diesel(sql_type = Timestamptz)]
+    updated_at: OffsetDateTime,
+}
+
+impl TryFrom<RunRow> for Run {
+    type Error = CatalogError;
+
+    fn try_from(row: RunRow) -> Result<Self, CatalogError> {
+        Ok(Run {
+            status: scripts::run_status(&row.status)?,
+            error_kind: scripts::error_kind(row.error_kind.as_deref())?,
+            id: row.id,
+            script_id: row.script_id,
+            script_name: row.script_name,
+            script_owner: row.script_owner,
+            version: row.version,
+            params: row.params,
+            requested_by: row.requested_by,
+            attempt: row.attempt,
+            platform_faults: row.platform_faults,
+            lease_owner: row.lease_owner,
+            lease_expires_at: row.lease_expires_at,
+            cancel_requested_at: row.cancel_requested_at,
+            host_calls: row.host_calls,
+            result: row.result,
+            error: row.error,
+            log: row.log,
+            log_truncated: row.log_truncated,
+            metrics: row.metrics,
+            created_at: row.created_at,
+            started_at: row.started_at,
+            finished_at: row.finished_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct NowRow {
+    #[diesel(sql_type = Timestamptz)]
+    now: OffsetDateTime,
+}
+
+fn runs(rows: Vec<RunRow>) -> Result<Vec<Run>, CatalogError> {
+    rows.into_iter().map(Run::try_from).collect()
+}
+
+async fn insert_version(
+    conn: &mut AsyncPgConnection,
+    version: &VersionInsert<'_>,
+) -> diesel::QueryResult<VersionRow> {
+    diesel::sql_query(format!(
+        "INSERT INTO script_versions \
+         (script_id, version, source, description, params, author, author_roles) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {VERSION_COLUMNS}"
+    ))
+    .bind::<Text, _>(version.script_id)
+    .bind::<Integer, _>(version.version)
+    .bind::<Text, _>(version.source)
+    .bind::<Text, _>(version.description)
+    .bind::<Jsonb, _>(version.params)
+    .bind::<Text, _>(version.author)
+    .bind::<Jsonb, _>(scripts::roles_json(version.author_roles))
+    .get_result(conn)
+    .await
+}
+
+#[async_trait]
+impl ScriptStore for PgStore {
+    async fn create_script(
+        &self,
+        script: NewScript,
+    ) -> Result<(Script, ScriptVersion), CatalogError> {
+        script.validate()?;
+        let mut conn = self.catalog_conn().await?;
+        let (script_row, version_row) = conn
+            .transaction(async |conn| {
+                let script_row = diesel::sql_query(format!(
+                    "INSERT INTO scripts (id, owner, name, description, params, version) \
+                     VALUES ($1, $2, $3, $4, $5, 1) RETURNING {SCRIPT_COLUMNS}"
+                ))
+                .bind::<Text, _>(&script.id)
+                .bind::<Text, _>(&script.owner)
+                .bind::<Text, _>(&script.name)
+                .bind::<Text, _>(&script.description)
+                .bind::<Jsonb, _>(&script.params)
+                .get_result::<ScriptRow>(conn)
+                .await?;
+                let version_row = insert_version(
+                    conn,
+                    &VersionInsert {
+                        script_id: &script.id,
+                        version: 1,
+                        source: &script.source,
+                        description: &script.description,
+                        params: &script.params,
+                        author: &script.author,
+                        author_roles: &script.author_roles,
+                    },
+                )
+                .await?;
+                Ok::<_, diesel::result::Error>((script_row, version_row))
+            })
+            .await
+            .map_err(catalog_query_error)?;
+        Ok((script_row.try_into()?, version_row.try_into()?))
+    }
+
+    async fn update_script(
+        &self,
+        id: &str,
+        change: ScriptChange,
+    ) -> Result<Option<(Script, ScriptVersion)>, CatalogError> {
+        change.validate()?;
+        let mut conn = self.catalog_conn().await?;
+        let id = id.to_owned();
+        let rows = conn
+            .transaction(async |conn| {
+                let Some(current) = diesel::sql_query(format!(
+                    "SELECT {VERSION_COLUMNS} FROM script_versions \
+                     WHERE script_id = $1 AND version = \
+                     (SELECT version FROM scripts WHERE id = $1 FOR UPDATE)"
+                ))
+                .bind::<Text, _>(&id)
+                .get_result::<VersionRow>(conn)
+                .await
+                .optional()?
+                else {
+                    return Ok(None);
+                };
+                let description = change.description.as_ref().unwrap_or(&current.description);
+                let params = change.params.as_ref().unwrap_or(&current.params);
+                let version_row = insert_version(
+                    conn,
+                    &VersionInsert {
+                        script_id: &id,
+                        version: current.version + 1,
+                        source: change.source.as_ref().unwrap_or(&current.source),
+                        description,
+                        params,
+                        author: &change.author,
+                        author_roles: &change.author_roles,
+                    },
+                )
+                .await?;
+                let script_row = diesel::sql_query(format!(
+                    "UPDATE scripts SET version = $2, description = $3, params = $4, \
+                     enabled = COALESCE($5, enabled), status = COALESCE($6, status), \
+                     updated_at = now() WHERE id = $1 RETURNING {SCRIPT_COLUMNS}"
+                ))
+                .bind::<Text, _>(&id)
+                .bind::<Integer, _>(current.version + 1)
+                .bind::<Text, _>(description)
+                .bind::<Jsonb, _>(params)
+                .bind::<Nullable<Bool>, _>(change.enabled)
+                .bind::<Nullable<Text>, _>(change.status.map(|status| status.as_str()))
+                .get_result::<ScriptRow>(conn)
+                .await?;
+                Ok::<_, diesel::result::Error>(Some((script_row, version_row)))
+            })
+            .await
+            .map_err(catalog_query_error)?;
+        rows.map(|(script, version)| Ok((script.try_into()?, version.try_into()?)))
+            .transpose()
+    }
+
+    async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
+        diesel::sql_query(format!(
+            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE owner = $1 AND name = $2"
+        ))
+        .bind::<Text, _>(owner)
+        .bind::<Text, _>(name)
+        .get_result::<ScriptRow>(&mut *self.catalog_conn().await?)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?
+        .map(Script::try_from)
+        .transpose()
+    }
+
+    async fn script(&self, id: &str) -> Result<Option<Script>, CatalogError> {
+        diesel::sql_query(format!(
+            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE id = $1"
+        ))
+        .bind::<Text, _>(id)
+        .get_result::<ScriptRow>(&mut *self.catalog_conn().await?)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?
+        .map(Script::try_from)
+        .transpose()
+    }
+
+    async fn list_scripts(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Script>, CatalogError> {
+        diesel::sql_query(format!(
+            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE ($1::text IS NULL OR owner = $1) \
+             ORDER BY name, owner LIMIT $2"
+        ))
+        .bind::<Nullable<Text>, _>(owner)
+        .bind::<BigInt, _>(shared::limit(limit))
+        .load::<ScriptRow>(&mut *self.catalog_conn().await?)
+        .await
+        .map_err(catalog_query_error)?
+        .into_iter()
+        .map(Script::try_from)
+        .collect()
+    }
+
+    async fn delete_script(&self, id: &str) -> Result<bool, CatalogError> {
+        let deleted = diesel::sql_query("DELETE FROM scripts WHERE id = $1")
+            .bind::<Text, _>(id)
+            .execute(&mut *self.catalog_conn().await?)
+            .await
+            .map_err(catalog_query_error)?;
+        Ok(deleted == 1)
+    }
+
+    async fn script_version(
+        &self,
+        script_id: &str,
+        version: i32,
+    ) -> Result<Option<ScriptVersion>, CatalogError> {
+        diesel::sql_query(format!(
+            "SELECT {VERSION_COLUMNS} FROM script_versions WHERE script_id = $1 AND version = $2"
+        ))
+        .bind::<Text, _>(script_id)
+        .bind::<Integer, _>(version)
+        .get_result::<VersionRow>(&mut *self.catalog_conn().await?)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?
+        .map(ScriptVersion::try_from)
+        .transpose()
+    }
+
+    async fn enqueue(&self, run: NewRun) -> Result<Run, CatalogError> {
+        run.validate()?;
+        // The notification goes out at commit, only if the insert commits.
+        diesel::sql_query(format!(
+            "WITH queued AS ( \
+                 INSERT INTO script_runs \
+                 (id, script_id, script_name, script_owner, version, status, params, requested_by) \
+                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING {RUN_COLUMNS} \
+             ), told AS (SELECT pg_notify('{channel}', 'queued:' || id) FROM queued) \
+             SELECT queued.* FROM queued, (SELECT count(*) FROM told) AS sent",
+            channel = scripts::RUN_CHANNEL
+        ))
+        .bind::<Text, _>(&run.id)
+        .bind::<Text, _>(&run.script_id)
+        .bind::<Text, _>(&run.script_name)
+        .bind::<Text, _>(&run.script_owner)
+        .bind::<Integer, _>(run.version)
+        .bind::<Jsonb, _>(&run.params)
+        .bind::<Text, _>(&run.requested_by)
+        .get_result::<RunRow>(&mut *self.catalog_conn().await?)
+        .await
+        .map_err(catalog_query_error)?
+        .try_into()
+    }
+
+    async fn run(&self, id: &str) -> Result<Option<(Run, OffsetDateTime)>, CatalogError> {
+        let mut conn = self.catalog_conn().await?;
+        let Some(row) = diesel::sql_query(format!(
+            "SELECT {RUN_COLUMNS} FROM script_runs WHERE id = $1"
+        ))
+        .bind::<Text, _>(id)
+        .get_result::<RunRow>(&mut *conn)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?
+        else {
+            return Ok(None);
+        };
+        let now = diesel::sql_query("SELECT now() AS now")
+            .get_result::<NowRow>(&mut *conn)
+            .await
+            .map_err(catalog_query_error)?;
+        Ok(Some((row.try_into()?, now.now)))
+    }
+
+    async fn list_runs(&self, filter: &RunFilter, limit: u32) -> Result<Vec<Run>, CatalogError> {
+        let rows = diesel::sql_query(format!(
+            "SELECT {RUN_COLUMNS} FROM script_runs \
+             WHERE ($1::text IS NULL OR script_id = $1) \
+               AND ($2::text IS NULL OR requested_by = $2 OR script_owner = $2) \
+             ORDER BY created_at DESC, id DESC LIMIT $3"
+        ))
+        .bind::<Nullable<Text>, _>(&filter.script_id)
+        .bind::<Nullable<Text>, _>(&filter.visible_to)
+        .bind::<BigInt, _>(shared::limit(limit))
+        .load::<RunRow>(&mut *self.catalog_conn().await?)
+        .await
+        .map_err(catalog_query_error)?;
+        runs(rows)
+    }
+
+    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+        diesel::sql_query(include_str!("scripts/claim.sql").replace("RUN_COLUMNS", RUN_COLUMNS))
+            .bind::<Text, _>(worker)
+            .bind::<BigInt, _>(shared::millis(lease))
+            .get_result::<RunRow>(&mut *self.catalog_conn().await?)
+            .await
+            .optional()
+            .map_err(catalog_query_error)?
+            .map(Run::try_from)
+            .transpose()
+    }
+
+    async fn renew(
+        &self,
+        lease: &Lease,
+        duration: Duration,
+        host_calls: i64,
+    ) -> Result<Renewal, CatalogError> {
+        let row = diesel::sql_query(format!(
+            "UPDATE script_runs SET lease_expires_at = now() + $4 * interval '1 millisecond', \
+             host_calls = GREATEST(host_calls, $5), updated_at = now() WHERE {FENCE} \
+             RETURNING cancel_requested_at IS NOT NULL AS cancel_requested"
+        ))
+        .bind::<Text, _>(&lease.run_id)
+        .bind::<Text, _>(&lease.owner)
+        .bind::<Integer, _>(lease.attempt)
+        .bind::<BigInt, _>(shared::millis(duration))
+        .bind::<BigInt, _>(host_calls.max(0))
+        .get_result::<CancelRow>(&mut *self.catalog_conn().await?)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?;
+        Ok(rows::renewal(row))
+    }
+
+    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
+        ending.validate()?;
+        let host_calls = rows::host_calls(&ending.metrics);
+        let ended = diesel::sql_query(format!(
+            "UPDATE script_runs SET status = $4, result = $5, error = $6, error_kind = $7, \
+             log = $8, log_truncated = $9, metrics = $10, host_calls = GREATEST(host_calls, $11), \
+             lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now() \
+             WHERE {FENCE}"
+        ))
+        .bind::<Text, _>(&lease.run_id)
+        .bind::<Text, _>(&lease.owner)
+        .bind::<Integer, _>(lease.attempt)
+        .bind::<Text, _>(ending.status.as_str())
+        .bind::<Nullable<Jsonb>, _>(&ending.result)
+        .bind::<Nullable<Text>, _>(&ending.error)
+        .bind::<Nullable<Text>, _>(ending.error_kind.map(|kind| kind.as_str()))
+        .bind::<Text, _>(&ending.log)
+        .bind::<Bool, _>(ending.log_truncated)
+        .bind::<Jsonb, _>(&ending.metrics)
+        .bind::<BigInt, _>(host_calls)
+        .execute(&mut *self.catalog_conn().await?)
+        .await
+        .map_err(catalog_query_error)?;
+        Ok(ended == 1)
+    }
+
+    async fn retry(
+        &self,
+        lease: &Lease,
+        error: &str,
+        delay: Duration,
+    ) -> Result<bool, CatalogError> {
+        requeue(self, lease, Some(error), delay).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, CatalogError> {
+        requeue(self, lease, None, Duration::ZERO).await
+    }
+
+    async fn cancel_run(&self, id: &str) -> Result<Option<CancelOutcome>, CatalogError> {
+        let mut conn = self.catalog_conn().await?;
+        let id = id.to_owned();
+        let outcome = conn
+            .transaction(async |conn| {
+                let Some(before) =
+                    diesel::sql_query("SELECT status FROM script_runs WHERE id = $1 FOR UPDATE")
+                        .bind::<Text, _>(&id)
+                        .get_result::<StatusRow>(conn)
+                        .await
+                        .optional()?
+                else {
+                    return Ok(None);
+                };
+                match before.status.as_str() {
+                    "queued" => {
+                        let row = diesel::sql_query(format!(
+                            "UPDATE script_runs SET status = 'cancelled', \
+                             cancel_requested_at = now(), finished_at = now(), \
+                             updated_at = now() WHERE id = $1 RETURNING {RUN_COLUMNS}"
+                        ))
+                        .bind::<Text, _>(&id)
+                        .get_result::<RunRow>(conn)
+                        .await?;
+                        Ok(Some(Ok(row)))
+                    }
+                    "running" => {
+                        diesel::sql_query(format!(
+                            "WITH asked AS (UPDATE script_runs SET cancel_requested_at = \
+                             COALESCE(cancel_requested_at, now()), updated_at = now() \
+                             WHERE id = $1 RETURNING id) \
+                             SELECT pg_notify('{channel}', 'cancel:' || id) FROM asked",
+                            channel = scripts::RUN_CHANNEL
+                        ))
+                        .bind::<Text, _>(&id)
+                        .execute(conn)
+                        .await?;
+                        Ok(Some(Err(true)))
+                    }
+                    _ => Ok::<_, diesel::result::Error>(Some(Err(false))),
+                }
+            })
+            .await
+            .map_err(catalog_query_error)?;
+        rows::cancel_outcome(outcome)
+    }
+
+    async fn delete_finished_runs(
+        &self,
+        retention: Duration,
+        limit: u32,
+    ) -> Result<Vec<String>, CatalogError> {
+        // SKIP LOCKED: replicas running the pass together delete disjoint rows.
+        let rows = diesel::sql_query(
+            "DELETE FROM script_runs WHERE id IN ( \
+                 SELECT id FROM script_runs \
+                  WHERE finished_at IS NOT NULL \
+                    AND status IN ('succeeded', 'failed', 'cancelled') \
+                    AND finished_at < now() - $1 * interval '1 millisecond' \
+                  LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             RETURNING id",
+        )
+        .bind::<BigInt, _>(shared::millis(retention))
+        .bind::<BigInt, _>(shared::limit(limit))
+        .load::<IdRow>(&mut *self.catalog_conn().await?)
+        .await
+        .map_err(catalog_query_error)?;
+        Ok(rows.into_iter().map(|row| row.id).collect())
+    }
+
+    fn set_run_listener(&self, listener: RunSignalListener) {
+        self.run_signals.set_listener(listener);
+    }
+}
+
+/// Puts a leased run back in the queue (a retry counts a platform fault, a
+/// release does not) and announces it, fenced by the lease.
+async fn requeue(
+    store: &PgStore,
+    lease: &Lease,
+    error: Option<&str>,
+    delay: Duration,
+) -> Result<bool, CatalogError> {
+    let told = diesel::sql_query(format!(
+        "WITH queued AS ( \
+             UPDATE script_runs SET status = 'queued', lease_owner = NULL, \
+             lease_expires_at = NULL, error = COALESCE($4, error), \
+             platform_faults = platform_faults + CASE WHEN $4 IS NULL THEN 0 ELSE 1 END, \
+             not_before = now() + $5 * interval '1 millisecond', updated_at = now() \
+             WHERE {FENCE} RETURNING id) \
+         SELECT pg_notify('{channel}', 'queued:' || id) FROM queued",
+        channel = scripts::RUN_CHANNEL
+    ))
+    .bind::<Text, _>(&lease.run_id)
+    .bind::<Text, _>(&lease.owner)
+    .bind::<Integer, _>(lease.attempt)
+    .bind::<Nullable<Text>, _>(error)
+    .bind::<BigInt, _>(shared::millis(delay))
+    .execute(&mut *store.catalog_conn().await?)
+    .await
+    .map_err(catalog_query_error)?;
+    Ok(told == 1)
+}

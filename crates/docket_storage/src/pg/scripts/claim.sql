@@ -1,0 +1,25 @@
+-- Claims the oldest claimable run for one worker: a queued run whose not_before
+-- has come, or a running run whose lease expired (its worker died; that counts
+-- as a platform fault). SKIP LOCKED lets workers on every replica claim at once
+-- without waiting on, or taking, each other's rows. The attempt goes up: it is
+-- the fencing token of every later write.
+-- $1 worker, $2 lease in milliseconds.
+UPDATE script_runs AS run
+   SET status = 'running',
+       attempt = run.attempt + 1,
+       platform_faults = run.platform_faults
+           + CASE WHEN run.status = 'running' THEN 1 ELSE 0 END,
+       lease_owner = $1,
+       lease_expires_at = now() + $2 * interval '1 millisecond',
+       started_at = COALESCE(run.started_at, now()),
+       updated_at = now()
+ WHERE run.id = (
+       SELECT id
+         FROM script_runs
+        WHERE (status = 'queued' AND not_before <= now())
+           OR (status = 'running' AND lease_expires_at < now())
+        ORDER BY not_before, created_at
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED
+ )
+RETURNING RUN_COLUMNS

@@ -1,0 +1,564 @@
+//! The behaviour every [`ScriptStore`] must have, as test functions any
+//! implementation can run: one test source for both backends. Use
+//! [`script_store_suite!`](crate::script_store_suite) to generate one
+//! `#[tokio::test]` per property.
+//!
+//! Each function expects a store of its own, empty, and panics when the store
+//! misbehaves. Where a lease must expire, the test leases for a millisecond and
+//! sleeps a little longer: the claim compares with the database clock.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{
+    CancelOutcome, NewRun, NewScript, Renewal, Run, RunEnding, RunErrorKind, RunFilter, RunStatus,
+    ScriptChange, ScriptStatus, ScriptStore,
+};
+use crate::catalog::{CatalogError, generate_id};
+
+/// Longer than the coarsest database clock tick, so rows are ordered in time.
+const TICK: Duration = Duration::from_millis(5);
+
+/// A lease long enough never to expire during a test.
+const LONG: Duration = Duration::from_secs(600);
+
+/// A script of `owner` called `name`, saved by its owner as an analyst.
+pub fn new_script(owner: &str, name: &str) -> NewScript {
+    NewScript {
+        id: generate_id().expect("OS random source"),
+        owner: owner.to_owned(),
+        name: name.to_owned(),
+        description: "counts «orders»".into(),
+        params: json!([{"name": "day", "type": "string", "required": true}]),
+        source: "print('it''s')\nresult = 1".into(),
+        author: owner.to_owned(),
+        author_roles: vec!["analyst".into(), "ünïcode".into()],
+    }
+}
+
+/// A run of `script` asked for by `requested_by`.
+pub fn new_run(script: &super::Script, requested_by: &str) -> NewRun {
+    NewRun {
+        id: generate_id().expect("OS random source"),
+        script_id: script.id.clone(),
+        script_name: script.name.clone(),
+        script_owner: script.owner.clone(),
+        version: script.version,
+        params: json!({"day": "2026-12-01"}),
+        requested_by: requested_by.to_owned(),
+    }
+}
+
+/// A successful ending with a result and a log.
+pub fn succeeded(result: Value) -> RunEnding {
+    RunEnding {
+        status: RunStatus::Succeeded,
+        result: Some(result),
+        error: None,
+        error_kind: None,
+        log: "line one\nline two".into(),
+        log_truncated: false,
+        metrics: json!({"steps": 10, "host_calls": 2, "duration_ms": 5}),
+    }
+}
+
+async fn queued_run(store: &dyn ScriptStore, owner: &str) -> Run {
+    let (script, _) = store
+        .create_script(new_script(
+            owner,
+            &format!("s-{}", generate_id().expect("random")),
+        ))
+        .await
+        .expect("create script");
+    store
+        .enqueue(new_run(&script, owner))
+        .await
+        .expect("enqueue")
+}
+
+/// Creating, reading, updating (a new version each time, the old ones kept with
+/// their author's roles), listing and deleting scripts; names are unique per
+/// owner.
+pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
+    let new = new_script("alice", "daily");
+    let (script, version) = store.create_script(new.clone()).await.expect("create");
+    assert_eq!(
+        (script.owner.as_str(), script.name.as_str(), script.version),
+        ("alice", "daily", 1)
+    );
+    assert_eq!(script.status, ScriptStatus::Active);
+    assert!(script.enabled);
+    assert_eq!(version.source, new.source);
+    assert_eq!(version.author_roles, new.author_roles);
+    assert_eq!(version.params, new.params);
+
+    let mut same_name = new_script("alice", "daily");
+    same_name.source = "x = 2".into();
+    assert_eq!(
+        store.create_script(same_name).await,
+        Err(CatalogError::Duplicate)
+    );
+    store
+        .create_script(new_script("bob", "daily"))
+        .await
+        .expect("another owner may use the name");
+
+    let (changed, v2) = store
+        .update_script(
+            &script.id,
+            ScriptChange {
+                source: Some("result = 2".into()),
+                enabled: Some(false),
+                author: "admin".into(),
+                author_roles: vec!["admin".into()],
+                ..ScriptChange::default()
+            },
+        )
+        .await
+        .expect("update")
+        .expect("exists");
+    assert_eq!(changed.version, 2);
+    assert!(!changed.enabled);
+    assert_eq!(changed.description, new.description);
+    assert_eq!(v2.source, "result = 2");
+    assert_eq!(v2.author_roles, vec!["admin".to_owned()]);
+    assert_eq!(v2.params, new.params, "unchanged fields carry over");
+    let v1 = store
+        .script_version(&script.id, 1)
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(v1, version);
+
+    assert_eq!(
+        store.find_script("alice", "daily").await.expect("find"),
+        Some(changed.clone())
+    );
+    assert_eq!(
+        store.find_script("carol", "daily").await.expect("find"),
+        None
+    );
+    assert_eq!(store.script(&script.id).await.expect("get"), Some(changed));
+    let alices = store.list_scripts(Some("alice"), 10).await.expect("list");
+    assert_eq!(alices.len(), 1);
+    assert_eq!(store.list_scripts(None, 10).await.expect("list").len(), 2);
+    assert!(
+        store
+            .update_script("missing", ScriptChange::default())
+            .await
+            .expect("update")
+            .is_none()
+    );
+
+    let run = store
+        .enqueue(new_run(&alices[0], "alice"))
+        .await
+        .expect("enqueue");
+    assert!(store.delete_script(&script.id).await.expect("delete"));
+    assert!(!store.delete_script(&script.id).await.expect("delete"));
+    assert!(store.script(&script.id).await.expect("get").is_none());
+    assert!(
+        store
+            .script_version(&script.id, 1)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store.run(&run.id).await.expect("get").is_none(),
+        "a script's runs go with it"
+    );
+}
+
+/// A queued run reads back as queued; claims take the oldest first, each run
+/// once, raising the attempt and setting the lease.
+pub async fn claims_take_the_oldest_run_once(store: Arc<dyn ScriptStore>) {
+    assert!(store.claim("w1", LONG).await.expect("claim").is_none());
+    let first = queued_run(store.as_ref(), "alice").await;
+    assert_eq!(first.status, RunStatus::Queued);
+    assert_eq!((first.attempt, first.platform_faults), (0, 0));
+    assert_eq!(first.params, json!({"day": "2026-12-01"}));
+    tokio::time::sleep(TICK).await;
+    let second = queued_run(store.as_ref(), "bob").await;
+
+    let claimed = store
+        .claim("w1", LONG)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!(claimed.id, first.id);
+    assert_eq!(claimed.status, RunStatus::Running);
+    assert_eq!(claimed.attempt, 1);
+    assert_eq!(claimed.lease_owner.as_deref(), Some("w1"));
+    assert!(claimed.lease_expires_at.is_some() && claimed.started_at.is_some());
+    let next = store
+        .claim("w2", LONG)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!(next.id, second.id);
+    assert!(store.claim("w3", LONG).await.expect("claim").is_none());
+
+    let (read, now) = store.run(&first.id).await.expect("get").expect("present");
+    assert_eq!(read, claimed);
+    assert!(now >= read.created_at);
+    assert!(store.run("missing").await.expect("get").is_none());
+}
+
+/// Many workers claiming at once take every run exactly once.
+pub async fn concurrent_claims_take_each_run_once(store: Arc<dyn ScriptStore>) {
+    let mut ids = HashSet::new();
+    for _ in 0..12 {
+        ids.insert(queued_run(store.as_ref(), "alice").await.id);
+    }
+    let mut workers = Vec::new();
+    for worker in 0..4 {
+        let store = Arc::clone(&store);
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(run) = store
+                .claim(&format!("w{worker}"), LONG)
+                .await
+                .expect("claim")
+            {
+                mine.push(run.id);
+            }
+            mine
+        }));
+    }
+    let mut claimed = Vec::new();
+    for worker in workers {
+        claimed.extend(worker.await.expect("worker"));
+    }
+    assert_eq!(claimed.len(), ids.len(), "no run claimed twice");
+    assert_eq!(claimed.into_iter().collect::<HashSet<_>>(), ids);
+}
+
+/// A worker whose lease expired and was reclaimed writes nothing: renewals
+/// report the loss, finishing and requeueing are refused; the new holder's
+/// writes land. The reclaim counts a platform fault.
+pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
+    let run = queued_run(store.as_ref(), "alice").await;
+    let old = store
+        .claim("old", Duration::from_millis(1))
+        .await
+        .expect("claim")
+        .expect("a run");
+    let old_lease = old.lease().expect("leased");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let new = store
+        .claim("new", LONG)
+        .await
+        .expect("claim")
+        .expect("the expired lease is reclaimed");
+    assert_eq!(new.id, run.id);
+    assert_eq!((new.attempt, new.platform_faults), (2, 1));
+    let new_lease = new.lease().expect("leased");
+
+    assert_eq!(
+        store.renew(&old_lease, LONG, 5).await.expect("renew"),
+        Renewal::Lost
+    );
+    assert!(
+        !store
+            .finish(&old_lease, succeeded(json!(1)))
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !store
+            .retry(&old_lease, "boom", Duration::ZERO)
+            .await
+            .expect("retry")
+    );
+    assert!(!store.release(&old_lease).await.expect("release"));
+    // The same worker name with the old attempt is still fenced out.
+    let mut stale = new_lease.clone();
+    stale.attempt -= 1;
+    assert_eq!(
+        store.renew(&stale, LONG, 1).await.expect("renew"),
+        Renewal::Lost
+    );
+
+    assert_eq!(
+        store.renew(&new_lease, LONG, 7).await.expect("renew"),
+        Renewal::Held {
+            cancel_requested: false
+        }
+    );
+    assert_eq!(
+        store
+            .run(&run.id)
+            .await
+            .expect("get")
+            .expect("present")
+            .0
+            .host_calls,
+        7
+    );
+    assert!(
+        store
+            .finish(&new_lease, succeeded(json!({"rows": 3})))
+            .await
+            .expect("finish")
+    );
+    let (ended, _) = store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!(ended.result, Some(json!({"rows": 3})));
+    assert_eq!(ended.log.as_deref(), Some("line one\nline two"));
+    assert_eq!(ended.metrics["steps"], json!(10));
+    assert!(ended.finished_at.is_some() && ended.lease_owner.is_none());
+    assert!(
+        !store
+            .finish(&new_lease, succeeded(json!(2)))
+            .await
+            .expect("finish"),
+        "a run ends once"
+    );
+    assert!(
+        store.claim("third", LONG).await.expect("claim").is_none(),
+        "an ended run is never claimed"
+    );
+}
+
+/// A retry puts the run back (counting a fault, waiting its delay); a release
+/// puts it back at once without counting one; failures keep their kind.
+pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
+    let run = queued_run(store.as_ref(), "alice").await;
+    let lease = store
+        .claim("w", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    assert!(
+        store
+            .retry(&lease, "the database went away", Duration::ZERO)
+            .await
+            .expect("retry")
+    );
+    let (requeued, _) = store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(requeued.status, RunStatus::Queued);
+    assert_eq!(requeued.platform_faults, 1);
+    assert_eq!(requeued.error.as_deref(), Some("the database went away"));
+
+    let lease = store
+        .claim("w", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    assert_eq!(lease.attempt, 2);
+    assert!(store.release(&lease).await.expect("release"));
+    let (released, _) = store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(
+        (released.status, released.platform_faults),
+        (RunStatus::Queued, 1)
+    );
+
+    let lease = store
+        .claim("w", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    assert!(store.retry(&lease, "again", LONG).await.expect("retry"));
+    assert!(
+        store.claim("w", LONG).await.expect("claim").is_none(),
+        "a retried run waits for its delay"
+    );
+
+    let other = queued_run(store.as_ref(), "bob").await;
+    let lease = store
+        .claim("w", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    let failure = RunEnding {
+        status: RunStatus::Failed,
+        result: None,
+        error: Some("line 3: division by zero".into()),
+        error_kind: Some(RunErrorKind::Script),
+        log: String::new(),
+        log_truncated: true,
+        metrics: json!({}),
+    };
+    assert!(store.finish(&lease, failure).await.expect("finish"));
+    let (failed, _) = store.run(&other.id).await.expect("get").expect("present");
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(failed.error_kind, Some(RunErrorKind::Script));
+    assert!(failed.log_truncated);
+    assert!(matches!(
+        store
+            .finish(
+                &lease,
+                RunEnding {
+                    status: RunStatus::Running,
+                    ..succeeded(json!(1))
+                }
+            )
+            .await,
+        Err(CatalogError::Invalid(_))
+    ));
+}
+
+/// Cancelling: a queued run ends at once; a running run is marked and its
+/// holder hears it at its next renewal; an ended run keeps its outcome; an
+/// unknown id is `None`.
+pub async fn cancels_end_queued_runs_and_mark_running_ones(store: Arc<dyn ScriptStore>) {
+    assert_eq!(store.cancel_run("missing").await.expect("cancel"), None);
+    let queued = queued_run(store.as_ref(), "alice").await;
+    let Some(CancelOutcome::Ended(ended)) = store.cancel_run(&queued.id).await.expect("cancel")
+    else {
+        panic!("a queued run ends at once");
+    };
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    assert!(ended.finished_at.is_some() && ended.cancel_requested_at.is_some());
+    assert!(store.claim("w", LONG).await.expect("claim").is_none());
+
+    let running = queued_run(store.as_ref(), "alice").await;
+    let lease = store
+        .claim("w", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    assert_eq!(
+        store.cancel_run(&running.id).await.expect("cancel"),
+        Some(CancelOutcome::Requested)
+    );
+    assert_eq!(
+        store.renew(&lease, LONG, 0).await.expect("renew"),
+        Renewal::Held {
+            cancel_requested: true
+        }
+    );
+    let cancelled = RunEnding {
+        status: RunStatus::Cancelled,
+        ..succeeded(json!(null))
+    };
+    assert!(store.finish(&lease, cancelled).await.expect("finish"));
+    assert_eq!(
+        store.cancel_run(&running.id).await.expect("cancel"),
+        Some(CancelOutcome::AlreadyEnded)
+    );
+    assert_eq!(
+        store.cancel_run(&queued.id).await.expect("cancel"),
+        Some(CancelOutcome::AlreadyEnded)
+    );
+}
+
+/// Retention deletes ended runs older than the retention, never unfinished
+/// ones.
+pub async fn retention_deletes_only_ended_runs(store: Arc<dyn ScriptStore>) {
+    let ended = queued_run(store.as_ref(), "alice").await;
+    store.cancel_run(&ended.id).await.expect("cancel");
+    let waiting = queued_run(store.as_ref(), "alice").await;
+    let running = queued_run(store.as_ref(), "alice").await;
+    store.claim("w", LONG).await.expect("claim");
+    assert!(
+        store
+            .delete_finished_runs(LONG, 100)
+            .await
+            .expect("delete")
+            .is_empty(),
+        "nothing is old enough"
+    );
+    tokio::time::sleep(TICK).await;
+    let deleted = store
+        .delete_finished_runs(Duration::from_millis(1), 100)
+        .await
+        .expect("delete");
+    assert_eq!(deleted, vec![ended.id.clone()]);
+    assert!(store.run(&ended.id).await.expect("get").is_none());
+    assert!(store.run(&waiting.id).await.expect("get").is_some());
+    assert!(store.run(&running.id).await.expect("get").is_some());
+}
+
+/// Runs list newest first, by script, and by who may see them (whoever asked
+/// for them and the script's owner).
+pub async fn runs_list_by_script_and_visibility(store: Arc<dyn ScriptStore>) {
+    let (script, _) = store
+        .create_script(new_script("alice", "a"))
+        .await
+        .expect("create");
+    let mine = store
+        .enqueue(new_run(&script, "alice"))
+        .await
+        .expect("enqueue");
+    tokio::time::sleep(TICK).await;
+    let bobs = store
+        .enqueue(new_run(&script, "bob"))
+        .await
+        .expect("enqueue");
+    let other = queued_run(store.as_ref(), "carol").await;
+
+    let ids = |runs: Vec<Run>| runs.into_iter().map(|run| run.id).collect::<Vec<_>>();
+    let by_script = RunFilter {
+        script_id: Some(script.id.clone()),
+        visible_to: None,
+    };
+    assert_eq!(
+        ids(store.list_runs(&by_script, 10).await.expect("list")),
+        vec![bobs.id.clone(), mine.id.clone()]
+    );
+    let for_bob = RunFilter {
+        script_id: None,
+        visible_to: Some("bob".into()),
+    };
+    assert_eq!(
+        ids(store.list_runs(&for_bob, 10).await.expect("list")),
+        vec![bobs.id.clone()]
+    );
+    let for_alice = RunFilter {
+        script_id: None,
+        visible_to: Some("alice".into()),
+    };
+    assert_eq!(
+        ids(store.list_runs(&for_alice, 10).await.expect("list")),
+        vec![bobs.id, mine.id]
+    );
+    let everyone = store
+        .list_runs(&RunFilter::default(), 2)
+        .await
+        .expect("list");
+    assert_eq!(everyone.len(), 2);
+    assert_eq!(everyone[0].id, other.id);
+}
+
+/// Generates one `#[tokio::test]` per [`ScriptStore`] property in
+/// [`crate::scripts::testing`]. `$make` is awaited and must yield
+/// `(Arc<dyn ScriptStore>, guard)`; the guard lives until the test ends.
+#[macro_export]
+macro_rules! script_store_suite {
+    ($make:expr) => {
+        $crate::script_store_suite!(@tests $make;
+            scripts_keep_every_version,
+            claims_take_the_oldest_run_once,
+            concurrent_claims_take_each_run_once,
+            writes_are_fenced_by_the_lease,
+            retries_and_releases_requeue,
+            cancels_end_queued_runs_and_mark_running_ones,
+            retention_deletes_only_ended_runs,
+            runs_list_by_script_and_visibility,
+        );
+    };
+    (@tests $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (store, _guard) = $make.await;
+                $crate::scripts::testing::$name(store).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,693 @@
+//! Scripts, versions and runs on SQLite: the rows as read (JSON and times as
+//! text), and the [`ScriptStore`] implementation. One replica: the claim is one
+//! `UPDATE` on the one writer connection, which no other worker can interleave
+//! with, and there are no notifications.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::SqliteStore;
+use super::tasks::{NOW, json, modifier, time};
+use crate::catalog::CatalogError;
+use crate::scripts::rows::{
+    self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
+};
+use crate::scripts::{
+    self, CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
+    ScriptChange, ScriptStore, ScriptVersion, VersionInsert,
+};
+use crate::shared;
+
+/// The fence every write of a lease holder carries (?1 id, ?2 owner, ?3 attempt).
+const FENCE: &str = "id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND status = 'running'";
+
+fn corrupt(error: docket_task::StoreError) -> CatalogError {
+    CatalogError::from_store(error)
+}
+
+fn stored_json(text: &str) -> Result<Value, CatalogError> {
+    json(text).map_err(corrupt)
+}
+
+fn stored_time(text: &str) -> Result<OffsetDateTime, CatalogError> {
+    time(text).map_err(corrupt)
+}
+
+fn optional_time(text: Option<&str>) -> Result<Option<OffsetDateTime>, CatalogError> {
+    text.map(stored_time).transpose()
+}
+
+#[derive(QueryableByName)]
+struct ScriptRow {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = Text)]
+    params: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Bool)]
+    enabled: bool,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    created_at: String,
+    #[diesel(sql_type = Text)]
+    updated_at: String,
+}
+
+impl TryFrom<ScriptRow> for Script {
+    type Error = CatalogError;
+
+    fn try_from(row: ScriptRow) -> Result<Self, CatalogError> {
+        Ok(Script {
+            params: stored_json(&row.params)?,
+            status: scripts::script_status(&row.status)?,
+            created_at: stored_time(&row.created_at)?,
+            updated_at: stored_time(&row.updated_at)?,
+            id: row.id,
+            owner: row.owner,
+            name: row.name,
+            description: row.description,
+            enabled: row.enabled,
+            version: row.version,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct VersionRow {
+    #[diesel(sql_type = Text)]
+    script_id: String,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    source: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = Text)]
+    params: String,
+    #[diesel(sql_type = Text)]
+    author: String,
+    #[diesel(sql_type = Text)]
+    author_roles: String,
+    #[diesel(sql_type = Text)]
+    created_at: String,
+}
+
+impl TryFrom<VersionRow> for ScriptVersion {
+    type Error = CatalogError;
+
+    fn try_from(row: VersionRow) -> Result<Self, CatalogError> {
+        Ok(ScriptVersion {
+            params: stored_json(&row.params)?,
+            author_roles: scripts::roles(stored_json(&row.author_roles)?)?,
+            created_at: stored_time(&row.created_at)?,
+            script_id: row.script_id,
+            version: row.version,
+            source: row.source,
+            description: row.description,
+            author: row.author,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct RunRow {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    script_id: String,
+    #[diesel(sql_type = Text)]
+    script_name: String,
+    #[diesel(sql_type = Text)]
+    script_owner: String,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Text)]
+    params: String,
+    #[diesel(sql_type = Text)]
+    requested_by: String,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
+    #[diesel(sql_type = Integer)]
+    platform_faults: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    lease_owner: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    lease_expires_at: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    cancel_requested_at: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    host_calls: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    result: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error_kind: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    log: Option<String>,
+    #[diesel(sql_type = Bool)]
+    log_truncated: bool,
+    #[diesel(sql_type = Text)]
+    metrics: String,
+    #[diesel(sql_type = Text)]
+    created_at: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    started_at: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    finished_at: Option<String>,
+    #[diesel(sql_type = Text)]
+    updated_at: String,
+}
+
+impl TryFrom<RunRow> for Run {
+    type Error = CatalogError;
+
+    fn try_from(row: RunRow) -> Result<Self, CatalogError> {
+        Ok(Run {
+            status: scripts::run_status(&row.status)?,
+            error_kind: scripts::error_kind(row.error_kind.as_deref())?,
+            params: stored_json(&row.params)?,
+            lease_expires_at: optional_time(row.lease_expires_at.as_deref())?,
+            cancel_requested_at: optional_time(row.cancel_requested_at.as_deref())?,
+            result: row.result.as_deref().map(stored_json).transpose()?,
+            metrics: stored_json(&row.metrics)?,
+            created_at: stored_time(&row.created_at)?,
+            started_at: optional_time(row.started_at.as_deref())?,
+            finished_at: optional_time(row.finished_at.as_deref())?,
+            updated_at: stored_time(&row.updated_at)?,
+            id: row.id,
+            script_id: row.script_id,
+            script_name: row.script_name,
+            script_owner: row.script_owner,
+            version: row.version,
+            requested_by: row.requested_by,
+            attempt: row.attempt,
+            platform_faults: row.platform_faults,
+            lease_owner: row.lease_owner,
+            host_calls: row.host_calls,
+            error: row.error,
+            log: row.log,
+            log_truncated: row.log_truncated,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct NowRow {
+    #[diesel(sql_type = Text)]
+    now: String,
+}
+
+fn insert_version(
+    conn: &mut SqliteConnection,
+    version: &VersionInsert<'_>,
+) -> QueryResult<VersionRow> {
+    diesel::sql_query(format!(
+        "INSERT INTO script_versions \
+         (script_id, version, source, description, params, author, author_roles) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING {VERSION_COLUMNS}"
+    ))
+    .bind::<Text, _>(version.script_id)
+    .bind::<Integer, _>(version.version)
+    .bind::<Text, _>(version.source)
+    .bind::<Text, _>(version.description)
+    .bind::<Text, _>(version.params.to_string())
+    .bind::<Text, _>(version.author)
+    .bind::<Text, _>(scripts::roles_json(version.author_roles).to_string())
+    .get_result(conn)
+}
+
+fn run_rows(rows: Vec<RunRow>) -> Result<Vec<Run>, CatalogError> {
+    rows.into_iter().map(Run::try_from).collect()
+}
+
+#[async_trait]
+impl ScriptStore for SqliteStore {
+    async fn create_script(
+        &self,
+        script: NewScript,
+    ) -> Result<(Script, ScriptVersion), CatalogError> {
+        script.validate()?;
+        let (script_row, version_row) = self
+            .write(move |conn| {
+                conn.immediate_transaction(|conn| {
+                    let script_row = diesel::sql_query(format!(
+                        "INSERT INTO scripts (id, owner, name, description, params, version) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, 1) RETURNING {SCRIPT_COLUMNS}"
+                    ))
+                    .bind::<Text, _>(&script.id)
+                    .bind::<Text, _>(&script.owner)
+                    .bind::<Text, _>(&script.name)
+                    .bind::<Text, _>(&script.description)
+                    .bind::<Text, _>(script.params.to_string())
+                    .get_result::<ScriptRow>(conn)?;
+                    let version_row = insert_version(
+                        conn,
+                        &VersionInsert {
+                            script_id: &script.id,
+                            version: 1,
+                            source: &script.source,
+                            description: &script.description,
+                            params: &script.params,
+                            author: &script.author,
+                            author_roles: &script.author_roles,
+                        },
+                    )?;
+                    Ok((script_row, version_row))
+                })
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok((script_row.try_into()?, version_row.try_into()?))
+    }
+
+    async fn update_script(
+        &self,
+        id: &str,
+        change: ScriptChange,
+    ) -> Result<Option<(Script, ScriptVersion)>, CatalogError> {
+        change.validate()?;
+        let id = id.to_owned();
+        let rows = self
+            .write(move |conn| {
+                conn.immediate_transaction(|conn| {
+                    let Some(current) = diesel::sql_query(format!(
+                        "SELECT {VERSION_COLUMNS} FROM script_versions WHERE script_id = ?1 \
+                         AND version = (SELECT version FROM scripts WHERE id = ?1)"
+                    ))
+                    .bind::<Text, _>(&id)
+                    .get_result::<VersionRow>(conn)
+                    .optional()?
+                    else {
+                        return Ok(None);
+                    };
+                    let current_params: Value =
+                        serde_json::from_str(&current.params).unwrap_or(Value::Array(Vec::new()));
+                    let description = change.description.as_ref().unwrap_or(&current.description);
+                    let params = change.params.as_ref().unwrap_or(&current_params);
+                    let version_row = insert_version(
+                        conn,
+                        &VersionInsert {
+                            script_id: &id,
+                            version: current.version + 1,
+                            source: change.source.as_ref().unwrap_or(&current.source),
+                            description,
+                            params,
+                            author: &change.author,
+                            author_roles: &change.author_roles,
+                        },
+                    )?;
+                    let script_row = diesel::sql_query(format!(
+                        "UPDATE scripts SET version = ?2, description = ?3, params = ?4, \
+                         enabled = COALESCE(?5, enabled), status = COALESCE(?6, status), \
+                         updated_at = {NOW} WHERE id = ?1 RETURNING {SCRIPT_COLUMNS}"
+                    ))
+                    .bind::<Text, _>(&id)
+                    .bind::<Integer, _>(current.version + 1)
+                    .bind::<Text, _>(description)
+                    .bind::<Text, _>(params.to_string())
+                    .bind::<Nullable<Bool>, _>(change.enabled)
+                    .bind::<Nullable<Text>, _>(change.status.map(|status| status.as_str()))
+                    .get_result::<ScriptRow>(conn)?;
+                    Ok(Some((script_row, version_row)))
+                })
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        rows.map(|(script, version)| Ok((script.try_into()?, version.try_into()?)))
+            .transpose()
+    }
+
+    async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
+        let (owner, name) = (owner.to_owned(), name.to_owned());
+        self.read(move |conn| {
+            diesel::sql_query(format!(
+                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE owner = ?1 AND name = ?2"
+            ))
+            .bind::<Text, _>(&owner)
+            .bind::<Text, _>(&name)
+            .get_result::<ScriptRow>(conn)
+            .optional()
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .map(Script::try_from)
+        .transpose()
+    }
+
+    async fn script(&self, id: &str) -> Result<Option<Script>, CatalogError> {
+        let id = id.to_owned();
+        self.read(move |conn| {
+            diesel::sql_query(format!(
+                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE id = ?1"
+            ))
+            .bind::<Text, _>(&id)
+            .get_result::<ScriptRow>(conn)
+            .optional()
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .map(Script::try_from)
+        .transpose()
+    }
+
+    async fn list_scripts(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Script>, CatalogError> {
+        let owner = owner.map(str::to_owned);
+        self.read(move |conn| {
+            diesel::sql_query(format!(
+                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE (?1 IS NULL OR owner = ?1) \
+                 ORDER BY name, owner LIMIT ?2"
+            ))
+            .bind::<Nullable<Text>, _>(&owner)
+            .bind::<BigInt, _>(shared::limit(limit))
+            .load::<ScriptRow>(conn)
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .into_iter()
+        .map(Script::try_from)
+        .collect()
+    }
+
+    async fn delete_script(&self, id: &str) -> Result<bool, CatalogError> {
+        let id = id.to_owned();
+        let deleted = self
+            .write(move |conn| {
+                diesel::sql_query("DELETE FROM scripts WHERE id = ?1")
+                    .bind::<Text, _>(&id)
+                    .execute(conn)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok(deleted == 1)
+    }
+
+    async fn script_version(
+        &self,
+        script_id: &str,
+        version: i32,
+    ) -> Result<Option<ScriptVersion>, CatalogError> {
+        let script_id = script_id.to_owned();
+        self.read(move |conn| {
+            diesel::sql_query(format!(
+                "SELECT {VERSION_COLUMNS} FROM script_versions \
+                 WHERE script_id = ?1 AND version = ?2"
+            ))
+            .bind::<Text, _>(&script_id)
+            .bind::<Integer, _>(version)
+            .get_result::<VersionRow>(conn)
+            .optional()
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .map(ScriptVersion::try_from)
+        .transpose()
+    }
+
+    async fn enqueue(&self, run: NewRun) -> Result<Run, CatalogError> {
+        run.validate()?;
+        self.write(move |conn| {
+            diesel::sql_query(format!(
+                "INSERT INTO script_runs \
+                 (id, script_id, script_name, script_owner, version, status, params, requested_by) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7) RETURNING {RUN_COLUMNS}"
+            ))
+            .bind::<Text, _>(&run.id)
+            .bind::<Text, _>(&run.script_id)
+            .bind::<Text, _>(&run.script_name)
+            .bind::<Text, _>(&run.script_owner)
+            .bind::<Integer, _>(run.version)
+            .bind::<Text, _>(run.params.to_string())
+            .bind::<Text, _>(&run.requested_by)
+            .get_result::<RunRow>(conn)
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .try_into()
+    }
+
+    async fn run(&self, id: &str) -> Result<Option<(Run, OffsetDateTime)>, CatalogError> {
+        let id = id.to_owned();
+        let found = self
+            .read(move |conn| {
+                let row = diesel::sql_query(format!(
+                    "SELECT {RUN_COLUMNS} FROM script_runs WHERE id = ?1"
+                ))
+                .bind::<Text, _>(&id)
+                .get_result::<RunRow>(conn)
+                .optional()?;
+                let now =
+                    diesel::sql_query(format!("SELECT {NOW} AS now")).get_result::<NowRow>(conn)?;
+                Ok(row.map(|row| (row, now.now)))
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        found
+            .map(|(row, now)| Ok((row.try_into()?, stored_time(&now)?)))
+            .transpose()
+    }
+
+    async fn list_runs(&self, filter: &RunFilter, limit: u32) -> Result<Vec<Run>, CatalogError> {
+        let filter = filter.clone();
+        let rows = self
+            .read(move |conn| {
+                diesel::sql_query(format!(
+                    "SELECT {RUN_COLUMNS} FROM script_runs \
+                     WHERE (?1 IS NULL OR script_id = ?1) \
+                       AND (?2 IS NULL OR requested_by = ?2 OR script_owner = ?2) \
+                     ORDER BY created_at DESC, id DESC LIMIT ?3"
+                ))
+                .bind::<Nullable<Text>, _>(&filter.script_id)
+                .bind::<Nullable<Text>, _>(&filter.visible_to)
+                .bind::<BigInt, _>(shared::limit(limit))
+                .load::<RunRow>(conn)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        run_rows(rows)
+    }
+
+    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+        let worker = worker.to_owned();
+        self.write(move |conn| {
+            diesel::sql_query(format!(
+                "UPDATE script_runs \
+                    SET status = 'running', attempt = attempt + 1, \
+                        platform_faults = platform_faults \
+                            + CASE WHEN status = 'running' THEN 1 ELSE 0 END, \
+                        lease_owner = ?1, \
+                        lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2), \
+                        started_at = COALESCE(started_at, {NOW}), updated_at = {NOW} \
+                  WHERE id = (SELECT id FROM script_runs \
+                               WHERE (status = 'queued' AND not_before <= {NOW}) \
+                                  OR (status = 'running' AND lease_expires_at < {NOW}) \
+                               ORDER BY not_before, created_at LIMIT 1) \
+                 RETURNING {RUN_COLUMNS}"
+            ))
+            .bind::<Text, _>(&worker)
+            .bind::<Text, _>(modifier('+', lease))
+            .get_result::<RunRow>(conn)
+            .optional()
+        })
+        .await
+        .map_err(CatalogError::from_store)?
+        .map(Run::try_from)
+        .transpose()
+    }
+
+    async fn renew(
+        &self,
+        lease: &Lease,
+        duration: Duration,
+        host_calls: i64,
+    ) -> Result<Renewal, CatalogError> {
+        let lease = lease.clone();
+        let row = self
+            .write(move |conn| {
+                diesel::sql_query(format!(
+                    "UPDATE script_runs \
+                        SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?4), \
+                            host_calls = max(host_calls, ?5), updated_at = {NOW} \
+                      WHERE {FENCE} \
+                     RETURNING cancel_requested_at IS NOT NULL AS cancel_requested"
+                ))
+                .bind::<Text, _>(&lease.run_id)
+                .bind::<Text, _>(&lease.owner)
+                .bind::<Integer, _>(lease.attempt)
+                .bind::<Text, _>(modifier('+', duration))
+                .bind::<BigInt, _>(host_calls.max(0))
+                .get_result::<CancelRow>(conn)
+                .optional()
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok(rows::renewal(row))
+    }
+
+    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
+        ending.validate()?;
+        let lease = lease.clone();
+        let host_calls = rows::host_calls(&ending.metrics);
+        let ended = self
+            .write(move |conn| {
+                diesel::sql_query(format!(
+                    "UPDATE script_runs \
+                        SET status = ?4, result = ?5, error = ?6, error_kind = ?7, log = ?8, \
+                            log_truncated = ?9, metrics = ?10, \
+                            host_calls = max(host_calls, ?11), lease_owner = NULL, \
+                            lease_expires_at = NULL, finished_at = {NOW}, updated_at = {NOW} \
+                      WHERE {FENCE}"
+                ))
+                .bind::<Text, _>(&lease.run_id)
+                .bind::<Text, _>(&lease.owner)
+                .bind::<Integer, _>(lease.attempt)
+                .bind::<Text, _>(ending.status.as_str())
+                .bind::<Nullable<Text>, _>(ending.result.as_ref().map(Value::to_string))
+                .bind::<Nullable<Text>, _>(&ending.error)
+                .bind::<Nullable<Text>, _>(ending.error_kind.map(|kind| kind.as_str()))
+                .bind::<Text, _>(&ending.log)
+                .bind::<Bool, _>(ending.log_truncated)
+                .bind::<Text, _>(ending.metrics.to_string())
+                .bind::<BigInt, _>(host_calls)
+                .execute(conn)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok(ended == 1)
+    }
+
+    async fn retry(
+        &self,
+        lease: &Lease,
+        error: &str,
+        delay: Duration,
+    ) -> Result<bool, CatalogError> {
+        self.requeue(lease, Some(error.to_owned()), delay).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, CatalogError> {
+        self.requeue(lease, None, Duration::ZERO).await
+    }
+
+    async fn cancel_run(&self, id: &str) -> Result<Option<CancelOutcome>, CatalogError> {
+        let id = id.to_owned();
+        let outcome = self
+            .write(move |conn| {
+                conn.immediate_transaction(|conn| {
+                    let Some(before) =
+                        diesel::sql_query("SELECT status FROM script_runs WHERE id = ?1")
+                            .bind::<Text, _>(&id)
+                            .get_result::<StatusRow>(conn)
+                            .optional()?
+                    else {
+                        return Ok(None);
+                    };
+                    match before.status.as_str() {
+                        "queued" => {
+                            let row = diesel::sql_query(format!(
+                                "UPDATE script_runs SET status = 'cancelled', \
+                                 cancel_requested_at = {NOW}, finished_at = {NOW}, \
+                                 updated_at = {NOW} WHERE id = ?1 RETURNING {RUN_COLUMNS}"
+                            ))
+                            .bind::<Text, _>(&id)
+                            .get_result::<RunRow>(conn)?;
+                            Ok(Some(Ok(row)))
+                        }
+                        "running" => {
+                            diesel::sql_query(format!(
+                                "UPDATE script_runs SET cancel_requested_at = \
+                                 COALESCE(cancel_requested_at, {NOW}), updated_at = {NOW} \
+                                 WHERE id = ?1"
+                            ))
+                            .bind::<Text, _>(&id)
+                            .execute(conn)?;
+                            Ok(Some(Err(true)))
+                        }
+                        _ => Ok(Some(Err(false))),
+                    }
+                })
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        rows::cancel_outcome(outcome)
+    }
+
+    async fn delete_finished_runs(
+        &self,
+        retention: Duration,
+        limit: u32,
+    ) -> Result<Vec<String>, CatalogError> {
+        let rows = self
+            .write(move |conn| {
+                diesel::sql_query(
+                    "DELETE FROM script_runs WHERE id IN ( \
+                         SELECT id FROM script_runs \
+                          WHERE finished_at IS NOT NULL \
+                            AND status IN ('succeeded', 'failed', 'cancelled') \
+                            AND finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
+                          LIMIT ?2) \
+                     RETURNING id",
+                )
+                .bind::<Text, _>(modifier('-', retention))
+                .bind::<BigInt, _>(shared::limit(limit))
+                .load::<IdRow>(conn)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok(rows.into_iter().map(|row| row.id).collect())
+    }
+}
+
+impl SqliteStore {
+    /// Puts a leased run back in the queue (a retry counts a platform fault, a
+    /// release does not), fenced by the lease.
+    async fn requeue(
+        &self,
+        lease: &Lease,
+        error: Option<String>,
+        delay: Duration,
+    ) -> Result<bool, CatalogError> {
+        let lease = lease.clone();
+        let fault = i32::from(error.is_some());
+        let queued = self
+            .write(move |conn| {
+                diesel::sql_query(format!(
+                    "UPDATE script_runs \
+                        SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, \
+                            error = COALESCE(?4, error), platform_faults = platform_faults + ?5, \
+                            not_before = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?6), \
+                            updated_at = {NOW} \
+                      WHERE {FENCE}"
+                ))
+                .bind::<Text, _>(&lease.run_id)
+                .bind::<Text, _>(&lease.owner)
+                .bind::<Integer, _>(lease.attempt)
+                .bind::<Nullable<Text>, _>(&error)
+                .bind::<Integer, _>(fault)
+                .bind::<Text, _>(modifier('+', delay))
+                .execute(conn)
+            })
+            .await
+            .map_err(CatalogError::from_store)?;
+        Ok(queued == 1)
+    }
+}

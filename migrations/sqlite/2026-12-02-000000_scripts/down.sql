@@ -1,0 +1,3 @@
+DROP TABLE script_runs;
+DROP TABLE script_versions;
+DROP TABLE scripts;
