@@ -765,6 +765,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
             bytes,
             asset_id: asset,
             task_id: task_id.clone(),
+            upstream_status: None,
         }
     };
     let report = match outcome {

@@ -84,6 +84,8 @@ pub struct NewCallRecord {
     pub asset_id: Option<String>,
     /// The task it ran as, if it ran as one.
     pub task_id: Option<String>,
+    /// The HTTP status the upstream answered with (API and GraphQL calls).
+    pub upstream_status: Option<u16>,
 }
 
 impl NewCallRecord {
@@ -98,6 +100,11 @@ impl NewCallRecord {
         require(
             self.bytes.is_none_or(|bytes| bytes >= 0),
             "bytes must not be negative",
+        )?;
+        require(
+            self.upstream_status
+                .is_none_or(|status| (100..=999).contains(&status)),
+            "upstream_status must be an HTTP status (100 to 999)",
         )
     }
 }
@@ -135,6 +142,8 @@ pub struct CallRecord {
     pub asset_id: Option<String>,
     /// The task it ran as.
     pub task_id: Option<String>,
+    /// The HTTP status the upstream answered with.
+    pub upstream_status: Option<u16>,
     /// When it was recorded (database clock).
     pub created_at: OffsetDateTime,
 }

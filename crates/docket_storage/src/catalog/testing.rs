@@ -80,6 +80,7 @@ pub fn new_call_record(subject: &str) -> NewCallRecord {
         bytes: Some(5_000_000_000),
         asset_id: Some(generate_id().expect("OS random source")),
         task_id: Some(generate_id().expect("OS random source")),
+        upstream_status: None,
     }
 }
 
@@ -125,6 +126,7 @@ fn recorded_call(record: &NewCallRecord, created_at: OffsetDateTime) -> CallReco
         bytes: record.bytes,
         asset_id: record.asset_id,
         task_id: record.task_id,
+        upstream_status: record.upstream_status,
         created_at,
     }
 }
@@ -477,6 +479,7 @@ pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
         bytes: None,
         asset_id: None,
         task_id: None,
+        upstream_status: Some(502),
         ..new_call_record("apikey:alice")
     };
     catalog.record(minimal.clone()).await.expect("record");
@@ -497,11 +500,17 @@ pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
     assert_eq!(catalog.record(again).await, Err(CatalogError::Duplicate));
     assert_eq!(catalog.get(&full.id).await.expect("get"), Some(read));
 
-    let cases: [(&str, Spoil<NewCallRecord>); 4] = [
+    let cases: [(&str, Spoil<NewCallRecord>); 6] = [
         ("empty id", |record| record.id.clear()),
         ("negative duration", |record| record.duration_ms = -1),
         ("negative rows", |record| record.rows = Some(-1)),
         ("negative bytes", |record| record.bytes = Some(-1)),
+        ("status below 100", |record| {
+            record.upstream_status = Some(99)
+        }),
+        ("status above 999", |record| {
+            record.upstream_status = Some(1000);
+        }),
     ];
     for (case, spoil) in cases {
         let mut record = new_call_record("apikey:alice");

@@ -29,6 +29,7 @@ struct CallRow {
     bytes: Option<i64>,
     asset_id: Option<String>,
     task_id: Option<String>,
+    upstream_status: Option<i32>,
     created_at: OffsetDateTime,
 }
 
@@ -52,6 +53,12 @@ impl TryFrom<CallRow> for CallRecord {
             bytes: row.bytes,
             asset_id: row.asset_id,
             task_id: row.task_id,
+            upstream_status: match row.upstream_status {
+                None => None,
+                Some(status) => Some(u16::try_from(status).map_err(|_| {
+                    CatalogError::Corrupt(format!("upstream_status {status} is not a status"))
+                })?),
+            },
             created_at: row.created_at,
         })
     }
@@ -76,6 +83,7 @@ struct NewCallRow<'a> {
     bytes: Option<i64>,
     asset_id: Option<&'a str>,
     task_id: Option<&'a str>,
+    upstream_status: Option<i32>,
 }
 
 impl<'a> From<&'a NewCallRecord> for NewCallRow<'a> {
@@ -96,6 +104,7 @@ impl<'a> From<&'a NewCallRecord> for NewCallRow<'a> {
             bytes: record.bytes,
             asset_id: record.asset_id.as_deref(),
             task_id: record.task_id.as_deref(),
+            upstream_status: record.upstream_status.map(i32::from),
         }
     }
 }

@@ -86,5 +86,6 @@ diesel::table! {
         asset_id -> Nullable<Text>,
         task_id -> Nullable<Text>,
         created_at -> Timestamptz,
+        upstream_status -> Nullable<Integer>,
     }
 }

@@ -28,6 +28,7 @@ pub(crate) struct CallRow {
     bytes: Option<i64>,
     asset_id: Option<String>,
     task_id: Option<String>,
+    upstream_status: Option<i32>,
     created_at: String,
 }
 
@@ -51,6 +52,12 @@ impl TryFrom<CallRow> for CallRecord {
             bytes: row.bytes,
             asset_id: row.asset_id,
             task_id: row.task_id,
+            upstream_status: match row.upstream_status {
+                None => None,
+                Some(status) => Some(u16::try_from(status).map_err(|_| {
+                    CatalogError::Corrupt(format!("upstream_status {status} is not a status"))
+                })?),
+            },
             created_at: time(&row.created_at).map_err(CatalogError::from_store)?,
         })
     }
@@ -75,6 +82,7 @@ struct NewCallRow<'a> {
     bytes: Option<i64>,
     asset_id: Option<&'a str>,
     task_id: Option<&'a str>,
+    upstream_status: Option<i32>,
 }
 
 impl<'a> From<&'a NewCallRecord> for NewCallRow<'a> {
@@ -95,6 +103,7 @@ impl<'a> From<&'a NewCallRecord> for NewCallRow<'a> {
             bytes: record.bytes,
             asset_id: record.asset_id.as_deref(),
             task_id: record.task_id.as_deref(),
+            upstream_status: record.upstream_status.map(i32::from),
         }
     }
 }

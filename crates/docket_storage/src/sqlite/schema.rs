@@ -87,5 +87,6 @@ diesel::table! {
         asset_id -> Nullable<Text>,
         task_id -> Nullable<Text>,
         created_at -> Text,
+        upstream_status -> Nullable<Integer>,
     }
 }

@@ -1,0 +1,1 @@
+ALTER TABLE call_records DROP COLUMN upstream_status;
