@@ -1,0 +1,532 @@
+//! The run bridge against real stores, on SQLite and PostgreSQL from one
+//! source: claims, execution to each ending, retries of platform faults only,
+//! cancel (local, from another bridge, of a queued run), release on shutdown,
+//! reclaim after a dead worker's lease expired, fencing after a lost lease,
+//! two bridges sharing a queue, retention, and the run-as-task mapping.
+//!
+//! The scripts here run on a stand-in [`ScriptRunner`] whose behaviour the
+//! source names (`ok`, `block`, `fault`, `fault-once`, `error`), so these tests
+//! are about the queue, not the sandbox (the server's tests run real scripts).
+//! No assertion is about time: waits are bounded by a generous hang guard.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use docket_run_bridge::task::run_task;
+use docket_run_bridge::{BridgeConfig, RunBridge, ScriptRunner};
+use docket_script::{RunProgress, ScriptFailure, ScriptReport};
+use docket_storage::scripts::testing::{new_run, new_script};
+use docket_storage::scripts::{
+    CancelOutcome, Run, RunErrorKind, RunStatus, ScriptStore, ScriptVersion,
+};
+use docket_storage::test_db::TestDatabase;
+use docket_task::{TaskStatus, TaskStore};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// A hang guard, never an assertion about speed.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
+}
+
+/// Runs scripts by what their source says, counting executions per run.
+#[derive(Default)]
+struct StandIn {
+    executions: Mutex<HashMap<String, u32>>,
+}
+
+impl StandIn {
+    fn executions(&self, run_id: &str) -> u32 {
+        self.executions
+            .lock()
+            .expect("lock")
+            .get(run_id)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+fn report(outcome: Result<serde_json::Value, ScriptFailure>) -> ScriptReport {
+    ScriptReport {
+        outcome,
+        log: "hello\n".into(),
+        log_truncated: false,
+        steps: 3,
+        host_calls: 1,
+    }
+}
+
+#[async_trait]
+impl ScriptRunner for StandIn {
+    async fn run(
+        &self,
+        run: &Run,
+        version: &ScriptVersion,
+        cancel: CancellationToken,
+        _progress: Arc<RunProgress>,
+    ) -> ScriptReport {
+        *self
+            .executions
+            .lock()
+            .expect("lock")
+            .entry(run.id.clone())
+            .or_default() += 1;
+        match version.source.as_str() {
+            "ok" => report(Ok(json!({"rows": 3}))),
+            "error" => report(Err(ScriptFailure::Error {
+                message: "line 1: boom".into(),
+            })),
+            "fault" => report(Err(ScriptFailure::Platform(
+                "the database went away".into(),
+            ))),
+            "fault-once" if run.attempt == 1 => {
+                report(Err(ScriptFailure::Platform("a hiccup".into())))
+            }
+            "fault-once" => report(Ok(json!("recovered"))),
+            _ => {
+                cancel.cancelled().await;
+                report(Err(ScriptFailure::Cancelled))
+            }
+        }
+    }
+}
+
+/// A test's database, its store, and a way to make bridges on it.
+struct Harness {
+    database: TestDatabase,
+    store: Arc<dyn ScriptStore>,
+    audit: Arc<dyn TaskStore>,
+    runner: Arc<StandIn>,
+}
+
+impl Harness {
+    async fn new(database: TestDatabase) -> Self {
+        let connected = database.connect().await;
+        Self {
+            store: connected.script_store(),
+            audit: connected.task_store(),
+            database,
+            runner: Arc::default(),
+        }
+    }
+
+    fn config(name: &str) -> BridgeConfig {
+        BridgeConfig {
+            workers: 1,
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_millis(100),
+            poll_interval: Duration::from_millis(100),
+            max_platform_retries: 2,
+            retry_backoff: Duration::from_millis(1),
+            ..BridgeConfig::new(name)
+        }
+    }
+
+    /// A started bridge on a store (and pool) of its own: another replica.
+    async fn replica(&self, config: BridgeConfig) -> Arc<RunBridge> {
+        let store = self.database.connect().await.script_store();
+        let bridge = RunBridge::new(
+            store,
+            Some(Arc::clone(&self.audit)),
+            Arc::clone(&self.runner) as Arc<dyn ScriptRunner>,
+            config,
+        );
+        bridge.start();
+        bridge
+    }
+
+    /// A started bridge with no workers: it queues and cancels, runs nothing.
+    async fn idle(&self, name: &str) -> Arc<RunBridge> {
+        self.replica(BridgeConfig {
+            workers: 0,
+            ..Self::config(name)
+        })
+        .await
+    }
+
+    async fn queue(&self, bridge: &RunBridge, source: &str) -> Run {
+        let mut script = new_script(
+            "alice",
+            &format!("s-{}", RunBridge::new_run_id().expect("id")),
+        );
+        script.source = source.to_owned();
+        let (script, _) = self.store.create_script(script).await.expect("create");
+        bridge
+            .enqueue(new_run(&script, "bob"))
+            .await
+            .expect("enqueue")
+    }
+
+    async fn ended(&self, bridge: &RunBridge, run: &Run) -> Run {
+        patiently("the run's end", async {
+            loop {
+                let read = bridge
+                    .wait(&run.id, Duration::from_secs(5))
+                    .await
+                    .expect("wait")
+                    .expect("present");
+                if read.status.is_terminal() {
+                    return read;
+                }
+            }
+        })
+        .await
+    }
+
+    async fn running(&self, bridge: &RunBridge, run: &Run) {
+        patiently("the run to be running", async {
+            while self.runner.executions(&run.id) == 0 || bridge.executing_count() == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
+}
+
+async fn a_run_is_claimed_executed_and_audited(h: Harness) {
+    let bridge = h.replica(Harness::config("a")).await;
+    let run = h.queue(&bridge, "ok").await;
+    let ended = h.ended(&bridge, &run).await;
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!(ended.result, Some(json!({"rows": 3})));
+    assert_eq!(ended.log.as_deref(), Some("hello\n"));
+    assert_eq!(ended.metrics["host_calls"], json!(1));
+    assert_eq!(ended.attempt, 1);
+    let rows = patiently("the run's audit row", async {
+        loop {
+            let rows = h
+                .audit
+                .audit_for_tool("run_script", 10)
+                .await
+                .expect("audit");
+            if !rows.is_empty() {
+                return rows;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].outcome, "completed");
+    assert_eq!(rows[0].context.arguments["run_id"], json!(run.id));
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn script_errors_are_never_retried(h: Harness) {
+    let bridge = h.replica(Harness::config("a")).await;
+    let run = h.queue(&bridge, "error").await;
+    let ended = h.ended(&bridge, &run).await;
+    assert_eq!(ended.status, RunStatus::Failed);
+    assert_eq!(ended.error_kind, Some(RunErrorKind::Script));
+    assert!(
+        ended
+            .error
+            .as_deref()
+            .is_some_and(|error| error.contains("boom"))
+    );
+    assert_eq!(h.runner.executions(&run.id), 1);
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn platform_faults_are_retried_a_bounded_number_of_times(h: Harness) {
+    let bridge = h.replica(Harness::config("a")).await;
+    let recovers = h.queue(&bridge, "fault-once").await;
+    let ended = h.ended(&bridge, &recovers).await;
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!((ended.attempt, ended.platform_faults), (2, 1));
+
+    let fails = h.queue(&bridge, "fault").await;
+    let ended = h.ended(&bridge, &fails).await;
+    assert_eq!(ended.status, RunStatus::Failed);
+    assert_eq!(ended.error_kind, Some(RunErrorKind::Platform));
+    assert_eq!(
+        h.runner.executions(&fails.id),
+        3,
+        "the first try and two retries"
+    );
+    assert!(
+        ended
+            .error
+            .as_deref()
+            .is_some_and(|error| error.contains("went away"))
+    );
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn a_cancel_stops_a_running_run(h: Harness) {
+    let bridge = h.replica(Harness::config("a")).await;
+    let run = h.queue(&bridge, "block").await;
+    h.running(&bridge, &run).await;
+    assert_eq!(
+        bridge.cancel(&run.id).await.expect("cancel"),
+        Some(CancelOutcome::Requested)
+    );
+    let ended = h.ended(&bridge, &run).await;
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    assert_eq!(
+        bridge.cancel(&run.id).await.expect("cancel"),
+        Some(CancelOutcome::AlreadyEnded),
+        "an ended run keeps its outcome"
+    );
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn a_cancel_taken_by_another_replica_stops_the_run(h: Harness) {
+    let running_here = h.replica(Harness::config("a")).await;
+    let other = h.idle("b").await;
+    let run = h.queue(&running_here, "block").await;
+    h.running(&running_here, &run).await;
+    assert_eq!(
+        other.cancel(&run.id).await.expect("cancel"),
+        Some(CancelOutcome::Requested)
+    );
+    let ended = h.ended(&other, &run).await;
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    running_here.shutdown(Duration::ZERO).await;
+    other.shutdown(Duration::ZERO).await;
+}
+
+async fn a_queued_run_cancelled_ends_at_once(h: Harness) {
+    let idle = h.idle("a").await;
+    let run = h.queue(&idle, "ok").await;
+    let Some(CancelOutcome::Ended(ended)) = idle.cancel(&run.id).await.expect("cancel") else {
+        panic!("a queued run ends at once");
+    };
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    assert_eq!(h.runner.executions(&run.id), 0);
+    idle.shutdown(Duration::ZERO).await;
+}
+
+async fn shutdown_releases_a_running_run_to_the_queue(h: Harness) {
+    let bridge = h.replica(Harness::config("a")).await;
+    let run = h.queue(&bridge, "block").await;
+    h.running(&bridge, &run).await;
+    patiently("shutdown", bridge.shutdown(Duration::ZERO)).await;
+    let (released, _) = h.store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(released.status, RunStatus::Queued);
+    assert_eq!(released.platform_faults, 0, "a release is not a fault");
+    assert!(released.lease_owner.is_none());
+    assert!(matches!(
+        bridge.enqueue(new_run_for(&h, &run).await).await,
+        Err(docket_run_bridge::BridgeError::Draining)
+    ));
+}
+
+async fn new_run_for(h: &Harness, run: &Run) -> docket_storage::scripts::NewRun {
+    let script = h
+        .store
+        .script(&run.script_id)
+        .await
+        .expect("get")
+        .expect("present");
+    new_run(&script, "bob")
+}
+
+async fn a_dead_workers_run_is_reclaimed_when_its_lease_expires(h: Harness) {
+    let idle = h.idle("idle").await;
+    let run = h.queue(&idle, "ok").await;
+    // A worker takes the run and dies: nothing renews its short lease.
+    let dead = h
+        .store
+        .claim("dead-replica/w0", Duration::from_millis(50))
+        .await
+        .expect("claim")
+        .expect("the run");
+    assert_eq!(dead.id, run.id);
+    let survivor = h.replica(Harness::config("survivor")).await;
+    let ended = h.ended(&survivor, &run).await;
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!((ended.attempt, ended.platform_faults), (2, 1));
+    survivor.shutdown(Duration::ZERO).await;
+    idle.shutdown(Duration::ZERO).await;
+}
+
+async fn a_worker_that_lost_its_lease_writes_nothing(h: Harness) {
+    let bridge = h
+        .replica(BridgeConfig {
+            lease: Duration::from_millis(50),
+            heartbeat_interval: Duration::from_millis(400),
+            ..Harness::config("slow")
+        })
+        .await;
+    let run = h.queue(&bridge, "block").await;
+    h.running(&bridge, &run).await;
+    // The lease runs out before the worker renews it; another worker takes it.
+    let thief = patiently("the reclaim", async {
+        loop {
+            if let Some(run) = h
+                .store
+                .claim("thief", Duration::from_secs(600))
+                .await
+                .expect("claim")
+            {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(thief.attempt, 2);
+    patiently("the old worker to stop", async {
+        while bridge.executing_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (read, _) = h.store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(read.status, RunStatus::Running);
+    assert_eq!(read.lease_owner.as_deref(), Some("thief"));
+    assert_eq!(read.attempt, 2);
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn two_replicas_share_one_queue_and_run_each_run_once(h: Harness) {
+    let config = |name| BridgeConfig {
+        workers: 2,
+        ..Harness::config(name)
+    };
+    let a = h.replica(config("a")).await;
+    let b = h.replica(config("b")).await;
+    let mut runs = Vec::new();
+    for index in 0..10 {
+        let bridge = if index % 2 == 0 { &a } else { &b };
+        runs.push(h.queue(bridge, "ok").await);
+    }
+    for run in &runs {
+        assert_eq!(h.ended(&a, run).await.status, RunStatus::Succeeded);
+        assert_eq!(h.runner.executions(&run.id), 1);
+    }
+    a.shutdown(Duration::ZERO).await;
+    b.shutdown(Duration::ZERO).await;
+}
+
+async fn retention_deletes_runs_after_they_finished(h: Harness) {
+    let bridge = h
+        .replica(BridgeConfig {
+            run_retention: Duration::from_millis(1),
+            ..Harness::config("a")
+        })
+        .await;
+    let run = h.queue(&bridge, "ok").await;
+    h.ended(&bridge, &run).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(bridge.delete_expired_runs().await, 1);
+    assert!(h.store.run(&run.id).await.expect("get").is_none());
+    bridge.shutdown(Duration::ZERO).await;
+}
+
+async fn a_run_reads_as_its_task(h: Harness) {
+    let idle = h.idle("a").await;
+    let run = h.queue(&idle, "ok").await;
+    let (queued, now) = h.store.run(&run.id).await.expect("get").expect("present");
+    let retention = Duration::from_secs(86_400);
+    let task = run_task(&queued, now, retention, 500, None);
+    assert_eq!(task.id.as_str(), run.id);
+    assert_eq!(task.status, TaskStatus::Working);
+    assert_eq!(task.status_message.as_deref(), Some("queued"));
+    assert_eq!(task.ttl_ms(), None, "unlimited while unfinished");
+    assert_eq!(task.owner, "bob");
+    assert_eq!(task.extra_follower.as_deref(), Some("alice"));
+    assert!(!task.view(now, Duration::from_secs(30)).stale);
+
+    let mut running = queued.clone();
+    running.status = RunStatus::Running;
+    running.host_calls = 12;
+    let task = run_task(&running, now, retention, 500, None);
+    assert_eq!(
+        task.status_message.as_deref(),
+        Some("running, 12 tool calls")
+    );
+
+    let Some(CancelOutcome::Ended(cancelled)) = idle.cancel(&run.id).await.expect("cancel") else {
+        panic!("ended");
+    };
+    let task = run_task(&cancelled, now, retention, 500, None);
+    assert_eq!(task.status, TaskStatus::Cancelled);
+    let finished = cancelled.finished_at.expect("finished");
+    assert_eq!(
+        task.ttl_ms(),
+        u64::try_from(
+            ((finished - cancelled.created_at) + time::Duration::days(1)).whole_milliseconds()
+        )
+        .ok()
+    );
+
+    let mut succeeded = cancelled.clone();
+    succeeded.status = RunStatus::Succeeded;
+    let result = json!({"content": [], "isError": false});
+    let task = run_task(&succeeded, now, retention, 500, Some(result.clone()));
+    assert_eq!(
+        (task.status, task.result),
+        (TaskStatus::Completed, Some(result.clone()))
+    );
+
+    let mut script_error = succeeded.clone();
+    script_error.status = RunStatus::Failed;
+    script_error.error_kind = Some(RunErrorKind::Script);
+    let task = run_task(&script_error, now, retention, 500, Some(result.clone()));
+    assert_eq!(task.status, TaskStatus::Completed);
+
+    let mut fault = script_error.clone();
+    fault.error_kind = Some(RunErrorKind::Platform);
+    fault.error = Some("gave up".into());
+    let task = run_task(&fault, now, retention, 500, Some(result));
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert!(task.result.is_none());
+    assert_eq!(
+        task.error.map(|error| error.message),
+        Some("gave up".into())
+    );
+    idle.shutdown(Duration::ZERO).await;
+}
+
+macro_rules! suite {
+    ($make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(database) = $make else {
+                    return;
+                };
+                super::$name(Harness::new(database).await).await;
+            }
+        )*
+    };
+}
+
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            use super::Harness;
+            suite!(TestDatabase::postgres().await; $($name),*);
+            use docket_storage::test_db::TestDatabase;
+        }
+        mod sqlite {
+            use super::Harness;
+            suite!(Some(TestDatabase::sqlite().await); $($name),*);
+            use docket_storage::test_db::TestDatabase;
+        }
+    };
+}
+
+both_backends!(
+    a_run_is_claimed_executed_and_audited,
+    script_errors_are_never_retried,
+    platform_faults_are_retried_a_bounded_number_of_times,
+    a_cancel_stops_a_running_run,
+    a_cancel_taken_by_another_replica_stops_the_run,
+    a_queued_run_cancelled_ends_at_once,
+    shutdown_releases_a_running_run_to_the_queue,
+    a_dead_workers_run_is_reclaimed_when_its_lease_expires,
+    a_worker_that_lost_its_lease_writes_nothing,
+    two_replicas_share_one_queue_and_run_each_run_once,
+    retention_deletes_runs_after_they_finished,
+    a_run_reads_as_its_task,
+);
