@@ -103,6 +103,11 @@ const RESTRICTED_EXTERNAL_DEPENDENCIES: &[RestrictedDependency] = &[
         owner: "docket_storage",
         reason: "only docket_storage names diesel or SQL",
     },
+    RestrictedDependency {
+        name: CrateName::Prefix("starlark"),
+        owner: "docket_script",
+        reason: "only docket_script evaluates scripts; others use its sandbox",
+    },
 ];
 
 /// The folders whose `.rs` files the source checks read.

@@ -1,27 +1,75 @@
 //! The Starlark sandbox for Docket's managed scripts.
 //!
 //! A script is Starlark source that runs top to bottom with the original platform's script API,
-//! so scripts written for it run here unchanged:
+//! so scripts written for it run here unchanged. [`check`] parses a script without running it;
+//! [`run`] runs one on its own OS thread (the evaluator is not `Send`) and awaits its host calls
+//! on the caller's tokio runtime. Each run is bounded by [`Limits`], and a
+//! [`CancellationToken`] stops it, even inside a busy loop.
 //!
-//! - `platform.call(tool, args)`, `platform.query(sql, connection=, params=)` and
-//!   `platform.export(name, rows, format)` reach the [`Host`] the caller passes in;
-//! - `json.encode(value)` / `json.decode(text)`;
-//! - `run.run_id` and `run.params` (a frozen struct);
-//! - `print(...)` writes to a bounded log.
+//! # The language
 //!
-//! Nothing else reaches outside the sandbox: there is no file system, network, clock or
-//! randomness, and `load` is refused.
+//! Starlark's standard functions, `print` and `set`, and exactly these predeclared names:
 //!
-//! [`check`] parses a script without running it; [`run`] runs one on its own OS thread (the
-//! evaluator is not `Send`) and awaits host calls on the caller's tokio runtime. Each run is
-//! bounded by [`Limits`], and a [`CancellationToken`](tokio_util::sync::CancellationToken) stops
-//! it, even inside a busy loop.
+//! - `platform.call(tool, args={})` calls any tool through the [`Host`] and returns its
+//!   structured result (plain text as `{"text": ...}`); `platform.query(sql, connection=None,
+//!   params={})` and `platform.export(name, rows, format="csv")` are the two named helpers.
+//!   Values cross as JSON in both directions (tuples and sets become arrays; integers of any
+//!   size stay exact).
+//! - `json.encode(x)`, `json.decode(s, default=)`, `json.indent(s, prefix=, indent=)` and
+//!   `json.encode_indent(x, prefix=, indent=)`.
+//! - `date.of`, `parse`, `format`, `add_days`, `add_months`, `diff_days`, `start_of_month`,
+//!   `weekday`: pure arithmetic on `YYYY-MM-DD` strings, with no `now()`.
+//! - `run.run_id`, `run.params` and `run.fire_time` (always `None`: runs here are started, not
+//!   scheduled), a frozen struct.
+//! - `sum(iterable, start=0)` over ints and floats.
+//!
+//! The dialect is the original's: statements at the top level, globals may be reassigned, no
+//! `while` (this Starlark has none) and no `load` (a syntax error saying so). Unlike the
+//! original, recursion is not refused; it is bounded by a call depth of 200 and the step limit.
+//! Nothing reaches the file system, the network, a clock or randomness.
+//!
+//! # Limits and failures
+//!
+//! | limit | [`Limits::run`] | [`Limits::draft`] | when exceeded |
+//! |---|---|---|---|
+//! | steps (calls and loop iterations) | 20 000 000 | 2 000 000 | [`LimitKind::Steps`] |
+//! | wall time, host calls included | 10 min | 60 s | [`LimitKind::WallTime`] |
+//! | Starlark heap (approximate) | 256 MiB | 64 MiB | [`LimitKind::Heap`] |
+//! | `print` log | 64 KiB | 64 KiB | cut, marker appended, run goes on |
+//! | source | 256 KiB | 256 KiB | [`LimitKind::Source`] |
+//!
+//! The step and time errors use the original's words (`halted: script exceeded its
+//! execution-step limit of N steps; ...`, `halted: script exceeded its time limit ...`),
+//! followed by the Starlark traceback. A host call answered with [`HostError::Tool`] fails the
+//! script ([`ScriptFailure::Error`], never retried); [`HostError::Platform`] fails the run as a
+//! fault ([`ScriptFailure::Platform`]). A panic inside the sandbox becomes a platform failure,
+//! not a crash. The heap limit is starlark's own, checked every thousand steps or so: one huge
+//! allocation (`"x" * 10**9`) can still outgrow it before it is noticed, as the original warns
+//! of its (absent) memory cap.
+//!
+//! # The result
+//!
+//! A script does not return a value in the original; what it leaves behind is its outputs, its
+//! query count and its log. So a successful run's value is the part of the original's run
+//! result (`runResult`) that the script decides, `{"queries": n, "outputs": [...]}`, where each
+//! output is what the host's `export` returned. [`RunProgress`] holds the same `queries` and
+//! `outputs` also when the run fails (outputs written before a failure were written);
+//! [`ScriptReport`] has the log, `log_truncated`, the step count and the number of host calls.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+
+mod convert;
+mod date;
+mod globals;
+mod log;
+mod parse;
+mod sandbox;
+
+pub use sandbox::run_with_progress;
 
 /// The bounds one run is held to. Exceeding any of them ends the run with
 /// [`ScriptFailure::Limit`], except the log, which is truncated instead.
@@ -202,29 +250,46 @@ pub enum LimitKind {
 ///
 /// # Errors
 ///
-/// The first syntax error, with its line; a source over [`Limits::max_source_bytes`] or one that
-/// uses `load` is refused the same way.
+/// The first syntax error, with its line; a source over [`Limits::max_source_bytes`], one that
+/// uses `load`, and one nested too deeply to parse safely are refused the same way. Names are
+/// not resolved: an unknown name fails when the script runs.
+///
+/// Parsing takes a moment and a thread of its own (the parser recurses on the native stack),
+/// so the caller's thread blocks for that long.
 pub fn check(source: &str, limits: &Limits) -> Result<(), SyntaxError> {
-    if source.len() > limits.max_source_bytes {
-        return Err(SyntaxError {
-            message: format!(
-                "the script is {} bytes, over its source size limit of {} bytes",
-                source.len(),
-                limits.max_source_bytes
-            ),
-            line: None,
-        });
-    }
-    Ok(())
+    // The parser recurses on the native stack, so it runs on a thread with room for it rather
+    // than on the caller's (perhaps a runtime worker's) stack.
+    std::thread::scope(|scope| {
+        let parsing = std::thread::Builder::new()
+            .name("docket-script-check".to_owned())
+            .stack_size(sandbox::STACK_BYTES)
+            .spawn_scoped(scope, || parse::parse(source, limits).map(drop));
+        match parsing {
+            Ok(parsing) => parsing.join().unwrap_or_else(|panic| {
+                Err(SyntaxError {
+                    message: sandbox::panic_message(panic.as_ref()),
+                    line: None,
+                })
+            }),
+            Err(cause) => Err(SyntaxError {
+                message: format!("could not start the thread that parses the script: {cause}"),
+                line: None,
+            }),
+        }
+    })
 }
 
-/// Live counters of one run, readable from any thread while it runs (for a status message such
-/// as "running, 12 tool calls"). Pass one to [`run_with_progress`]; the final numbers are also in
-/// the [`ScriptReport`].
+/// What one run has done so far, readable from any thread while it runs (for a status message
+/// such as "running, 12 tool calls") and after it ended. Pass a fresh one to each
+/// [`run_with_progress`]. The queries and outputs it holds are the original's `queries` and
+/// `outputs`; unlike the success value, they are there when the run fails too (outputs written
+/// before a failure were written).
 #[derive(Debug, Default)]
 pub struct RunProgress {
     host_calls: AtomicU64,
     steps: AtomicU64,
+    queries: AtomicU64,
+    outputs: Mutex<Vec<serde_json::Value>>,
 }
 
 impl RunProgress {
@@ -240,8 +305,31 @@ impl RunProgress {
         self.host_calls.load(Ordering::Relaxed)
     }
 
-    /// Evaluation steps so far; updated every thousand steps or so and at every host call, so
-    /// it lags a little behind the true count.
+    /// `platform.query` calls that answered.
+    #[must_use]
+    pub fn queries(&self) -> u64 {
+        self.queries.load(Ordering::Relaxed)
+    }
+
+    /// What each `platform.export` that answered returned, in call order.
+    #[must_use]
+    pub fn outputs(&self) -> Vec<serde_json::Value> {
+        self.outputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records an output as it lands.
+    fn push_output(&self, output: serde_json::Value) {
+        self.outputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(output);
+    }
+
+    /// Evaluation steps so far: updated at every host call and when the run ends, so it lags
+    /// behind the true count while a script computes without calling the host.
     #[must_use]
     pub fn steps(&self) -> u64 {
         self.steps.load(Ordering::Relaxed)
@@ -249,9 +337,12 @@ impl RunProgress {
 }
 
 /// Runs a script on its own OS thread; host calls are awaited on the caller's tokio runtime.
-/// Cancelling `cancel` stops the script promptly, even inside a busy loop.
+/// Cancelling `cancel` stops the script promptly, even inside a busy loop or a host call, and
+/// so does dropping the returned future.
 ///
-/// Must be called within a tokio runtime (host calls are spawned on it).
+/// Call it within a tokio runtime with its time driver enabled: host calls are spawned on it
+/// and raced against the wall-time limit. Outside one, the run fails as
+/// [`ScriptFailure::Platform`]. A run that finished before the cancel keeps its outcome.
 pub async fn run(
     source: String,
     input: ScriptInput,
@@ -260,25 +351,4 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> ScriptReport {
     run_with_progress(source, input, host, limits, cancel, Arc::default()).await
-}
-
-/// [`run`], with live counters the caller can read while the script runs.
-pub async fn run_with_progress(
-    source: String,
-    input: ScriptInput,
-    host: Arc<dyn Host>,
-    limits: Limits,
-    cancel: CancellationToken,
-    progress: Arc<RunProgress>,
-) -> ScriptReport {
-    let _ = (source, input, host, limits, cancel, progress);
-    ScriptReport {
-        outcome: Err(ScriptFailure::Platform(
-            "the script sandbox is not built yet".to_owned(),
-        )),
-        log: String::new(),
-        log_truncated: false,
-        steps: 0,
-        host_calls: 0,
-    }
 }
