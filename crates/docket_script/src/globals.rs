@@ -207,8 +207,8 @@ fn host_call<'v>(
             Err(error(format!("in {binding}: the run ran out of time")))
         }
         Err(_) => {
-            let message = "the host call was dropped before it answered (is the runtime shutting \
-                           down, or has it no time driver?)"
+            let message = "the host call ended without an answer: it panicked, or the runtime \
+                           running it is shutting down or has no time driver"
                 .to_owned();
             context.stop_with(Stop::Platform(message.clone()));
             Err(error(format!("in {binding}: {message}")))

@@ -26,7 +26,8 @@ pub(crate) enum Seen {
 }
 
 /// Answers `platform.call` by tool name: `echo` returns its arguments, `text` a plain-text
-/// result, `refuse` a tool error, `broken` a platform fault, `hang` never answers. Queries return
+/// result, `refuse` a tool error, `broken` a platform fault, `panic` panics, `hang` never
+/// answers. Queries return
 /// two sales rows; exports return an asset.
 #[derive(Debug, Default)]
 pub(crate) struct FakeHost {
@@ -62,6 +63,7 @@ impl Host for FakeHost {
                 "the persona may not call this tool".to_owned(),
             )),
             "broken" => Err(HostError::Platform("the database is down".to_owned())),
+            "panic" => panic!("the fake host panics on purpose"),
             "hang" => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Ok(Value::Null)

@@ -187,6 +187,15 @@ async fn a_platform_fault_fails_the_run_as_a_fault() {
 }
 
 #[tokio::test]
+async fn a_host_that_panics_fails_the_run_as_a_fault_not_the_process() {
+    let (report, _) = run_script("platform.call('panic')\n", Limits::draft()).await;
+    let Err(ScriptFailure::Platform(message)) = &report.outcome else {
+        panic!("{:?}", report.outcome);
+    };
+    assert!(message.contains("ended without an answer"), "{message}");
+}
+
+#[tokio::test]
 async fn outputs_written_before_a_failure_are_reported() {
     let source = "platform.export('first', [{'a': 1}])\nfail('later')\n";
     let (report, host, progress) =
