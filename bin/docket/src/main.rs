@@ -170,6 +170,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             tracing::info!(database = %redact_url(url), backend = ?store.backend(), "database ready");
             builder = builder
                 .task_store(store.task_store())
+                .scripts(store.script_store())
                 .assets(
                     store.asset_store(),
                     Some(store.call_catalog()),

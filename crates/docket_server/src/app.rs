@@ -1,8 +1,8 @@
 //! The application: configuration, tools, identity, personas and metrics, built
 //! once and shared by every connection.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use docket_export::sink::ObjectSink;
@@ -19,7 +19,14 @@ use crate::rate_limit::RateLimiter;
 use crate::registry::{RegistryError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::request_state::RequestStateKey;
 use crate::tasks::Tasks;
+use crate::tools::script_host::ScriptHost;
+use crate::tools::scripts::ScriptDeps;
 use crate::tools::{self, AssetDeps};
+use crate::auth::{Identity, IdentityKind};
+use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
+use docket_script::Limits;
+use docket_storage::ScriptStore;
+use docket_storage::scripts::{Run, ScriptVersion};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = "docket";
@@ -49,6 +56,9 @@ pub(crate) struct AppState {
     pub(crate) replica_id: String,
     /// Asset rows and bytes, for downloads.
     pub(crate) assets: Option<AssetDeps>,
+    /// The script tools' store and run bridge, when a database is configured
+    /// and `scripts.enabled`.
+    pub(crate) scripts: Option<Arc<crate::tools::scripts::ScriptDeps>>,
 }
 
 /// Why the application could not be built.
@@ -76,6 +86,7 @@ pub struct AppBuilder {
     sse_keepalive: Duration,
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
+    scripts: Option<Arc<dyn ScriptStore>>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -94,6 +105,7 @@ impl App {
             sse_keepalive: Duration::from_secs(15),
             store: None,
             assets: None,
+            scripts: None,
         }
     }
 
@@ -126,6 +138,11 @@ impl App {
     /// This replica's id, stamped on the tasks it runs.
     pub fn replica_id(&self) -> &str {
         &self.state.replica_id
+    }
+
+    /// The run bridge (script runs), when scripts are enabled.
+    pub fn run_bridge(&self) -> Option<&Arc<RunBridge>> {
+        self.state.scripts.as_ref().map(|scripts| &scripts.bridge)
     }
 
     /// The task runtime, when tasks are enabled.
@@ -167,6 +184,14 @@ impl AppBuilder {
         self
     }
 
+    /// The store for managed scripts and their runs. With it (and a task store
+    /// for audit rows) the script tools are offered and this replica runs
+    /// `scripts.worker.concurrency` run workers.
+    pub fn scripts(mut self, store: Arc<dyn ScriptStore>) -> Self {
+        self.scripts = Some(store);
+        self
+    }
+
     /// How often an SSE response sends a keep-alive comment; the write also detects
     /// a client that went away. Tests shorten it.
     pub fn sse_keepalive(mut self, interval: Duration) -> Self {
@@ -186,6 +211,7 @@ impl AppBuilder {
             sse_keepalive,
             store,
             assets,
+            scripts,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -243,7 +269,17 @@ impl AppBuilder {
             }
             _ => None,
         };
+        let has_store = store.is_some();
         let audit = store.filter(|_| config.audit.enabled);
+        let app_cell = Arc::new(OnceLock::new());
+        let scripts = match scripts {
+            Some(script_store) if config.scripts.enabled && has_store => {
+                let deps = script_deps(&config, script_store, audit.clone(), &replica_id, &app_cell);
+                tools::scripts::register(&mut registry, Arc::clone(&deps))?;
+                Some(deps)
+            }
+            _ => None,
+        };
         let state = AppState {
             server_info: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
             config,
@@ -259,9 +295,73 @@ impl AppBuilder {
             audit,
             replica_id,
             assets,
+            scripts,
         };
-        Ok(App {
-            state: Arc::new(state),
-        })
+        let state = Arc::new(state);
+        // Runs and drafts reach the pipeline through this; it never keeps the
+        // app alive.
+        let _ = app_cell.set(Arc::downgrade(&state));
+        Ok(App { state })
     }
+}
+
+/// The script tools' dependencies: the run bridge over `store`, whose runner
+/// runs each run's version in the sandbox with a host that sends every
+/// `platform.*` call through this app's pipeline as `script:<name>` with the
+/// roles its version's author held.
+fn script_deps(
+    config: &Config,
+    store: Arc<dyn ScriptStore>,
+    audit: Option<Arc<dyn TaskStore>>,
+    replica_id: &str,
+    app_cell: &Arc<OnceLock<std::sync::Weak<AppState>>>,
+) -> Arc<ScriptDeps> {
+    let settings = &config.scripts;
+    let run_limits = Limits {
+        max_steps: settings.max_steps,
+        wall_time: settings.timeout,
+        ..Limits::run()
+    };
+    let cell = Arc::clone(app_cell);
+    let runner = SandboxRunner::new(run_limits, move |run: &Run, version: &ScriptVersion| {
+        let identity = Identity {
+            subject: format!("script:{}", run.script_name),
+            display_name: format!("script:{}", run.script_name),
+            email: None,
+            roles: version.author_roles.clone(),
+            kind: IdentityKind::Script,
+        };
+        Arc::new(ScriptHost {
+            app: cell.get().cloned().unwrap_or_default(),
+            identity: Arc::new(identity),
+            run_id: run.id.clone(),
+        }) as Arc<dyn docket_script::Host>
+    });
+    let run_retention = Duration::from_secs(u64::from(settings.run_retention_days) * 86_400);
+    let bridge = RunBridge::new(
+        Arc::clone(&store),
+        audit,
+        Arc::new(runner),
+        BridgeConfig {
+            workers: if settings.worker.enabled {
+                settings.worker.concurrency
+            } else {
+                0
+            },
+            lease: settings.lease,
+            heartbeat_interval: settings.heartbeat_interval,
+            max_platform_retries: settings.max_platform_retries,
+            run_retention,
+            ..BridgeConfig::new(replica_id)
+        },
+    );
+    Arc::new(ScriptDeps {
+        store,
+        bridge,
+        app: Arc::clone(app_cell),
+        default_wait: settings.default_wait,
+        run_limits,
+        run_retention,
+        poll_interval_ms: config.tasks.poll_interval_ms,
+    })
 }

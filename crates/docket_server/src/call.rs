@@ -52,8 +52,11 @@ pub(crate) async fn call_tool(
         .get(&params.name)
         .ok_or_else(|| McpError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
     let arguments = params.arguments.clone().unwrap_or_default();
-    headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments)
-        .map_err(McpError::HeaderMismatch)?;
+    // A call from inside a script run has no HTTP request, so no headers to mirror.
+    if context.run_id.is_none() {
+        headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments)
+            .map_err(McpError::HeaderMismatch)?;
+    }
 
     let identity = &context.identity;
     let refuse = |result: CallToolResult| {
@@ -198,6 +201,7 @@ pub(crate) async fn call_tool(
         persona: persona.name.clone(),
         connection,
         arguments: arguments.clone(),
+        run_id: context.run_id.clone(),
         started,
         now,
     };
@@ -215,6 +219,36 @@ pub(crate) async fn call_tool(
             };
             return finish.into_result(outcome).map(Reply::Json);
         }
+    }
+
+    // A run is its task: run_script with the extension declared answers the run's
+    // own task (the task id is the run id), and nothing is stored in the task table.
+    if declares_tasks
+        && params.name == crate::tools::scripts::RUN_SCRIPT
+        && state.tasks.is_some()
+        && let Some(scripts) = &state.scripts
+    {
+        let call = ToolCall {
+            arguments,
+            identity: identity.clone(),
+            persona,
+            client_capabilities: context.meta.client_capabilities.clone(),
+            progress: Progress::default(),
+            input,
+            cancel: CancellationToken::new(),
+            task: None,
+        };
+        return match scripts.start_run_task(&call).await {
+            Ok(record) => {
+                state.metrics.record_tool_call(
+                    &params.name,
+                    CallOutcome::TaskCreated,
+                    started.elapsed(),
+                );
+                create_result_value(&record).map(Reply::Json)
+            }
+            Err(refused) => finish.into_result(refused).map(Reply::Json),
+        };
     }
 
     // A task when the tool may become one, this very request declares the extension,
@@ -369,6 +403,8 @@ struct Finish {
     persona: String,
     connection: Option<String>,
     arguments: JsonObject,
+    /// The script run making the call, recorded in its audit row.
+    run_id: Option<String>,
     started: Instant,
     now: u64,
 }
@@ -418,10 +454,16 @@ impl Finish {
     /// The audit context of this call.
     fn audit_context(&self) -> AuditContext {
         let redact_keys = &self.app.state.config.audit.redact_keys;
+        let arguments = redact_arguments(&self.arguments, redact_keys);
         AuditContext {
             persona: Some(self.persona.clone()),
             connection: self.connection.clone(),
-            arguments: redact_arguments(&self.arguments, redact_keys),
+            // A script run's calls carry its run id, so the run's audit trail
+            // can be read back call by call.
+            arguments: match &self.run_id {
+                Some(run_id) => serde_json::json!({"run_id": run_id, "arguments": arguments}),
+                None => arguments,
+            },
         }
     }
 
@@ -515,6 +557,39 @@ async fn start_task(
         .record_tool_call(&finish.tool, CallOutcome::TaskCreated, elapsed);
     tracing::info!(tool = finish.tool, subject = finish.subject, task = %record.id, "task created");
     create_result_value(&record).map(Reply::Json)
+}
+
+/// Runs one `tools/call` in-process, for a script run's `platform.*` calls:
+/// the whole pipeline (persona from `identity`'s roles, rate limit, argument
+/// validation, consent, audit with the run id), as a request that declares no
+/// extension and asks for no progress, so the answer is always direct.
+pub(crate) async fn call_in_process(
+    app: &App,
+    identity: Arc<crate::auth::Identity>,
+    run_id: &str,
+    tool: &str,
+    arguments: Value,
+) -> Result<Value, McpError> {
+    let context = RequestContext {
+        identity,
+        meta: docket_protocol::meta::RequestMeta {
+            protocol_version: docket_protocol::PROTOCOL_VERSION.to_owned(),
+            client_capabilities: docket_protocol::meta::ClientCapabilities::default(),
+            client_info: None,
+            progress_token: None,
+            log_level: None,
+        },
+        headers: http::HeaderMap::new(),
+        run_id: Some(run_id.to_owned()),
+    };
+    let params = serde_json::json!({"name": tool, "arguments": arguments});
+    match call_tool(app, context, Some(params)).await? {
+        Reply::Json(value) => Ok(value),
+        // Only a request with a progress token streams.
+        Reply::Stream(_) => Err(McpError::Internal(
+            "an in-process call answered with a stream".into(),
+        )),
+    }
 }
 
 fn unix_now() -> u64 {

@@ -50,6 +50,8 @@ pub struct Config {
     pub consent: ConsentConfig,
     /// Log output.
     pub logging: LoggingConfig,
+    /// Managed scripts and their runs.
+    pub scripts: ScriptsConfig,
 }
 
 /// The `server:` section.
@@ -190,6 +192,71 @@ impl Default for TasksConfig {
             poll_interval_ms: 1000,
             heartbeat_interval: Duration::from_secs(2),
             stale_after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The `scripts:` section: managed Starlark scripts and the run queue.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ScriptsConfig {
+    /// Whether the script tools are offered (they also need a database).
+    pub enabled: bool,
+    /// How long a run is kept after it finished, in days.
+    pub run_retention_days: u32,
+    /// This replica's run workers.
+    pub worker: ScriptWorkerConfig,
+    /// How long a worker's claim on a run lasts without renewal; a run whose
+    /// worker died is taken by another this long after its last renewal.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub lease: Duration,
+    /// How often a worker renews its lease (and so hears a cancel whose
+    /// notification was lost).
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub heartbeat_interval: Duration,
+    /// How many times a platform fault is retried; script errors never are.
+    pub max_platform_retries: u32,
+    /// Evaluation steps a run may take.
+    pub max_steps: u64,
+    /// Wall-clock time a run may take, tool calls included.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub timeout: Duration,
+    /// How long `run_script` waits for the run when `wait_seconds` is not given.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub default_wait: Duration,
+}
+
+impl Default for ScriptsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            run_retention_days: 365,
+            worker: ScriptWorkerConfig::default(),
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(2),
+            max_platform_retries: 3,
+            max_steps: 20_000_000,
+            timeout: Duration::from_secs(600),
+            default_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The `scripts.worker:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ScriptWorkerConfig {
+    /// Whether this replica executes runs (it queues them either way).
+    pub enabled: bool,
+    /// How many runs this replica executes at once.
+    pub concurrency: usize,
+}
+
+impl Default for ScriptWorkerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            concurrency: 2,
         }
     }
 }
@@ -613,6 +680,12 @@ impl Config {
         }
         if self.tasks.stale_after <= self.tasks.heartbeat_interval {
             problems.push("tasks.stale_after: must be longer than tasks.heartbeat_interval, or live tasks read as failed".into());
+        }
+        if self.scripts.lease <= self.scripts.heartbeat_interval {
+            problems.push("scripts.lease: must be longer than scripts.heartbeat_interval, or running runs are taken by other workers".into());
+        }
+        if self.scripts.heartbeat_interval.is_zero() {
+            problems.push("scripts.heartbeat_interval: must be greater than zero".into());
         }
         if self.tasks.poll_interval_ms == 0 {
             problems.push("tasks.poll_interval_ms: must be greater than zero".into());

@@ -32,6 +32,9 @@ pub(crate) struct RequestContext {
     pub(crate) meta: RequestMeta,
     /// The request headers (for `Mcp-Param-*`).
     pub(crate) headers: HeaderMap,
+    /// The script run making this call, for a call from inside a run (see
+    /// `call::call_in_process`); `None` for every HTTP request.
+    pub(crate) run_id: Option<String>,
 }
 
 /// How a method answers.

@@ -60,6 +60,9 @@ pub async fn serve(
     if let Some(runtime) = app.task_runtime() {
         runtime.start_background();
     }
+    if let Some(bridge) = app.run_bridge() {
+        bridge.start();
+    }
     let builder = hyper::server::conn::http1::Builder::new();
     tokio::pin!(shutdown);
     loop {
@@ -103,10 +106,20 @@ pub async fn serve(
     );
     // Running tasks get the grace period to finish; the rest are recorded as failed.
     // Open requests are waited for alongside.
+    // Script runs still going after the grace period are released back to the
+    // queue for another replica, not failed.
     let tasks = async {
-        if let Some(runtime) = app.task_runtime() {
-            runtime.drain(grace).await;
-        }
+        let runs = async {
+            if let Some(bridge) = app.run_bridge() {
+                bridge.shutdown(grace).await;
+            }
+        };
+        let exports = async {
+            if let Some(runtime) = app.task_runtime() {
+                runtime.drain(grace).await;
+            }
+        };
+        tokio::join!(runs, exports);
     };
     let requests = async {
         if tokio::time::timeout(grace, graceful.shutdown())
@@ -328,6 +341,7 @@ async fn handle_mcp(
         identity: std::sync::Arc::new(identity),
         meta,
         headers: parts.headers,
+        run_id: None,
     };
     let id = request.id.clone();
     let response = match dispatch::dispatch(app, context, request).await {

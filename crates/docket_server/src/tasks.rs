@@ -4,6 +4,11 @@
 //! Who may follow a task: whoever started it, administrators, and the task kind's
 //! extra follower. Everyone else gets exactly the answer an unknown id gets, so a
 //! task id's existence cannot be probed.
+//!
+//! A script run is its own task: an id the task store does not know is looked
+//! up as a run id, read through `docket_run_bridge::task::run_task` (its
+//! followers are whoever asked for the run and the script's owner), and
+//! cancelled through the run bridge.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,17 +72,27 @@ pub(crate) async fn handle(
     match method {
         "tasks/get" => {
             let TaskIdParams { task_id } = parse(params, method)?;
-            let (record, view) = find(app, tasks, context, &task_id).await?;
+            let (record, view, _) = find(app, tasks, context, &task_id).await?;
             to_value(&get_result(&record, &view))
         }
         "tasks/cancel" => {
             let TaskIdParams { task_id } = parse(params, method)?;
-            let (record, _) = find(app, tasks, context, &task_id).await?;
-            tasks
-                .runtime
-                .cancel(&record.id)
-                .await
-                .map_err(store_failure)?;
+            let (record, _, kind) = find(app, tasks, context, &task_id).await?;
+            match (kind, &app.state.scripts) {
+                // A run's cancel is cancel_run's: mark it, wake its worker wherever it is.
+                (Found::Run, Some(scripts)) => {
+                    scripts
+                        .bridge
+                        .cancel(record.id.as_str())
+                        .await
+                        .map_err(|error| McpError::Unavailable(format!("the run store is unavailable; try again: {error}")))?;
+                }
+                _ => tasks
+                    .runtime
+                    .cancel(&record.id)
+                    .await
+                    .map_err(store_failure)?,
+            }
             to_value(&EmptyResult::default())
         }
         "tasks/update" => {
@@ -85,7 +100,11 @@ pub(crate) async fn handle(
                 task_id,
                 input_responses,
             } = parse(params, method)?;
-            let (record, _) = find(app, tasks, context, &task_id).await?;
+            let (record, _, kind) = find(app, tasks, context, &task_id).await?;
+            if kind == Found::Run {
+                // A run never asks for input: acknowledged, nothing to apply.
+                return to_value(&EmptyResult::default());
+            }
             let responses = input_responses.into_iter().collect();
             // Applied before the acknowledgement, so the very next tasks/get on any
             // replica shows it.
@@ -111,24 +130,52 @@ fn store_failure(error: docket_task::StoreError) -> McpError {
     McpError::Unavailable(format!("the task store is unavailable; try again: {error}"))
 }
 
+/// What an id named: a task row, or a script run (which is its own task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Found {
+    Task,
+    Run,
+}
+
 /// The task `task_id` as the caller may see it, or the one "unknown task" answer.
 async fn find(
     app: &App,
     tasks: &Tasks,
     context: &RequestContext,
     task_id: &str,
-) -> Result<(TaskRecord, TaskView), McpError> {
+) -> Result<(TaskRecord, TaskView, Found), McpError> {
     // One answer for unknown, expired and not-yours ids: the same bytes, whatever the id.
     let unknown = || McpError::InvalidParams("Unknown task".to_owned());
     let id = TaskId::from_client(task_id).ok_or_else(unknown)?;
-    let Some((record, now)) = tasks
+    let (record, now, found) = match tasks
         .runtime
         .store()
         .get(&id)
         .await
         .map_err(store_failure)?
-    else {
-        return Err(unknown());
+    {
+        Some((record, now)) => (record, now, Found::Task),
+        None => match &app.state.scripts {
+            Some(scripts) => match scripts.store.run(id.as_str()).await {
+                Ok(Some((run, now))) => {
+                    let record = docket_run_bridge::task::run_task(
+                        &run,
+                        now,
+                        scripts.run_retention,
+                        scripts.poll_interval_ms,
+                        crate::tools::scripts::run_task_result(&run),
+                    );
+                    (record, now, Found::Run)
+                }
+                Ok(None) => return Err(unknown()),
+                Err(error) => {
+                    return Err(McpError::Unavailable(format!(
+                        "the run store is unavailable; try again: {error}"
+                    )));
+                }
+            },
+            None => return Err(unknown()),
+        },
     };
     let is_admin = app
         .state
@@ -146,7 +193,7 @@ async fn find(
         return Err(unknown());
     }
     let view = record.view(now, tasks.stale_after);
-    Ok((record, view))
+    Ok((record, view, found))
 }
 
 fn timestamp(time: time::OffsetDateTime) -> String {

@@ -108,16 +108,21 @@ pub enum IdentityKind {
     Oidc,
     /// No credentials, on a server that allows anonymous access.
     Anonymous,
+    /// A managed script's run calling tools: `script:<name>`, with the roles
+    /// its version's author held when saving it. Never from HTTP.
+    Script,
 }
 
 impl IdentityKind {
-    /// A short lower-case name for logs and audit rows: `apikey`, `oidc`, `anonymous`.
+    /// A short lower-case name for logs and audit rows: `apikey`, `oidc`,
+    /// `anonymous`, `script`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ApiKey => "apikey",
             Self::Oidc => "oidc",
             Self::Anonymous => "anonymous",
+            Self::Script => "script",
         }
     }
 }

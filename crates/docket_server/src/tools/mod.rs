@@ -4,6 +4,8 @@
 mod assets;
 mod diagnostics;
 mod platform;
+pub(crate) mod script_host;
+pub(crate) mod scripts;
 mod trino;
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 mod auth;
 mod http;
 mod pipeline;
+mod scripts;
 mod support;
 mod tasks;
 mod trino;
