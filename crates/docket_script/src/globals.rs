@@ -6,6 +6,7 @@
 //! deadline so that neither waits on a slow host.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -453,6 +454,14 @@ fn sum_function(builder: &mut GlobalsBuilder) {
         }
         Ok(total)
     }
+}
+
+/// Every name a script can use without defining it.
+pub(crate) fn predeclared_names() -> HashSet<String> {
+    build(&ScriptInput::default())
+        .names()
+        .map(|name| name.as_str().to_owned())
+        .collect()
 }
 
 /// The globals of one run: the standard functions, `print`, `set`, and the predeclared names.

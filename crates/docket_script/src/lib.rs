@@ -251,8 +251,8 @@ pub enum LimitKind {
 /// # Errors
 ///
 /// The first syntax error, with its line; a source over [`Limits::max_source_bytes`], one that
-/// uses `load`, and one nested too deeply to parse safely are refused the same way. Names are
-/// not resolved: an unknown name fails when the script runs.
+/// uses `load`, one nested too deeply to parse safely, and one using a name nothing defines
+/// (`platfrom.call`) are refused the same way.
 ///
 /// Parsing takes a moment and a thread of its own (the parser recurses on the native stack),
 /// so the caller's thread blocks for that long.
@@ -263,7 +263,10 @@ pub fn check(source: &str, limits: &Limits) -> Result<(), SyntaxError> {
         let parsing = std::thread::Builder::new()
             .name("docket-script-check".to_owned())
             .stack_size(sandbox::STACK_BYTES)
-            .spawn_scoped(scope, || parse::parse(source, limits).map(drop));
+            .spawn_scoped(scope, || {
+                let ast = parse::parse(source, limits)?;
+                parse::check_names(&ast, &globals::predeclared_names())
+            });
         match parsing {
             Ok(parsing) => parsing.join().unwrap_or_else(|panic| {
                 Err(SyntaxError {

@@ -1,6 +1,9 @@
 //! Parsing a script: the dialect, the source-size limit, a nesting guard, and syntax errors with
 //! their line.
 
+use std::collections::HashSet;
+
+use starlark::analysis::AstModuleLint;
 use starlark::codemap::Span;
 use starlark::syntax::ast::AstExpr;
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
@@ -57,6 +60,26 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<AstModule, SyntaxEr
     })?;
     check_expression_depth(&ast)?;
     Ok(ast)
+}
+
+/// Refuses a script that uses a name nothing defines (`platfrom.call`), the way the run would
+/// refuse it, but before it is saved. Only certain errors: a name that may be unassigned on some
+/// path is left for the run to find.
+pub(crate) fn check_names(
+    ast: &AstModule,
+    predeclared: &HashSet<String>,
+) -> Result<(), SyntaxError> {
+    let undefined = ast
+        .lint(Some(predeclared))
+        .into_iter()
+        .find(|lint| lint.short_name == "using-undefined");
+    match undefined {
+        None => Ok(()),
+        Some(lint) => Err(SyntaxError {
+            line: u32::try_from(lint.location.resolve_span().begin.line + 1).ok(),
+            message: lint.problem,
+        }),
+    }
 }
 
 /// Refuses expression trees deeper than [`MAX_EXPRESSION_DEPTH`], walking them with a stack of

@@ -90,6 +90,18 @@ async fn check_accepts_a_valid_script_without_running_it() {
 }
 
 #[tokio::test]
+async fn check_refuses_a_name_nothing_defines_with_its_line() {
+    let source = "rows = []\nresult = platfrom.call('echo', {})\n";
+    let error = docket_script::check(source, &Limits::draft()).expect_err("undefined name");
+    assert_eq!(error.line, Some(2));
+    assert!(error.message.contains("platfrom"), "{}", error.message);
+    // Every predeclared name, and globals defined after the function that uses them, resolve.
+    let source = "def total():\n    return sum(values)\nvalues = [1]\n\
+                  x = [platform, json, date, run, sum, print, set, len, range, fail, total()]\n";
+    assert_eq!(docket_script::check(source, &Limits::draft()), Ok(()));
+}
+
+#[tokio::test]
 async fn hostile_sources_do_not_crash_the_parser() {
     let limits = Limits::run();
     let budget = limits.max_source_bytes - 16;

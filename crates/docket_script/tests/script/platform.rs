@@ -32,6 +32,7 @@ print("regions:", len(rows), "total:", grand_total)
 out = platform.export("daily-sales", rows, "csv")
 print("wrote", out["asset_id"], "with", out["row_count"], "rows")
 "#;
+    assert_eq!(docket_script::check(source, &Limits::run()), Ok(()));
     let (report, host, progress) =
         run_observed(source, Limits::run(), CancellationToken::new()).await;
     assert_succeeded(&report);
