@@ -1,0 +1,337 @@
+//! The platform a script talks to: every `platform.*` call of a run (or a
+//! draft) is one `tools/call` through the whole pipeline, in-process, as the
+//! run's identity — `script:<name>` with the roles the version's author held
+//! when saving it (a draft: the caller) — and audited with the run id.
+//!
+//! - `platform.call(tool, args)` answers the tool's `structuredContent`, or
+//!   `{"text": …}` for a plain-text result; a refusal or tool error fails the
+//!   script (a script error), an unavailable platform is a platform fault.
+//! - `platform.query(sql, connection=, params=)` binds `:name` parameters as
+//!   SQL literals, runs `trino_query`, and answers `{"rows": [{column:
+//!   value}…], "columns": […], "row_count": n}`; a truncated result fails the
+//!   script, as on the original platform.
+//! - `platform.export(name, rows, format)` writes the rows (a list of dicts)
+//!   as a `csv`, `json` or `jsonl` asset owned by the script's identity.
+
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use docket_export::format::{ChunkBuffer, ColumnSpec, Format, RowWriter};
+use docket_script::{Host, HostError};
+use docket_storage::catalog::{NewAsset, generate_id};
+use serde_json::{Map, Value, json};
+
+use super::assets::asset_json;
+use crate::app::{App, AppState};
+use crate::auth::Identity;
+use crate::call::call_in_process;
+use crate::error::McpError;
+
+/// The most rows `platform.query` asks `trino_query` for.
+const QUERY_ROWS: u64 = 10_000;
+
+/// The host of one run or draft.
+pub(crate) struct ScriptHost {
+    pub(crate) app: Weak<AppState>,
+    pub(crate) identity: Arc<Identity>,
+    pub(crate) run_id: String,
+}
+
+impl ScriptHost {
+    fn app(&self) -> Result<App, HostError> {
+        self.app
+            .upgrade()
+            .map(|state| App { state })
+            .ok_or_else(|| HostError::Platform("the server is shutting down".into()))
+    }
+
+    /// One tool call; its answer as a script sees it.
+    async fn tool(&self, tool: &str, arguments: Value) -> Result<Value, HostError> {
+        let app = self.app()?;
+        let answer = call_in_process(
+            &app,
+            Arc::clone(&self.identity),
+            &self.run_id,
+            tool,
+            arguments,
+        )
+        .await
+        .map_err(|error| match error {
+            McpError::Unavailable(message) | McpError::Internal(message) => {
+                HostError::Platform(message)
+            }
+            other => HostError::Tool(format!("{tool}: {other}")),
+        })?;
+        if answer.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            return Err(HostError::Tool(format!(
+                "{tool} asked for the user's consent, which a script run cannot give"
+            )));
+        }
+        let text = answer
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|block| block.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        if answer.get("isError").and_then(Value::as_bool) == Some(true) {
+            return Err(HostError::Tool(format!("{tool}: {text}")));
+        }
+        Ok(match answer.get("structuredContent") {
+            Some(structured) => structured.clone(),
+            None => json!({ "text": text }),
+        })
+    }
+}
+
+#[async_trait]
+impl Host for ScriptHost {
+    async fn call(&self, tool: String, args: Value) -> Result<Value, HostError> {
+        let args = if args.is_null() { json!({}) } else { args };
+        self.tool(&tool, args).await
+    }
+
+    async fn query(
+        &self,
+        sql: String,
+        connection: Option<String>,
+        params: Map<String, Value>,
+    ) -> Result<Value, HostError> {
+        let sql = bind(&sql, &params).map_err(HostError::Tool)?;
+        let mut arguments = json!({"sql": sql, "limit": QUERY_ROWS});
+        if let Some(connection) = connection {
+            arguments["connection"] = Value::String(connection);
+        }
+        let answer = self.tool("trino_query", arguments).await?;
+        if answer.get("truncated").and_then(Value::as_bool) == Some(true) {
+            return Err(HostError::Tool(format!(
+                "the query returned more than {QUERY_ROWS} rows; a script's query must not be \
+                 truncated: aggregate in SQL, or export the rows with trino_export"
+            )));
+        }
+        let names: Vec<String> = answer
+            .get("columns")
+            .and_then(Value::as_array)
+            .map(|columns| {
+                columns
+                    .iter()
+                    .map(|column| {
+                        column
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let rows: Vec<Value> = answer
+            .get("rows")
+            .and_then(Value::as_array)
+            .map(|rows| {
+                rows.iter()
+                    .map(|row| match row {
+                        Value::Array(values) => Value::Object(
+                            names.iter().cloned().zip(values.iter().cloned()).collect(),
+                        ),
+                        other => other.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(json!({
+            "row_count": rows.len(),
+            "rows": rows,
+            "columns": answer.get("columns").cloned().unwrap_or(Value::Array(Vec::new())),
+        }))
+    }
+
+    async fn export(&self, name: String, rows: Value, format: String) -> Result<Value, HostError> {
+        let app = self.app()?;
+        let Some(assets) = app.state.assets.clone() else {
+            return Err(HostError::Tool(
+                "platform.export needs asset storage, and this server has none".into(),
+            ));
+        };
+        let format: Format = match format.parse() {
+            Ok(format @ (Format::Csv | Format::Json | Format::Jsonl)) => format,
+            _ => {
+                return Err(HostError::Tool(format!(
+                    "platform.export writes csv, json or jsonl, not {format:?}"
+                )));
+            }
+        };
+        let Value::Array(rows) = rows else {
+            return Err(HostError::Tool(
+                "platform.export takes a list of rows".into(),
+            ));
+        };
+        let mut columns: Vec<String> = Vec::new();
+        for row in &rows {
+            let Value::Object(row) = row else {
+                return Err(HostError::Tool("each exported row must be a dict".into()));
+            };
+            for key in row.keys() {
+                if !columns.contains(key) {
+                    columns.push(key.clone());
+                }
+            }
+        }
+        let table: Vec<Vec<Value>> = rows
+            .iter()
+            .map(|row| {
+                columns
+                    .iter()
+                    .map(|column| row.get(column).cloned().unwrap_or(Value::Null))
+                    .collect()
+            })
+            .collect();
+        let buffer = ChunkBuffer::new();
+        let written = (|| {
+            let mut writer = RowWriter::new(format, buffer.clone())?;
+            let specs: Vec<ColumnSpec> = columns
+                .iter()
+                .map(|column| ColumnSpec::new(column.clone(), "json"))
+                .collect();
+            writer.begin(&specs)?;
+            writer.write_rows(&table)?;
+            writer.finish().map(|(report, _)| report)
+        })()
+        .map_err(|err| {
+            HostError::Tool(format!("platform.export could not write the rows: {err}"))
+        })?;
+        let bytes: Bytes = buffer.take();
+        let id = generate_id().map_err(|err| HostError::Platform(err.to_string()))?;
+        let file_name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let storage_key = format!("{id}/{file_name}.{}", format.extension());
+        let platform =
+            |err: &dyn std::fmt::Display| HostError::Platform(format!("platform.export: {err}"));
+        let mut upload = assets
+            .sink
+            .begin(&storage_key)
+            .await
+            .map_err(|err| platform(&err))?;
+        upload.write(bytes).await.map_err(|err| platform(&err))?;
+        let size = upload.commit().await.map_err(|err| platform(&err))?;
+        let asset = assets
+            .store
+            .create_or_get(NewAsset {
+                id,
+                owner: self.identity.subject.clone(),
+                name,
+                description: Some(format!("exported by run {}", self.run_id)),
+                tags: vec!["script".into()],
+                format: format.as_str().to_owned(),
+                content_type: format.content_type().to_owned(),
+                storage_key,
+                size_bytes: i64::try_from(size).unwrap_or(i64::MAX),
+                row_count: i64::try_from(written.rows).ok(),
+                connection: None,
+                tool: "platform.export".into(),
+                idempotency_key: None,
+                task_id: None,
+                call_id: None,
+            })
+            .await
+            .map_err(|err| platform(&err))?
+            .into_asset();
+        Ok(asset_json(&assets, &asset))
+    }
+}
+
+/// `sql` with each `:name` replaced by `params[name]` as an SQL literal. Text
+/// inside quotes and `::` casts are left alone.
+pub(crate) fn bind(sql: &str, params: &Map<String, Value>) -> Result<String, String> {
+    let mut out = String::with_capacity(sql.len());
+    let chars: Vec<char> = sql.chars().collect();
+    let mut index = 0;
+    let mut quote: Option<char> = None;
+    while index < chars.len() {
+        let c = chars[index];
+        match quote {
+            Some(open) => {
+                out.push(c);
+                if c == open {
+                    quote = None;
+                }
+                index += 1;
+                continue;
+            }
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                out.push(c);
+                index += 1;
+                continue;
+            }
+            None => {}
+        }
+        let starts_name = c == ':'
+            && chars
+                .get(index + 1)
+                .is_some_and(|next| next.is_ascii_alphabetic() || *next == '_')
+            && (index == 0 || chars[index - 1] != ':');
+        if !starts_name {
+            out.push(c);
+            index += 1;
+            continue;
+        }
+        let mut end = index + 1;
+        while end < chars.len() && (chars[end].is_ascii_alphanumeric() || chars[end] == '_') {
+            end += 1;
+        }
+        let name: String = chars[index + 1..end].iter().collect();
+        let value = params
+            .get(&name)
+            .ok_or_else(|| format!("the query uses :{name}, which params does not give"))?;
+        out.push_str(&literal(value).ok_or_else(|| {
+            format!("the parameter :{name} must be a string, number, bool or None")
+        })?);
+        index = end;
+    }
+    Ok(out)
+}
+
+fn literal(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => Some("NULL".into()),
+        Value::Bool(flag) => Some(if *flag { "TRUE" } else { "FALSE" }.into()),
+        Value::Number(number) => Some(number.to_string()),
+        Value::String(text) => Some(format!("'{}'", text.replace('\'', "''"))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_bind_as_literals_outside_quotes_and_casts() {
+        let params = json!({"day": "it's", "n": 3, "flag": true})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            bind(
+                "SELECT ':day', x::date FROM t WHERE d = :day AND n > :n AND f = :flag",
+                &params
+            ),
+            Ok("SELECT ':day', x::date FROM t WHERE d = 'it''s' AND n > 3 AND f = TRUE".into())
+        );
+        assert!(bind("SELECT :missing", &params).is_err());
+    }
+}

@@ -1,0 +1,591 @@
+//! Managed scripts through the server, on SQLite and PostgreSQL, with the Trino
+//! double and files in a temporary folder: a script in the original
+//! platform's documentation style (query, loop over rows, export) runs
+//! unchanged; its tool calls go through the pipeline as `script:<name>` with
+//! its author's roles and are audited with the run id, and the run gets one
+//! audit row; owners and administrators only (others learn nothing);
+//! syntax errors refused at save with their line; script errors; cancel by
+//! `cancel_run` and by `tasks/cancel`; `run_script` refused inside a run; and a
+//! run read as its task (`CreateTaskResult` with the run id, `working` with its
+//! status message, the same result as a direct run, `ttlMs` null until it
+//! ends, the one "Unknown task" answer for others).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_export::sink::FilesystemSink;
+use docket_server::App;
+use docket_server::auth::{ApiKeyConfig, AuthConfig};
+use docket_server::config::Config;
+use docket_storage::test_db::TestDatabase;
+use docket_task::TaskStore;
+use docket_trino_double::TrinoDouble;
+use serde_json::{Value, json};
+
+use crate::support::TestServer;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// The original documentation's kind of script: query, loop over the rows,
+/// print, export.
+const REPORT: &str = r#"
+result = platform.query(
+    "SELECT orderstatus, count(*) AS orders FROM memory.default.orders WHERE orderstatus <> :skip GROUP BY orderstatus ORDER BY orderstatus",
+    params={"skip": run.params["skip"]},
+)
+summary = []
+for row in result["rows"]:
+    print(row["orderstatus"], row["orders"])
+    summary.append({"status": row["orderstatus"], "orders": row["orders"]})
+platform.export("order-status", summary, "csv")
+"#;
+
+/// Loops for as long as the step limit allows: stopped only by a cancel.
+const BUSY: &str = "total = 0\nfor i in range(100000000):\n    total += i\n";
+
+struct Fixture {
+    server: TestServer,
+    audit: Arc<dyn TaskStore>,
+    _double: TrinoDouble,
+    _database: TestDatabase,
+    _files: std::path::PathBuf,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(super::Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::Backend::Postgres).await;
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    a_documentation_style_script_runs_unchanged_through_the_pipeline,
+    scripts_belong_to_their_owner_and_administrators,
+    a_script_that_does_not_parse_is_refused_with_its_line,
+    script_errors_end_the_run_failed_and_are_not_retried,
+    cancel_run_stops_a_busy_script,
+    run_script_is_refused_inside_a_run,
+    a_run_is_its_task,
+);
+
+fn users() -> AuthConfig {
+    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
+        name: name.into(),
+        key: Some(format!("{name}-key-0123456789abcdef")),
+        key_sha256: None,
+        email: None,
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+    };
+    AuthConfig {
+        api_keys: vec![
+            key("alice", &["analyst"]),
+            key("bob", &["analyst"]),
+            key("root", &["admin"]),
+        ],
+        ..AuthConfig::default()
+    }
+}
+
+async fn fixture(backend: Backend) -> Option<Fixture> {
+    let double = TrinoDouble::start().await.expect("double");
+    let yaml = format!(
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default }}\n\
+         tasks: {{ heartbeat_interval: 100ms }}\n\
+         scripts: {{ heartbeat_interval: 100ms, lease: 5s }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        double.url()
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users();
+    let database = match backend {
+        Backend::Sqlite => TestDatabase::sqlite().await,
+        Backend::Postgres => TestDatabase::postgres().await?,
+    };
+    let store = database.connect().await;
+    let files = std::env::temp_dir().join(format!(
+        "docket-script-assets-{}",
+        docket_storage::catalog::generate_id().expect("id")
+    ));
+    let app = App::builder(config)
+        .task_store(store.task_store())
+        .scripts(store.script_store())
+        .assets(
+            store.asset_store(),
+            Some(store.call_catalog()),
+            Arc::new(FilesystemSink::new(&files)),
+        )
+        .build()
+        .expect("app");
+    Some(Fixture {
+        server: TestServer::start(app).await,
+        audit: store.task_store(),
+        _double: double,
+        _database: database,
+        _files: files,
+    })
+}
+
+impl Fixture {
+    async fn request(&self, user: &str, method: &str, params: Value, tasks: bool) -> Value {
+        let capabilities = if tasks {
+            json!({"extensions": {TASKS: {}}})
+        } else {
+            json!({})
+        };
+        let (_, body) = self
+            .server
+            .rpc(method, params)
+            .capabilities(capabilities)
+            .header("x-api-key", &format!("{user}-key-0123456789abcdef"))
+            .send()
+            .await;
+        body
+    }
+
+    /// A direct call's `CallToolResult`.
+    async fn call(&self, user: &str, tool: &str, arguments: Value) -> Value {
+        let body = self
+            .request(
+                user,
+                "tools/call",
+                json!({"name": tool, "arguments": arguments}),
+                false,
+            )
+            .await;
+        body.get("result").cloned().unwrap_or(body)
+    }
+
+    async fn create(&self, user: &str, name: &str, source: &str) -> Value {
+        self.call(
+            user,
+            "manage_script",
+            json!({"command": "create", "name": name, "source": source,
+                   "params": [{"name": "skip", "type": "string", "default": "X"}]}),
+        )
+        .await
+    }
+
+    async fn task(&self, user: &str, task_id: &str) -> Value {
+        self.request(user, "tasks/get", json!({"taskId": task_id}), true)
+            .await
+    }
+
+    async fn wait_task(&self, user: &str, task_id: &str, status: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let task = self.task(user, task_id).await;
+            if task["result"]["status"] == status {
+                return task["result"].clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the task never became {status}: {task}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn wait_run(&self, user: &str, run_id: &str, status: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let run = self.call(user, "get_run", json!({"run_id": run_id})).await;
+            if run["structuredContent"]["status"] == status {
+                return run;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the run never became {status}: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn audit_rows(&self, tool: &str, at_least: usize) -> Vec<docket_task::store::AuditEntry> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let rows = self.audit.audit_for_tool(tool, 100).await.expect("audit");
+            if rows.len() >= at_least {
+                return rows;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no audit rows for {tool}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn a_documentation_style_script_runs_unchanged_through_the_pipeline(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let saved = f.create("alice", "order-report", REPORT).await;
+    assert_eq!(saved["isError"], Value::Null, "{saved}");
+    let result = f
+        .call(
+            "alice",
+            "run_script",
+            json!({"name": "order-report", "args": {"skip": "P"}}),
+        )
+        .await;
+    let run = &result["structuredContent"];
+    assert_eq!(run["status"], "succeeded", "{result}");
+    assert_eq!(
+        result["content"][0]["text"]
+            .as_str()
+            .map(|text| serde_json::from_str::<Value>(text).expect("json")),
+        Some(run.clone())
+    );
+    assert_eq!(run["queries"], 1);
+    assert_eq!(run["outputs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(run["outputs"][0]["name"], "order-status");
+    assert_eq!(run["outputs"][0]["owner"], "script:order-report");
+    let log = run["log"].as_str().expect("log");
+    assert!(log.contains('F') && log.contains('O'), "{log}");
+    assert!(!log.contains("P "), "the parameter was bound: {log}");
+    let run_id = run["run_id"].as_str().expect("run id");
+
+    // The query went through the pipeline as the script, audited with the run id.
+    let queries = f.audit_rows("trino_query", 1).await;
+    assert_eq!(queries[0].subject, "script:order-report");
+    assert_eq!(queries[0].context.persona.as_deref(), Some("analyst"));
+    assert_eq!(queries[0].context.arguments["run_id"], json!(run_id));
+    // And the run itself has one row.
+    let runs = f.audit_rows("run_script", 1).await;
+    let mine: Vec<_> = runs
+        .iter()
+        .filter(|row| row.context.arguments.get("run_id") == Some(&json!(run_id)))
+        .collect();
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].outcome, "completed");
+}
+
+async fn scripts_belong_to_their_owner_and_administrators(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "mine", "print('hi')").await;
+    let not_found = f
+        .call(
+            "bob",
+            "manage_script",
+            json!({"command": "get", "name": "mine"}),
+        )
+        .await;
+    assert_eq!(not_found["isError"], true);
+    assert!(
+        not_found["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("script \"mine\" not found"))
+    );
+    let by_owner = f
+        .call(
+            "bob",
+            "manage_script",
+            json!({"command": "get", "name": "mine", "owner": "apikey:alice"}),
+        )
+        .await;
+    assert_eq!(
+        by_owner["content"], not_found["content"],
+        "others learn nothing"
+    );
+    let refused = f.call("bob", "run_script", json!({"name": "mine"})).await;
+    assert_eq!(refused["content"], not_found["content"]);
+    let admin = f
+        .call(
+            "root",
+            "manage_script",
+            json!({"command": "get", "name": "mine", "owner": "apikey:alice"}),
+        )
+        .await;
+    assert_eq!(admin["structuredContent"]["source"], "print('hi')");
+
+    let run = f.call("alice", "run_script", json!({"name": "mine"})).await;
+    let run_id = run["structuredContent"]["run_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let hidden = f.call("bob", "get_run", json!({"run_id": run_id})).await;
+    let unknown = f
+        .call(
+            "bob",
+            "get_run",
+            json!({"run_id": "0123456789abcdef0123456789abcdef"}),
+        )
+        .await;
+    assert_eq!(
+        hidden, unknown,
+        "a run that is not yours reads like one that does not exist"
+    );
+    assert_eq!(
+        f.call("bob", "cancel_run", json!({"run_id": run_id})).await,
+        unknown
+    );
+    let read = f.call("root", "get_run", json!({"run_id": run_id})).await;
+    assert_eq!(read["structuredContent"]["requested_by"], "apikey:alice");
+    let listed = f.call("bob", "list_runs", json!({})).await;
+    assert_eq!(listed["structuredContent"]["count"], 0);
+    let listed = f.call("alice", "list_runs", json!({"name": "mine"})).await;
+    assert_eq!(listed["structuredContent"]["count"], 1);
+    let scripts = f
+        .call("bob", "manage_script", json!({"command": "list"}))
+        .await;
+    assert_eq!(scripts["structuredContent"]["count"], 0);
+}
+
+async fn a_script_that_does_not_parse_is_refused_with_its_line(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let refused = f.create("alice", "broken", "x = 1\ny = (\n").await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused["structuredContent"]["error"]["line"].is_u64(),
+        "{refused}"
+    );
+    let gone = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "get", "name": "broken"}),
+        )
+        .await;
+    assert_eq!(gone["isError"], true, "nothing was saved");
+    f.create("alice", "fine", "print(1)").await;
+    let update = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "update", "name": "fine", "source": "for x in"}),
+        )
+        .await;
+    assert_eq!(update["isError"], true);
+    let valid = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "validate", "source": "print(2)"}),
+        )
+        .await;
+    assert_eq!(valid["structuredContent"]["valid"], true);
+}
+
+async fn script_errors_end_the_run_failed_and_are_not_retried(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "fails", "print('before')\nx = 1 // 0\n")
+        .await;
+    let result = f
+        .call("alice", "run_script", json!({"name": "fails"}))
+        .await;
+    assert_eq!(result["isError"], true, "{result}");
+    let run = &result["structuredContent"];
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["retryable"], false);
+    assert_eq!(run["attempt"], 1);
+    assert!(
+        run["log"]
+            .as_str()
+            .is_some_and(|log| log.contains("before"))
+    );
+    assert!(run["error"].as_str().is_some_and(|error| !error.is_empty()));
+}
+
+async fn cancel_run_stops_a_busy_script(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "busy", BUSY).await;
+    let started = f
+        .call(
+            "alice",
+            "run_script",
+            json!({"name": "busy", "wait_seconds": -1}),
+        )
+        .await;
+    let run_id = started["structuredContent"]["run_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    f.wait_run("alice", &run_id, "running").await;
+    let cancelled = f
+        .call("alice", "cancel_run", json!({"run_id": run_id}))
+        .await;
+    assert_eq!(cancelled["isError"], Value::Null, "{cancelled}");
+    let ended = f.wait_run("alice", &run_id, "cancelled").await;
+    assert_eq!(ended["structuredContent"]["status"], "cancelled");
+    let again = f
+        .call("alice", "cancel_run", json!({"run_id": run_id}))
+        .await;
+    assert_eq!(
+        again["structuredContent"]["status"], "cancelled",
+        "an ended run keeps its outcome"
+    );
+    let rows = f.audit_rows("run_script", 1).await;
+    assert!(
+        rows.iter()
+            .any(|row| row.outcome == "cancelled"
+                && row.context.arguments["run_id"] == json!(run_id))
+    );
+}
+
+async fn run_script_is_refused_inside_a_run(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "target", "print(1)").await;
+    f.create(
+        "alice",
+        "nested",
+        "platform.call('run_script', {'name': 'target'})",
+    )
+    .await;
+    let result = f
+        .call("alice", "run_script", json!({"name": "nested"}))
+        .await;
+    let run = &result["structuredContent"];
+    assert_eq!(run["status"], "failed", "{result}");
+    assert!(
+        run["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("cannot be called from inside a script run")),
+        "{result}"
+    );
+    f.create(
+        "alice",
+        "author",
+        "platform.call('manage_script', {'command': 'create', 'name': 'x', 'source': 'print(1)'})",
+    )
+    .await;
+    let result = f
+        .call("alice", "run_script", json!({"name": "author"}))
+        .await;
+    assert!(
+        result["structuredContent"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("never change what exists")),
+        "{result}"
+    );
+}
+
+async fn a_run_is_its_task(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "report", REPORT).await;
+    let created = f
+        .request(
+            "alice",
+            "tools/call",
+            json!({"name": "run_script", "arguments": {"name": "report"}}),
+            true,
+        )
+        .await;
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    let task_id = task["taskId"].as_str().expect("task id").to_owned();
+    assert_eq!(task_id.len(), 32);
+    assert_eq!(task["status"], "working");
+    assert_eq!(
+        task["ttlMs"],
+        Value::Null,
+        "unlimited while the run is unfinished"
+    );
+    let completed = f.wait_task("alice", &task_id, "completed").await;
+    assert!(completed["ttlMs"].is_u64(), "{completed}");
+    let result = &completed["result"];
+    assert_eq!(
+        result["structuredContent"]["run_id"],
+        json!(task_id),
+        "the task id is the run id"
+    );
+    let direct = f.call("alice", "get_run", json!({"run_id": task_id})).await;
+    assert_eq!(
+        result["structuredContent"]["status"],
+        direct["structuredContent"]["status"]
+    );
+    assert_eq!(
+        result["structuredContent"]["outputs"],
+        direct["structuredContent"]["outputs"]
+    );
+
+    // Nothing is stored in the task table for a run: the id is only a run.
+    // Others get exactly the unknown-task answer.
+    let bob = f.task("bob", &task_id).await;
+    let unknown = f.task("bob", "0123456789abcdef0123456789abcdef").await;
+    assert_eq!(bob, unknown);
+    assert_eq!(bob["error"]["message"], "Unknown task");
+    let root = f.task("root", &task_id).await;
+    assert_eq!(root["result"]["status"], "completed");
+
+    // A script error completes with isError; a cancel ends cancelled.
+    f.create("alice", "fails", "x = 1 // 0").await;
+    let created = f
+        .request(
+            "alice",
+            "tools/call",
+            json!({"name": "run_script", "arguments": {"name": "fails"}}),
+            true,
+        )
+        .await;
+    let failed_id = created["result"]["taskId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let failed = f.wait_task("alice", &failed_id, "completed").await;
+    assert_eq!(failed["result"]["isError"], true);
+
+    f.create("alice", "busy", BUSY).await;
+    let created = f
+        .request(
+            "alice",
+            "tools/call",
+            json!({"name": "run_script", "arguments": {"name": "busy"}}),
+            true,
+        )
+        .await;
+    let busy_id = created["result"]["taskId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let working = f.wait_task("alice", &busy_id, "working").await;
+    assert!(working["statusMessage"].is_string());
+    let acknowledged = f
+        .request("alice", "tasks/cancel", json!({"taskId": busy_id}), true)
+        .await;
+    assert_eq!(
+        acknowledged["result"]["resultType"], "complete",
+        "{acknowledged}"
+    );
+    let cancelled = f.wait_task("alice", &busy_id, "cancelled").await;
+    assert!(cancelled.get("result").is_none());
+    let run = f.call("alice", "get_run", json!({"run_id": busy_id})).await;
+    assert_eq!(run["structuredContent"]["status"], "cancelled");
+
+    // A refusal is answered directly and leaves no run behind.
+    let refused = f
+        .request(
+            "bob",
+            "tools/call",
+            json!({"name": "run_script", "arguments": {"name": "report"}}),
+            true,
+        )
+        .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+}
