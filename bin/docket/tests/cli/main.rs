@@ -3,5 +3,6 @@
 
 mod call;
 mod replicas;
+mod script_runs;
 mod support;
 mod zero_config;
