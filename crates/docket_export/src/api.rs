@@ -22,7 +22,7 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::sink::{SinkError, Upload};
+use crate::sink::{ObjectSink, SinkError, Upload};
 
 /// The longest path accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 2048;
@@ -77,13 +77,20 @@ impl ApiAuth {
         }
     }
 
-    /// Every secret it holds, so callers can scrub them from text they show.
-    fn secrets(&self) -> Vec<&str> {
+    /// Every secret it holds, in the forms it is sent in, so callers can scrub
+    /// them from text they show (an upstream may echo a request back).
+    fn secrets(&self) -> Vec<String> {
+        use base64::Engine as _;
         match self {
             ApiAuth::None => Vec::new(),
-            ApiAuth::Bearer { token } => vec![token],
-            ApiAuth::Basic { password, .. } => vec![password],
-            ApiAuth::HeaderKey { value, .. } | ApiAuth::QueryKey { value, .. } => vec![value],
+            ApiAuth::Bearer { token } => vec![token.clone()],
+            ApiAuth::Basic { username, password } => vec![
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}")),
+                password.clone(),
+            ],
+            ApiAuth::HeaderKey { value, .. } | ApiAuth::QueryKey { value, .. } => {
+                vec![value.clone()]
+            }
         }
     }
 }
@@ -356,7 +363,7 @@ impl ApiClient {
         let mut text = text.to_owned();
         for secret in self.auth.secrets() {
             if !secret.is_empty() {
-                text = text.replace(secret, "[REDACTED]");
+                text = text.replace(&secret, "[REDACTED]");
             }
         }
         text
@@ -1033,28 +1040,53 @@ impl ApiExportError {
     }
 }
 
-/// Sends `request` and streams its response, whatever its status, into `upload`
-/// chunk by chunk, reporting the bytes stored after every chunk. One chunk is held
-/// at a time, so memory stays flat. Commits only a whole response within the caps;
-/// otherwise aborts the upload (and drops the connection, which stops the
-/// upstream).
+/// Names the object an export's bytes go to, from the content type it is stored
+/// with (so the key can carry the right extension).
+pub type KeyFor<'a> = dyn Fn(&str) -> String + Send + Sync + 'a;
+
+/// Sends `request` and streams its response, whatever its status, into an upload
+/// of `sink` at `key_for(content type)`, chunk by chunk, reporting the bytes
+/// received after every chunk. The upload begins once the first 8 KiB (or the
+/// whole, shorter body) have decided the content type; after that one chunk is
+/// held at a time, so memory stays flat. Commits only a whole response within the
+/// caps; otherwise aborts the upload and drops the connection, which stops the
+/// upstream.
 ///
 /// # Errors
 /// [`ApiExportError`]; the upload is aborted first.
 pub async fn export_response(
     client: &ApiClient,
     request: &ApiRequest,
-    mut upload: Box<dyn Upload>,
+    sink: &dyn ObjectSink,
+    key_for: &KeyFor<'_>,
     limits: ApiExportLimits,
     cancel: &CancellationToken,
     progress: &(dyn Fn(u64) + Send + Sync),
 ) -> Result<ApiExportReport, ApiExportError> {
-    let run = stream_into(client, request, upload.as_mut(), limits, cancel, progress);
+    let mut upload: Option<Box<dyn Upload>> = None;
+    let run = stream_into(
+        client,
+        request,
+        (sink, key_for),
+        &mut upload,
+        limits,
+        cancel,
+        progress,
+    );
     let outcome = match tokio::time::timeout(limits.timeout, run).await {
         Ok(result) => result,
         Err(_) => Err(ApiExportError::Timeout {
             after: limits.timeout,
         }),
+    };
+    let Some(upload) = upload else {
+        // Nothing was begun, so there is nothing to clean up.
+        return outcome.and_then(|_| {
+            Err(ApiError::Transport {
+                message: "the response ended before its upload began".into(),
+            }
+            .into())
+        });
     };
     let (mut report, bytes) =
         commit_or_abort(upload, outcome, |error| ApiError::Sink(error).into()).await?;
@@ -1087,69 +1119,80 @@ pub(crate) async fn commit_or_abort<T, E>(
 async fn stream_into(
     client: &ApiClient,
     request: &ApiRequest,
-    upload: &mut dyn Upload,
+    (sink, key_for): (&dyn ObjectSink, &KeyFor<'_>),
+    slot: &mut Option<Box<dyn Upload>>,
     limits: ApiExportLimits,
     cancel: &CancellationToken,
     progress: &(dyn Fn(u64) + Send + Sync),
 ) -> Result<ApiExportReport, ApiExportError> {
     let mut response = client.send(request, cancel).await?;
     let status = response.status().as_u16();
-    let too_large = ApiError::TooLarge {
+    let too_large = || ApiError::TooLarge {
         limit: limits.max_bytes,
     };
     if response
         .content_length()
         .is_some_and(|length| length > limits.max_bytes)
     {
-        return Err(too_large.into());
+        return Err(too_large().into());
     }
     let declared = declared_content_type(response.headers());
     let mut content_type: Option<String> = None;
     let mut head = BytesMut::new();
-    loop {
+    let mut received: u64 = 0;
+    let mut finished = false;
+    while !finished {
         let chunk = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(ApiError::Cancelled.into()),
             chunk = response.chunk() => chunk.map_err(|error| client.transport(&error))?,
         };
-        let Some(chunk) = chunk else { break };
-        if upload.bytes_written() + chunk.len() as u64 > limits.max_bytes {
-            return Err(too_large.into());
+        let chunk = match chunk {
+            Some(chunk) => chunk,
+            None => {
+                finished = true;
+                Bytes::new()
+            }
+        };
+        received += chunk.len() as u64;
+        if received > limits.max_bytes {
+            return Err(too_large().into());
         }
-        if content_type.is_none() {
-            // The first bytes decide the type; they are held only until there are
-            // enough to look at.
-            head.extend_from_slice(&chunk);
-            if head.len() < SNIFF_BYTES {
+        let upload = match slot {
+            Some(upload) => upload,
+            None => {
+                // The first bytes decide the type (and so the key); they are held
+                // only until there are enough to look at.
+                head.extend_from_slice(&chunk);
+                if head.len() < SNIFF_BYTES && !finished {
+                    continue;
+                }
+                let chosen = stored_content_type(declared.as_deref(), &head);
+                let upload = slot.insert(
+                    sink.begin(&key_for(&chosen))
+                        .await
+                        .map_err(ApiError::from)?,
+                );
+                content_type = Some(chosen);
+                if !head.is_empty() {
+                    upload
+                        .write(head.split().freeze())
+                        .await
+                        .map_err(ApiError::from)?;
+                }
+                progress(received);
                 continue;
             }
-            content_type = Some(stored_content_type(declared.as_deref(), &head));
-            upload
-                .write(head.split().freeze())
-                .await
-                .map_err(ApiError::from)?;
-        } else {
+        };
+        if !chunk.is_empty() {
             upload.write(chunk).await.map_err(ApiError::from)?;
         }
-        progress(upload.bytes_written());
+        progress(received);
     }
-    let content_type = match content_type {
-        Some(content_type) => content_type,
-        None => {
-            let content_type = stored_content_type(declared.as_deref(), &head);
-            if !head.is_empty() {
-                upload
-                    .write(head.split().freeze())
-                    .await
-                    .map_err(ApiError::from)?;
-            }
-            content_type
-        }
-    };
-    progress(upload.bytes_written());
+    let content_type = content_type.unwrap_or_default();
     Ok(ApiExportReport {
         status,
-        bytes: upload.bytes_written(),
+        bytes: received,
         declared_content_type: declared.filter(|declared| *declared != content_type),
         content_type,
     })

@@ -354,6 +354,8 @@ pub struct GraphqlExportLimits {
 /// What a finished GraphQL export stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GraphqlExportReport {
+    /// The HTTP status of the last page's answer.
+    pub status: u16,
     /// Pages fetched.
     pub pages: u32,
     /// Records written.
@@ -427,6 +429,7 @@ async fn write_pages(
     let mut pages = 0u32;
     let mut records = 0u64;
     let mut has_more = false;
+    let mut status;
     let write = async |chunk: Vec<u8>, upload: &mut dyn Upload| {
         if upload.bytes_written() + chunk.len() as u64 > limits.max_bytes {
             return Err(GraphqlError::TooLarge {
@@ -449,6 +452,7 @@ async fn write_pages(
             });
         }
         pages += 1;
+        status = response.status;
         let (page_records, next_cursor) = match pagination {
             None => (vec![response.data], None),
             Some(pagination) => page_records(response.data, pagination, pages)?,
@@ -487,6 +491,7 @@ async fn write_pages(
         write(b"\n]\n".to_vec(), upload).await?;
     }
     Ok(GraphqlExportReport {
+        status,
         pages,
         records,
         bytes: upload.bytes_written(),

@@ -219,6 +219,8 @@ impl AppBuilder {
         }
         let trino_connections = crate::connections::trino_connections(&config.connections)
             .map_err(|problems| crate::config::ConfigError { problems })?;
+        let http_connections = crate::connections::http_connections(&config.connections)
+            .map_err(|problems| crate::config::ConfigError { problems })?;
         let assets = assets.map(|parts| AssetDeps {
             store: parts.store,
             calls: parts.calls,
@@ -230,6 +232,7 @@ impl AppBuilder {
             &config,
             store.is_some() && config.tasks.enabled,
             trino_connections,
+            http_connections,
             assets.clone(),
         )?;
         let authenticator = Authenticator::new(&config.auth)?;

@@ -187,6 +187,7 @@ pub(crate) async fn call_tool(
     let consent_request = ConsentRequest {
         arguments: &arguments,
         identity,
+        persona: &persona,
         client_capabilities: &context.meta.client_capabilities,
         input: input.as_ref(),
     };

@@ -658,6 +658,9 @@ impl Config {
         if let Err(connection_problems) = crate::connections::trino_connections(&self.connections) {
             problems.extend(connection_problems);
         }
+        if let Err(connection_problems) = crate::connections::http_connections(&self.connections) {
+            problems.extend(connection_problems);
+        }
         for (name, persona) in &self.personas {
             for rule in &persona.api_routes {
                 if !self.connections.contains_key(&rule.connection) {

@@ -5,10 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use docket_export::api::{ApiAuth, ApiClient, ApiConfig};
 use docket_export::trino::{TrinoAuth, TrinoClient, TrinoConfig};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
-use crate::config::{ConnectionConfig, ConnectionKind, deserialize_duration};
+use crate::config::{ConnectionConfig, ConnectionKind, deserialize_bytes, deserialize_duration};
 
 /// When a Trino connection asks the user before running a statement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -88,27 +90,10 @@ pub fn trino_connections(
         .filter(|(_, c)| c.kind == ConnectionKind::Trino)
     {
         let path = format!("connections.{name}");
-        let mapping: yaml_serde::Mapping = connection
-            .settings
-            .iter()
-            .map(|(key, value)| (yaml_serde::Value::String(key.clone()), value.clone()))
-            .collect();
-        let mut unknown = Vec::new();
-        let settings: Result<TrinoSettings, _> =
-            serde_ignored::deserialize(yaml_serde::Value::Mapping(mapping), |key| {
-                unknown.push(key.to_string())
-            });
-        problems.extend(
-            unknown
-                .into_iter()
-                .map(|key| format!("{path}.{key}: unknown key for a trino connection")),
-        );
-        let settings = match settings {
-            Ok(settings) => settings,
-            Err(err) => {
-                problems.push(format!("{path}: {err}"));
-                continue;
-            }
+        let Some(settings) =
+            parse_settings::<TrinoSettings>(&path, connection, "trino", &mut problems)
+        else {
+            continue;
         };
         if settings.url.is_empty() {
             problems.push(format!("{path}.url: required for a trino connection"));
@@ -159,4 +144,294 @@ pub fn trino_connections(
     } else {
         Err(problems)
     }
+}
+
+/// A connection's kind-specific settings, with every unknown key and type error
+/// reported as a problem (`None` when they could not be read at all).
+fn parse_settings<T: DeserializeOwned>(
+    path: &str,
+    connection: &ConnectionConfig,
+    kind: &str,
+    problems: &mut Vec<String>,
+) -> Option<T> {
+    let mapping: yaml_serde::Mapping = connection
+        .settings
+        .iter()
+        .map(|(key, value)| (yaml_serde::Value::String(key.clone()), value.clone()))
+        .collect();
+    let mut unknown = Vec::new();
+    let settings: Result<T, _> =
+        serde_ignored::deserialize(yaml_serde::Value::Mapping(mapping), |key| {
+            unknown.push(key.to_string())
+        });
+    problems.extend(
+        unknown
+            .into_iter()
+            .map(|key| format!("{path}.{key}: unknown key for a {kind} connection")),
+    );
+    match settings {
+        Ok(settings) => Some(settings),
+        Err(err) => {
+            problems.push(format!("{path}: {err}"));
+            None
+        }
+    }
+}
+
+/// The settings of an `api` or `graphql` connection.
+#[derive(Deserialize)]
+#[serde(default)]
+struct HttpSettings {
+    /// `api` only.
+    base_url: Option<String>,
+    /// `graphql` only.
+    endpoint: Option<String>,
+    auth: HttpAuthSettings,
+    headers: BTreeMap<String, String>,
+    /// `api` only.
+    methods: Option<Vec<String>>,
+    /// `api` only.
+    paths: Option<Vec<String>>,
+    #[serde(deserialize_with = "deserialize_duration")]
+    connect_timeout: Duration,
+    #[serde(deserialize_with = "deserialize_duration")]
+    call_timeout: Duration,
+    #[serde(deserialize_with = "deserialize_bytes")]
+    max_response_bytes: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            endpoint: None,
+            auth: HttpAuthSettings::Word("none".to_owned()),
+            headers: BTreeMap::new(),
+            methods: None,
+            paths: None,
+            connect_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(60),
+            max_response_bytes: 10 << 20,
+        }
+    }
+}
+
+/// `auth:` of an `api` or `graphql` connection: `none`, or a mapping with exactly
+/// one of `bearer: TOKEN`, `basic: {username, password}` and
+/// `api_key: {header | query, value}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum HttpAuthSettings {
+    Word(String),
+    Map(AuthMap),
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct AuthMap {
+    bearer: Option<String>,
+    basic: Option<BasicSettings>,
+    api_key: Option<ApiKeySettings>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BasicSettings {
+    username: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiKeySettings {
+    header: Option<String>,
+    query: Option<String>,
+    value: String,
+}
+
+/// The methods an `api` connection allows when it names none: reads only.
+const DEFAULT_API_METHODS: &[&str] = &["GET", "HEAD"];
+
+/// An `api` or `graphql` connection ready for the tools.
+#[derive(Clone, Debug)]
+pub struct HttpConnection {
+    /// Its name in `connections:`.
+    pub name: String,
+    /// `api` or `graphql`.
+    pub kind: ConnectionKind,
+    /// The client; for `graphql`, its base URL is the endpoint.
+    pub client: ApiClient,
+    /// The methods callers may use (`api`; `graphql` always posts).
+    pub methods: Vec<String>,
+    /// Path globs callers may reach (`api`); empty means any path.
+    pub paths: Vec<String>,
+    /// The most bytes of a response read into memory.
+    pub max_response_bytes: u64,
+}
+
+/// Every `api` and `graphql` connection, or every problem found in their settings.
+///
+/// # Errors
+/// One sentence per problem, prefixed by the key path. Problems never quote a
+/// credential.
+pub fn http_connections(
+    connections: &BTreeMap<String, ConnectionConfig>,
+) -> Result<Vec<HttpConnection>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut parsed = Vec::new();
+    for (name, connection) in connections
+        .iter()
+        .filter(|(_, c)| matches!(c.kind, ConnectionKind::Api | ConnectionKind::Graphql))
+    {
+        let path = format!("connections.{name}");
+        let kind = connection.kind;
+        let Some(settings) =
+            parse_settings::<HttpSettings>(&path, connection, kind.as_str(), &mut problems)
+        else {
+            continue;
+        };
+        if let Some(connection) = http_connection(name, kind, settings, &path, &mut problems) {
+            parsed.push(connection);
+        }
+    }
+    if problems.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(problems)
+    }
+}
+
+fn http_connection(
+    name: &str,
+    kind: ConnectionKind,
+    settings: HttpSettings,
+    path: &str,
+    problems: &mut Vec<String>,
+) -> Option<HttpConnection> {
+    let before = problems.len();
+    let (url_key, url, misplaced) = match kind {
+        ConnectionKind::Graphql => (
+            "endpoint",
+            settings.endpoint,
+            [
+                ("base_url", settings.base_url.is_some()),
+                ("methods", settings.methods.is_some()),
+                ("paths", settings.paths.is_some()),
+            ],
+        ),
+        _ => (
+            "base_url",
+            settings.base_url,
+            [
+                ("endpoint", settings.endpoint.is_some()),
+                ("methods", false),
+                ("paths", false),
+            ],
+        ),
+    };
+    for (key, _) in misplaced.iter().filter(|(_, present)| *present) {
+        problems.push(format!(
+            "{path}.{key}: unknown key for a {} connection",
+            kind.as_str()
+        ));
+    }
+    let methods: Vec<String> = settings.methods.unwrap_or_else(|| {
+        DEFAULT_API_METHODS
+            .iter()
+            .map(|method| (*method).to_owned())
+            .collect()
+    });
+    for (index, method) in methods.iter().enumerate() {
+        if method.is_empty() || !method.bytes().all(|byte| byte.is_ascii_uppercase()) {
+            problems.push(format!(
+                "{path}.methods[{index}]: must be an upper-case HTTP method such as GET"
+            ));
+        }
+    }
+    let paths = settings.paths.unwrap_or_default();
+    for (index, glob) in paths.iter().enumerate() {
+        if !glob.starts_with('/') && !glob.starts_with('*') {
+            problems.push(format!("{path}.paths[{index}]: must start with / (or *)"));
+        }
+    }
+    if settings.max_response_bytes == 0 {
+        problems.push(format!(
+            "{path}.max_response_bytes: must be greater than zero"
+        ));
+    }
+    if settings.call_timeout.is_zero() {
+        problems.push(format!("{path}.call_timeout: must be greater than zero"));
+    }
+    let auth = match settings.auth {
+        HttpAuthSettings::Word(word) if word == "none" => ApiAuth::None,
+        HttpAuthSettings::Word(_) => {
+            problems.push(format!(
+                "{path}.auth: must be none or a mapping with bearer, basic or api_key"
+            ));
+            ApiAuth::None
+        }
+        HttpAuthSettings::Map(map) => match (map.bearer, map.basic, map.api_key) {
+            (Some(token), None, None) => ApiAuth::Bearer { token },
+            (None, Some(BasicSettings { username, password }), None) => {
+                ApiAuth::Basic { username, password }
+            }
+            (
+                None,
+                None,
+                Some(ApiKeySettings {
+                    header,
+                    query,
+                    value,
+                }),
+            ) => match (header, query) {
+                (Some(header), None) => ApiAuth::HeaderKey { header, value },
+                (None, Some(parameter)) => ApiAuth::QueryKey { parameter, value },
+                _ => {
+                    problems.push(format!(
+                        "{path}.auth.api_key: name exactly one of header or query"
+                    ));
+                    ApiAuth::None
+                }
+            },
+            _ => {
+                problems.push(format!(
+                    "{path}.auth: name exactly one of bearer, basic or api_key"
+                ));
+                ApiAuth::None
+            }
+        },
+    };
+    let Some(url) = url.filter(|url| !url.is_empty()) else {
+        problems.push(format!(
+            "{path}.{url_key}: required for a {} connection",
+            kind.as_str()
+        ));
+        return None;
+    };
+    let config = ApiConfig {
+        base_url: url,
+        auth,
+        static_headers: settings.headers.into_iter().collect(),
+        connect_timeout: settings.connect_timeout,
+        call_timeout: settings.call_timeout,
+    };
+    let client = match ApiClient::new(config) {
+        Ok(client) => client,
+        Err(err) => {
+            problems.push(format!("{path}: {err}"));
+            return None;
+        }
+    };
+    (problems.len() == before).then(|| HttpConnection {
+        name: name.to_owned(),
+        kind,
+        client,
+        methods: if kind == ConnectionKind::Graphql {
+            vec!["POST".to_owned()]
+        } else {
+            methods
+        },
+        paths,
+        max_response_bytes: settings.max_response_bytes,
+    })
 }

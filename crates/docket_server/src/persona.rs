@@ -29,8 +29,8 @@ pub struct PersonaConfig {
     pub tools: AllowDeny,
     /// The connections this persona may use.
     pub connections: AllowDeny,
-    /// Method and path rules for `api` connections. Parsed and kept, not yet
-    /// enforced here.
+    /// Method and path rules for `api` and `graphql` connections, enforced by
+    /// their tools through [`Persona::check_api_route`].
     pub api_routes: Vec<ApiRouteRule>,
     /// A sentence describing the persona, for `platform_info`.
     pub description: Option<String>,
@@ -166,7 +166,8 @@ pub struct Persona {
     pub roles: Vec<String>,
     /// The persona's description, if configured.
     pub description: Option<String>,
-    /// The `api_routes` rules, as configured; enforcement lives with the API tools.
+    /// The `api_routes` rules, as configured; the API and GraphQL tools apply them
+    /// through [`Persona::check_api_route`].
     pub api_routes: Vec<ApiRouteRule>,
     tools: AllowDeny,
     connections: AllowDeny,
@@ -215,6 +216,55 @@ impl Persona {
     #[must_use]
     pub fn may_use_connection(&self, connection: &str) -> bool {
         self.connections.permits(connection)
+    }
+
+    /// Whether the `api_routes` rules let this persona send `method path` to
+    /// `connection`. Only the rules whose connection pattern matches count; when
+    /// none does, the connection is gated by the connection rules alone. Otherwise
+    /// a matching `deny` rule refuses, and a matching `allow` rule is needed.
+    ///
+    /// # Errors
+    /// Why it is refused, in the words the caller is shown.
+    pub fn check_api_route(
+        &self,
+        connection: &str,
+        method: &str,
+        path: &str,
+    ) -> Result<(), String> {
+        let rules: Vec<&ApiRouteRule> = self
+            .api_routes
+            .iter()
+            .filter(|rule| glob_match(&rule.connection, connection))
+            .collect();
+        if rules.is_empty() {
+            return Ok(());
+        }
+        let matches = |rule: &&&ApiRouteRule| {
+            (rule.methods.is_empty() || rule.methods.iter().any(|m| glob_match(m, method)))
+                && (rule.paths.is_empty() || rule.paths.iter().any(|p| glob_match(p, path)))
+        };
+        let refused = || {
+            format!(
+                "not authorized for this method/path on this connection: persona {} may not {method} {path} on {connection}",
+                self.name
+            )
+        };
+        if rules
+            .iter()
+            .filter(matches)
+            .any(|rule| rule.action == RouteAction::Deny)
+        {
+            return Err(refused());
+        }
+        if rules
+            .iter()
+            .filter(matches)
+            .any(|rule| rule.action == RouteAction::Allow)
+        {
+            Ok(())
+        } else {
+            Err(refused())
+        }
     }
 
     /// The tool rules.
@@ -554,6 +604,41 @@ mod tests {
                 "personas.p.api_routes[0].methods[0]: must be an upper-case HTTP method such as GET",
                 "personas.p.api_routes[0].paths[0]: must start with / (or *)",
             ]
+        );
+    }
+
+    #[test]
+    fn api_routes_allow_deny_and_leave_unruled_connections_alone() {
+        let rule = |connection: &str, methods: &[&str], paths: &[&str], action| ApiRouteRule {
+            connection: connection.into(),
+            methods: roles(methods),
+            paths: roles(paths),
+            action,
+        };
+        let config = PersonaConfig {
+            roles: roles(&["r"]),
+            api_routes: vec![
+                rule("shop", &["GET"], &["/items*"], RouteAction::Allow),
+                rule("shop", &[], &["/items/secret*"], RouteAction::Deny),
+            ],
+            ..PersonaConfig::default()
+        };
+        let persona = Persona::from_config("p", &config, &AdminConfig::default());
+        assert!(persona.check_api_route("shop", "GET", "/items").is_ok());
+        assert!(persona.check_api_route("shop", "GET", "/items/7").is_ok());
+        let denied = persona.check_api_route("shop", "GET", "/items/secret/1");
+        assert!(denied.is_err_and(|m| m.starts_with("not authorized for this method/path")));
+        assert!(
+            persona.check_api_route("shop", "POST", "/items").is_err(),
+            "no rule allows POST"
+        );
+        assert!(
+            persona.check_api_route("shop", "GET", "/orders").is_err(),
+            "no rule allows it"
+        );
+        assert!(
+            persona.check_api_route("other", "DELETE", "/x").is_ok(),
+            "no rule names it"
         );
     }
 }

@@ -175,6 +175,8 @@ pub struct ConsentRequest<'a> {
     pub arguments: &'a JsonObject,
     /// Who is calling.
     pub identity: &'a Identity,
+    /// The caller's persona (already allowed to call the tool).
+    pub persona: &'a Persona,
     /// What the client declared for this request.
     pub client_capabilities: &'a ClientCapabilities,
     /// The answers of an earlier round, verified.

@@ -1,8 +1,11 @@
-//! Docket's own tools. This issue brings the platform tools; the Trino, API,
-//! GraphQL and script tools arrive with their crates.
+//! Docket's own tools: the platform tools, assets, Trino, HTTP APIs and GraphQL;
+//! the script tools arrive with their crates.
 
+mod api;
 mod assets;
 mod diagnostics;
+mod exporting;
+mod graphql;
 mod platform;
 pub(crate) mod script_host;
 pub(crate) mod scripts;
@@ -22,8 +25,9 @@ pub use diagnostics::DIAGNOSTICS_SLEEP;
 pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
-/// tools when Trino connections exist, the asset tools when assets are configured,
-/// and `diagnostics_sleep` when `diagnostics.enabled`.
+/// tools when Trino connections exist, the API and GraphQL tools when connections
+/// of those kinds exist, the asset tools when assets are configured, and
+/// `diagnostics_sleep` when `diagnostics.enabled`.
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
@@ -32,8 +36,18 @@ pub fn register_platform_tools(
     config: &Config,
     tasks_enabled: bool,
     trino_connections: Vec<crate::connections::TrinoConnection>,
+    http_connections: Vec<crate::connections::HttpConnection>,
     assets: Option<AssetDeps>,
 ) -> Result<(), RegistryError> {
+    if !http_connections.is_empty() {
+        let deps = Arc::new(api::HttpDeps {
+            connections: http_connections,
+            exports: config.exports.clone(),
+            assets: assets.clone(),
+        });
+        api::register(registry, Arc::clone(&deps))?;
+        graphql::register(registry, deps)?;
+    }
     if config.diagnostics.enabled {
         diagnostics::register(registry)?;
     }

@@ -8,7 +8,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use docket_export::export::{ExportError, ExportLimits, export_query};
 use docket_export::format::Format;
@@ -18,11 +18,14 @@ use docket_protocol::JsonObject;
 use docket_protocol::meta::ClientCapabilities;
 use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
-use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord, generate_id};
+use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
 use serde_json::{Value, json};
 
 use super::assets::{AssetDeps, asset_result};
 use super::error_result;
+use super::exporting::{
+    ExportIds, export_ids, export_timeout, file_name, human_bytes, replay, save_asset,
+};
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
 use crate::registry::{
@@ -226,21 +229,6 @@ fn trino_failure(err: &TrinoError) -> CallToolResult {
         &format!("query execution failed: {err}"),
         "Fix the statement and try again.",
     )
-}
-
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit < UNITS.len() - 1 {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 /// The consent step shared by `trino_query` and `trino_export`.
@@ -586,23 +574,6 @@ impl ToolHandler for ExportTool {
     }
 }
 
-/// A file name from the asset's name: safe characters only, and the format's extension.
-fn file_name(name: &str, format: Format) -> String {
-    let stem: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let stem = stem.trim_matches('.');
-    let stem = if stem.is_empty() { "export" } else { stem };
-    format!("{stem}.{}", format.extension())
-}
-
 async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     let Some(assets) = &deps.assets else {
         return error_result(
@@ -652,62 +623,35 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Some(limit) => limit,
         None => limits.max_rows,
     };
-    let timeout = match arguments
-        .get("timeout_seconds")
-        .and_then(Value::as_u64)
-        .map(Duration::from_secs)
-    {
-        Some(timeout) if timeout > limits.max_timeout => {
-            return error_result(
-                "invalid_arguments",
-                "client_input",
-                &format!(
-                    "timeout_seconds {} exceeds the maximum of {}",
-                    timeout.as_secs(),
-                    limits.max_timeout.as_secs()
-                ),
-                "Lower timeout_seconds.",
-            );
-        }
-        Some(timeout) => timeout,
-        None => limits.default_timeout,
+    let timeout = match export_timeout(arguments, limits) {
+        Ok(timeout) => timeout,
+        Err(refusal) => return refusal,
     };
     let owner = call.identity.subject.clone();
     let idempotency_key = arguments
         .get("idempotency_key")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    if let Some(key) = &idempotency_key {
-        match assets.store.find_by_idempotency_key(&owner, key).await {
-            Ok(Some(existing)) => {
-                return asset_result(
-                    assets,
-                    &existing,
-                    "this idempotency key already produced this asset; the query was not run again",
-                    None,
-                );
-            }
-            Ok(None) => {}
-            Err(err) => {
-                return error_result(
-                    "unavailable",
-                    "internal",
-                    &format!("the asset store failed: {err}"),
-                    "Try again.",
-                );
-            }
-        }
+    if let Some(replayed) = replay(
+        assets,
+        &owner,
+        idempotency_key.as_deref(),
+        "this idempotency key already produced this asset; the query was not run again",
+    )
+    .await
+    {
+        return replayed;
     }
     let name = arguments
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or("export")
         .to_owned();
-    let (asset_id, call_id) = match (generate_id(), generate_id()) {
-        (Ok(asset_id), Ok(call_id)) => (asset_id, call_id),
-        _ => return error_result("internal", "internal", "could not draw an id", "Try again."),
+    let ExportIds { asset_id, call_id } = match export_ids() {
+        Ok(ids) => ids,
+        Err(refusal) => return refusal,
     };
-    let storage_key = format!("{asset_id}/{}", file_name(&name, format));
+    let storage_key = format!("{asset_id}/{}", file_name(&name, format.extension()));
     let started = Instant::now();
     let upload = match assets.sink.begin(&storage_key).await {
         Ok(upload) => upload,
@@ -819,24 +763,9 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         task_id: task_id.clone(),
         call_id: Some(call_id.clone()),
     };
-    let asset = match assets.store.create_or_get(new_asset).await {
-        Ok(outcome) => {
-            if !outcome.is_created() {
-                // Another call with the same idempotency key won the race: keep its
-                // asset, drop the bytes this one wrote.
-                let _ = assets.sink.delete(&storage_key).await;
-            }
-            outcome.into_asset()
-        }
-        Err(err) => {
-            let _ = assets.sink.delete(&storage_key).await;
-            return error_result(
-                "storage_failed",
-                "internal",
-                &format!("could not record the asset: {err}"),
-                "Try again.",
-            );
-        }
+    let asset = match save_asset(assets, new_asset).await {
+        Ok(asset) => asset,
+        Err(refusal) => return refusal,
     };
     assets
         .record_call(record(
@@ -862,16 +791,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn file_names_are_safe() {
-        assert_eq!(
-            file_name("Q3 orders/../etc", Format::Csv),
-            "Q3_orders_.._etc.csv"
-        );
-        assert_eq!(file_name("...", Format::Json), "export.json");
-        assert_eq!(file_name("sales-2026", Format::Jsonl), "sales-2026.jsonl");
-    }
-
-    #[test]
     fn identifiers_are_checked_before_quoting() {
         assert_eq!(
             identifier("catalog", "memory").ok(),
@@ -879,11 +798,5 @@ mod tests {
         );
         assert!(identifier("catalog", "x\"; DROP TABLE y; --").is_err());
         assert!(identifier("catalog", "").is_err());
-    }
-
-    #[test]
-    fn sizes_read_like_people_write_them() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(38_400_000), "38.4 MB");
     }
 }

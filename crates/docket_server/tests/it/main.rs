@@ -1,5 +1,6 @@
 //! The one integration test binary of `docket_server`: each module covers one area.
 
+mod api;
 mod auth;
 mod http;
 mod pipeline;
@@ -7,3 +8,4 @@ mod scripts;
 mod support;
 mod tasks;
 mod trino;
+mod upstream;

@@ -1,0 +1,720 @@
+//! The HTTP API tools: `api_invoke_endpoint` (one call, the response inlined up to
+//! the connection's cap) and `api_export` (one call, the response streamed to an
+//! asset; a task when the request declares the extension, as `trino_export`).
+//!
+//! Every call is checked before any I/O, and before any task exists (in the
+//! consent step): the connection's allowed methods and paths, the persona's
+//! `api_routes`, and the outbound rules of [`docket_export::api`] (the path stays
+//! below the base URL, no caller credentials). What the upstream answers is
+//! scrubbed of the connection's secrets before it is shown.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use docket_export::api::{
+    ApiError, ApiExportLimits, ApiRequest, ApiResponse, RequestBody, check_path, export_response,
+    extension_for, is_textual, pagination_hint,
+};
+use docket_protocol::JsonObject;
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
+use serde_json::{Value, json};
+
+use super::assets::{AssetDeps, asset_result};
+use super::error_result;
+use super::exporting::{
+    AssetFields, ExportIds, elapsed_ms, export_ids, export_timeout, file_name, human_bytes, replay,
+    save_asset,
+};
+use crate::config::{ConnectionKind, ExportsConfig};
+use crate::connections::HttpConnection;
+use crate::persona::{Persona, glob_match};
+use crate::registry::{
+    Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
+    ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
+};
+
+/// What the API and GraphQL tools share.
+pub(crate) struct HttpDeps {
+    /// The `api` and `graphql` connections.
+    pub(crate) connections: Vec<HttpConnection>,
+    /// Export caps.
+    pub(crate) exports: ExportsConfig,
+    /// Where exports go, when assets are configured.
+    pub(crate) assets: Option<AssetDeps>,
+}
+
+impl HttpDeps {
+    /// The connection of `kind` a call names.
+    pub(crate) fn connection(
+        &self,
+        arguments: &JsonObject,
+        kind: ConnectionKind,
+    ) -> Result<&HttpConnection, CallToolResult> {
+        let name = arguments
+            .get("connection")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.connections
+            .iter()
+            .find(|connection| connection.name == name && connection.kind == kind)
+            .ok_or_else(|| {
+                error_result(
+                    "not_found",
+                    "not_found",
+                    &format!("no {} connection named {name:?}", kind.as_str()),
+                    "Call list_connections to see the connections you may use.",
+                )
+            })
+    }
+
+    /// Whether any connection is of `kind`.
+    pub(crate) fn has(&self, kind: ConnectionKind) -> bool {
+        self.connections.iter().any(|c| c.kind == kind)
+    }
+}
+
+/// The refusal of a call the persona's `api_routes` do not allow.
+pub(crate) fn route_check(
+    persona: &Persona,
+    connection: &HttpConnection,
+    method: &str,
+    path: &str,
+) -> Result<(), CallToolResult> {
+    persona
+        .check_api_route(&connection.name, method, path)
+        .map_err(|message| {
+            error_result(
+                "unauthorized",
+                "authorization_denied",
+                &message,
+                "Ask an administrator to allow this route for your persona.",
+            )
+        })
+}
+
+/// A refused or failed call as a tool result. The messages of [`ApiError`] never
+/// hold a credential.
+pub(crate) fn api_failure(err: &ApiError) -> CallToolResult {
+    let (code, category, hint) = match err {
+        ApiError::Path { .. }
+        | ApiError::Method { .. }
+        | ApiError::Header { .. }
+        | ApiError::Query { .. } => (
+            "invalid_arguments",
+            "client_input",
+            "Send a path below the connection, and no credentials: the connection adds them.",
+        ),
+        ApiError::Timeout { .. } => (
+            "upstream_timeout",
+            "upstream",
+            "Try again, or ask for less.",
+        ),
+        ApiError::TooLarge { .. } => (
+            "too_large",
+            "upstream",
+            "Narrow the request (a smaller page, fewer fields).",
+        ),
+        _ => ("upstream_failed", "upstream", "Try again later."),
+    };
+    error_result(code, category, &err.to_string(), hint)
+}
+
+/// A JSON result with every secret of `connection` replaced, since an upstream may
+/// echo what it was sent.
+pub(crate) fn scrubbed(connection: &HttpConnection, value: &Value) -> CallToolResult {
+    let text = connection.client.scrub(&value.to_string());
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()));
+    CallToolResult::structured(value)
+}
+
+fn request_schema(export: bool) -> Value {
+    let mut properties = json!({
+        "connection": {"type": "string", "minLength": 1, "description": "An api connection (list_connections)."},
+        "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]},
+        "path": {"type": "string", "minLength": 1, "maxLength": 2048,
+                 "description": "Below the connection's base URL, starting with /; no query string."},
+        "query_params": {"type": "object", "additionalProperties": {
+            "type": ["string", "number", "boolean", "array"],
+            "items": {"type": ["string", "number", "boolean"]}}},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "Extra headers; never Authorization or the connection's key header."},
+        "body": {"description": "A JSON value (sent as JSON) or a string (sent as is)."}
+    });
+    let mut required = vec!["connection", "method", "path"];
+    if export {
+        if let Some(properties) = properties.as_object_mut() {
+            properties.extend(export_properties());
+            properties.insert(
+                "timeout_seconds".into(),
+                json!({"type": "integer", "minimum": 1}),
+            );
+        }
+        required.push("name");
+    }
+    json!({"type": "object", "properties": properties, "required": required,
+           "additionalProperties": false})
+}
+
+/// The asset properties every export tool takes.
+pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
+    let properties = json!({
+        "name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "Also the download file name."},
+        "description": {"type": "string", "maxLength": 2000},
+        "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
+        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
+    });
+    properties.as_object().cloned().unwrap_or_default()
+}
+
+/// The annotations of an export tool.
+pub(crate) fn export_annotations() -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(false),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(false),
+        open_world_hint: Some(true),
+        ..ToolAnnotations::default()
+    }
+}
+
+/// Registers `api_invoke_endpoint`, and `api_export` when assets are configured.
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    deps: Arc<HttpDeps>,
+) -> Result<(), RegistryError> {
+    if !deps.has(ConnectionKind::Api) {
+        return Ok(());
+    }
+    registry.register(
+        ToolSpec::new(
+            "api_invoke_endpoint",
+            "Calls one endpoint of an HTTP API connection and returns the status, headers and body \
+             (JSON parsed, text inlined up to the connection's cap, binary bodies described, not \
+             inlined), with pagination hints from Link rel=next or cursor fields. It never follows \
+             pages or redirects.",
+            request_schema(false),
+        )
+        .with_annotations(ToolAnnotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(false),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+            ..ToolAnnotations::default()
+        }),
+        ApiTool {
+            deps: Arc::clone(&deps),
+            export: false,
+        },
+    )?;
+    if deps.assets.is_some() {
+        registry.register(
+            ToolSpec::new(
+                "api_export",
+                "Calls one endpoint of an HTTP API connection and streams the response body to an \
+                 asset file, whatever the status (reported as upstream_status), and returns the asset's \
+                 metadata and download URL, not the data. Runs as a task when the client declares the \
+                 tasks extension.",
+                request_schema(true),
+            )
+            .with_annotations(export_annotations())
+            .with_task_support(TaskSupport::Optional),
+            ApiTool { deps, export: true },
+        )?;
+    }
+    Ok(())
+}
+
+struct ApiTool {
+    deps: Arc<HttpDeps>,
+    export: bool,
+}
+
+impl ToolHandler for ApiTool {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let deps = Arc::clone(&self.deps);
+        let export = self.export;
+        Box::pin(async move {
+            let result = if export {
+                export_call(&deps, &call).await
+            } else {
+                invoke(&deps, &call).await
+            };
+            ToolOutcome::Result(result)
+        })
+    }
+
+    /// Refuses a call that could not run before anything (or any task) starts.
+    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
+        let refusal = prepare(&self.deps, request.arguments, request.persona).err();
+        Box::pin(async move {
+            match refusal {
+                Some(refusal) => Consent::Refuse(refusal),
+                None => Consent::Proceed,
+            }
+        })
+    }
+}
+
+/// The request the arguments describe, checked against the connection, the
+/// persona's routes and the outbound rules.
+fn prepare<'a>(
+    deps: &'a HttpDeps,
+    arguments: &JsonObject,
+    persona: &Persona,
+) -> Result<(&'a HttpConnection, ApiRequest), CallToolResult> {
+    let connection = deps.connection(arguments, ConnectionKind::Api)?;
+    let request = request_from(arguments)?;
+    check_path(&request.path).map_err(|err| api_failure(&err))?;
+    if !connection.methods.contains(&request.method) {
+        return Err(error_result(
+            "not_allowed",
+            "authorization_denied",
+            &format!(
+                "the connection {} does not allow {} (it allows {})",
+                connection.name,
+                request.method,
+                connection.methods.join(", ")
+            ),
+            "Use an allowed method, or ask an administrator to allow it.",
+        ));
+    }
+    if !connection.paths.is_empty()
+        && !connection
+            .paths
+            .iter()
+            .any(|glob| glob_match(glob, &request.path))
+    {
+        return Err(error_result(
+            "not_allowed",
+            "authorization_denied",
+            &format!(
+                "the connection {} does not allow the path {}",
+                connection.name, request.path
+            ),
+            "Use a path the connection allows.",
+        ));
+    }
+    route_check(persona, connection, &request.method, &request.path)?;
+    connection
+        .client
+        .check(&request)
+        .map_err(|err| api_failure(&err))?;
+    Ok((connection, request))
+}
+
+fn request_from(arguments: &JsonObject) -> Result<ApiRequest, CallToolResult> {
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut query = Vec::new();
+    if let Some(params) = arguments.get("query_params").and_then(Value::as_object) {
+        for (name, value) in params {
+            let values = match value {
+                Value::Array(items) => items.iter().collect(),
+                other => vec![other],
+            };
+            for value in values {
+                let value = match value {
+                    Value::String(text) => text.clone(),
+                    Value::Number(_) | Value::Bool(_) => value.to_string(),
+                    _ => {
+                        return Err(error_result(
+                            "invalid_arguments",
+                            "client_input",
+                            &format!(
+                                "query parameter {name:?} must be a string, number, boolean or a list of them"
+                            ),
+                            "Flatten the value.",
+                        ));
+                    }
+                };
+                query.push((name.clone(), value));
+            }
+        }
+    }
+    let headers = arguments
+        .get("headers")
+        .and_then(Value::as_object)
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = match arguments.get("body") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(RequestBody::Text(text.clone())),
+        Some(value) => Some(RequestBody::Json(value.clone())),
+    };
+    Ok(ApiRequest {
+        method: text("method"),
+        path: text("path"),
+        query,
+        headers,
+        body,
+    })
+}
+
+/// `GET /items`, for the call catalog.
+fn statement(request: &ApiRequest) -> String {
+    format!("{} {}", request.method, request.path)
+}
+
+/// The call record of an API call, completed by the caller.
+fn call_record(
+    call: &ToolCall,
+    connection: &HttpConnection,
+    tool: &str,
+    statement: String,
+) -> NewCallRecord {
+    NewCallRecord {
+        id: String::new(),
+        kind: match connection.kind {
+            ConnectionKind::Graphql => CallKind::Graphql,
+            _ => CallKind::Api,
+        },
+        tool: tool.to_owned(),
+        connection: Some(connection.name.clone()),
+        statement,
+        subject: call.identity.subject.clone(),
+        persona: Some(call.persona.name.clone()),
+        success: false,
+        outcome: "failed".into(),
+        error_message: None,
+        duration_ms: 0,
+        rows: None,
+        bytes: None,
+        asset_id: None,
+        task_id: call.task.as_ref().map(|task| task.id().to_string()),
+        upstream_status: None,
+    }
+}
+
+/// A call's catalog row while the call runs. [`CallRecorder::finish`] records how
+/// it ended; a recorder dropped before that (the call was aborted: its task was
+/// cancelled or its client went away) records the call as cancelled, so every
+/// call leaves its row.
+pub(crate) struct CallRecorder {
+    assets: Option<AssetDeps>,
+    /// The row so far.
+    pub(crate) row: NewCallRecord,
+    started: Instant,
+    done: bool,
+}
+
+impl CallRecorder {
+    /// Starts timing `row`; nothing is recorded without a catalog.
+    pub(crate) fn new(assets: Option<&AssetDeps>, row: NewCallRecord) -> Self {
+        Self {
+            assets: assets.cloned(),
+            row,
+            started: Instant::now(),
+            done: false,
+        }
+    }
+
+    /// Records the call: `Ok(upstream status)` when the upstream answered (a
+    /// status of 400 or more is recorded as unsuccessful), or `Err((outcome,
+    /// message))`.
+    pub(crate) async fn finish(mut self, ended: Result<Option<u16>, (&str, String)>) {
+        self.done = true;
+        let Some(assets) = self.assets.clone() else {
+            return;
+        };
+        let mut record = self.row.clone();
+        record.duration_ms = elapsed_ms(self.started);
+        match ended {
+            Ok(status) => {
+                record.upstream_status = status.or(record.upstream_status);
+                record.success = status.is_none_or(|status| status < 400);
+                record.outcome = "completed".into();
+                if let Some(status) = status.filter(|status| *status >= 400) {
+                    record.error_message = Some(format!("upstream answered {status}"));
+                }
+            }
+            Err((outcome, message)) => {
+                record.success = false;
+                record.outcome = outcome.to_owned();
+                record.error_message = Some(message);
+            }
+        }
+        write_record(&assets, record).await;
+    }
+}
+
+impl Drop for CallRecorder {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (Some(assets), Ok(runtime)) =
+            (self.assets.clone(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let mut record = self.row.clone();
+        record.duration_ms = elapsed_ms(self.started);
+        record.success = false;
+        record.outcome = "cancelled".into();
+        record.error_message = Some("the call was cancelled before it finished".into());
+        runtime.spawn(async move { write_record(&assets, record).await });
+    }
+}
+
+async fn write_record(assets: &AssetDeps, mut record: NewCallRecord) {
+    if record.id.is_empty() {
+        match docket_storage::catalog::generate_id() {
+            Ok(id) => record.id = id,
+            Err(_) => return,
+        }
+    }
+    assets.record_call(record).await;
+}
+
+async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
+    let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    let mut recorder = CallRecorder::new(
+        deps.assets.as_ref(),
+        call_record(call, connection, "api_invoke_endpoint", statement(&request)),
+    );
+    let response = match connection
+        .client
+        .fetch(&request, connection.max_response_bytes, &call.cancel)
+        .await
+    {
+        Ok(response) => response,
+        Err(err) => {
+            let outcome = if matches!(err, ApiError::Cancelled) {
+                "cancelled"
+            } else {
+                "failed"
+            };
+            recorder.finish(Err((outcome, err.to_string()))).await;
+            return api_failure(&err);
+        }
+    };
+    recorder.row.bytes = i64::try_from(response.body.len()).ok();
+    recorder.finish(Ok(Some(response.status))).await;
+    scrubbed(
+        connection,
+        &describe_response(connection, &request, &response),
+    )
+}
+
+/// The inline answer: status, headers (no `Set-Cookie`), the body parsed as JSON,
+/// as text, or described when binary, and a pagination hint.
+fn describe_response(
+    connection: &HttpConnection,
+    request: &ApiRequest,
+    response: &ApiResponse,
+) -> Value {
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &response.headers {
+        if name == reqwest::header::SET_COOKIE {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(name.as_str()) {
+            Some(Value::String(existing)) => {
+                existing.push_str(", ");
+                existing.push_str(&value);
+            }
+            _ => {
+                headers.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    let content_type = response.content_type();
+    let text = std::str::from_utf8(&response.body).ok();
+    let textual = content_type.as_deref().map_or(text.is_some(), is_textual);
+    let size = response.body.len();
+    let (body, parsed, binary) = match text {
+        Some(text) if textual => {
+            let parsed: Option<Value> = (!response.truncated)
+                .then(|| serde_json::from_str(text).ok())
+                .flatten();
+            match parsed {
+                Some(json) => (json.clone(), Some(json), Value::Null),
+                None => (Value::String(text.to_owned()), None, Value::Null),
+            }
+        }
+        _ if size == 0 => (Value::Null, None, Value::Null),
+        _ => (
+            Value::Null,
+            None,
+            json!({
+                "content_type": content_type,
+                "size_bytes": size,
+                "note": "a binary body is not inlined; use api_export to store it as an asset",
+            }),
+        ),
+    };
+    let pagination = pagination_hint(&response.headers, parsed.as_ref()).map(|hint| {
+        json!({"has_more": hint.has_more, "next_url": hint.next_url,
+               "next_cursor": hint.next_cursor, "source": hint.source})
+    });
+    let mut result = json!({
+        "connection": connection.name,
+        "method": request.method,
+        "path": request.path,
+        "status": response.status,
+        "ok": (200..300).contains(&response.status),
+        "content_type": content_type,
+        "headers": headers,
+        "size_bytes": size,
+        "truncated": response.truncated,
+        "body": body,
+        "pagination": pagination,
+    });
+    if !binary.is_null() {
+        result["binary"] = binary;
+    }
+    if response.truncated {
+        result["note"] = Value::String(format!(
+            "the body is longer than the connection's inline cap of {} bytes and was cut there; use api_export for the whole body",
+            connection.max_response_bytes
+        ));
+    }
+    result
+}
+
+async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
+    let Some(assets) = &deps.assets else {
+        return error_result(
+            "not_configured",
+            "feature_unavailable",
+            "exports are not configured",
+            "Configure storage and a database.",
+        );
+    };
+    let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    let timeout = match export_timeout(&call.arguments, &deps.exports) {
+        Ok(timeout) => timeout,
+        Err(refusal) => return refusal,
+    };
+    let owner = call.identity.subject.clone();
+    let fields = AssetFields::from_arguments(&call.arguments);
+    if let Some(replayed) = replay(
+        assets,
+        &owner,
+        fields.idempotency_key.as_deref(),
+        "this idempotency key already produced this asset; the API was not called again",
+    )
+    .await
+    {
+        return replayed;
+    }
+    let ExportIds { asset_id, call_id } = match export_ids() {
+        Ok(ids) => ids,
+        Err(refusal) => return refusal,
+    };
+    let mut recorder = CallRecorder::new(
+        deps.assets.as_ref(),
+        call_record(call, connection, "api_export", statement(&request)),
+    );
+    recorder.row.id = call_id.clone();
+    let progress = call.progress.clone();
+    let report_progress = move |bytes: u64| {
+        progress.report(
+            bytes,
+            None,
+            Some(format!("{} received", human_bytes(bytes))),
+        );
+    };
+    let key_for = |content_type: &str| {
+        format!(
+            "{asset_id}/{}",
+            file_name(&fields.name, extension_for(content_type))
+        )
+    };
+    let outcome = export_response(
+        &connection.client,
+        &request,
+        assets.sink.as_ref(),
+        &key_for,
+        ApiExportLimits {
+            max_bytes: deps.exports.max_bytes,
+            timeout,
+        },
+        &call.cancel,
+        &report_progress,
+    )
+    .await;
+    let report = match outcome {
+        Ok(report) => report,
+        Err(err) => {
+            let outcome = if err.is_cancelled() {
+                "cancelled"
+            } else {
+                "failed"
+            };
+            recorder.finish(Err((outcome, err.to_string()))).await;
+            return error_result(
+                "export_failed",
+                "tool_error",
+                &format!("the export failed: {err}"),
+                "Nothing was stored. Fix the cause and call again.",
+            );
+        }
+    };
+    let extension = extension_for(&report.content_type);
+    let new_asset = NewAsset {
+        id: asset_id.clone(),
+        owner,
+        name: fields.name.clone(),
+        description: fields.description,
+        tags: fields.tags,
+        format: extension.to_owned(),
+        content_type: report.content_type.clone(),
+        storage_key: key_for(&report.content_type),
+        size_bytes: i64::try_from(report.bytes).unwrap_or(i64::MAX),
+        row_count: None,
+        connection: Some(connection.name.clone()),
+        tool: "api_export".into(),
+        idempotency_key: fields.idempotency_key,
+        task_id: recorder.row.task_id.clone(),
+        call_id: Some(call_id.clone()),
+    };
+    let asset = match save_asset(assets, new_asset).await {
+        Ok(asset) => asset,
+        Err(refusal) => return refusal,
+    };
+    recorder.row.bytes = i64::try_from(report.bytes).ok();
+    recorder.row.asset_id = Some(asset.id.clone());
+    recorder.finish(Ok(Some(report.status))).await;
+    let mut message = format!(
+        "exported {} from {} (HTTP {}) to {}",
+        human_bytes(report.bytes),
+        statement(&request),
+        report.status,
+        asset.name
+    );
+    if report.status >= 400 {
+        message.push_str(
+            "; the upstream answered with an error status, and its body was stored as it came",
+        );
+    }
+    let mut result = asset_result(assets, &asset, &message, Some(&call_id));
+    if let Some(content) = result.structured_content.as_mut() {
+        content["upstream_status"] = json!(report.status);
+        if let Some(declared) = &report.declared_content_type {
+            content["declared_content_type"] = json!(declared);
+        }
+    }
+    match &result.structured_content {
+        Some(content) => CallToolResult::structured(content.clone()),
+        None => result,
+    }
+}

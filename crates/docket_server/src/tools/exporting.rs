@@ -1,0 +1,203 @@
+//! What every export tool does around its executor, so `trino_export`,
+//! `api_export` and `graphql_export` behave alike: the timeout a call may ask
+//! for, the replay of an earlier asset with the same idempotency key, the ids and
+//! the storage key, and recording the asset (race-safe, with the bytes deleted
+//! when the row cannot be written).
+
+use std::time::Duration;
+
+use docket_protocol::JsonObject;
+use docket_protocol::tools::CallToolResult;
+use docket_storage::catalog::{Asset, NewAsset, generate_id};
+use serde_json::Value;
+
+use super::assets::{AssetDeps, asset_result};
+use super::error_result;
+use crate::config::ExportsConfig;
+
+/// The timeout an export call asks for (`timeout_seconds`), or the default.
+pub(crate) fn export_timeout(
+    arguments: &JsonObject,
+    limits: &ExportsConfig,
+) -> Result<Duration, CallToolResult> {
+    match arguments
+        .get("timeout_seconds")
+        .and_then(Value::as_u64)
+        .map(Duration::from_secs)
+    {
+        Some(timeout) if timeout > limits.max_timeout => Err(error_result(
+            "invalid_arguments",
+            "client_input",
+            &format!(
+                "timeout_seconds {} exceeds the maximum of {}",
+                timeout.as_secs(),
+                limits.max_timeout.as_secs()
+            ),
+            "Lower timeout_seconds.",
+        )),
+        Some(timeout) => Ok(timeout),
+        None => Ok(limits.default_timeout),
+    }
+}
+
+/// The asset an earlier call with this owner's idempotency key produced, as the
+/// result to answer with; `None` when there is none (or no key).
+pub(crate) async fn replay(
+    assets: &AssetDeps,
+    owner: &str,
+    idempotency_key: Option<&str>,
+    message: &str,
+) -> Option<CallToolResult> {
+    let key = idempotency_key?;
+    match assets.store.find_by_idempotency_key(owner, key).await {
+        Ok(Some(existing)) => Some(asset_result(assets, &existing, message, None)),
+        Ok(None) => None,
+        Err(err) => Some(error_result(
+            "unavailable",
+            "internal",
+            &format!("the asset store failed: {err}"),
+            "Try again.",
+        )),
+    }
+}
+
+/// The ids an export is recorded under.
+pub(crate) struct ExportIds {
+    /// The asset's id (also the first segment of its storage key).
+    pub(crate) asset_id: String,
+    /// The call record's id.
+    pub(crate) call_id: String,
+}
+
+/// Fresh asset and call ids.
+pub(crate) fn export_ids() -> Result<ExportIds, CallToolResult> {
+    match (generate_id(), generate_id()) {
+        (Ok(asset_id), Ok(call_id)) => Ok(ExportIds { asset_id, call_id }),
+        _ => Err(error_result(
+            "internal",
+            "internal",
+            "could not draw an id",
+            "Try again.",
+        )),
+    }
+}
+
+/// A file name from the asset's name: safe characters only, and `extension`.
+pub(crate) fn file_name(name: &str, extension: &str) -> String {
+    let stem: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = stem.trim_matches('.');
+    let stem = if stem.is_empty() { "export" } else { stem };
+    format!("{stem}.{extension}")
+}
+
+/// The asset fields every export call takes: `name`, `description`, `tags`,
+/// `idempotency_key`.
+pub(crate) struct AssetFields {
+    /// The asset's name.
+    pub(crate) name: String,
+    /// Its description.
+    pub(crate) description: Option<String>,
+    /// Its tags.
+    pub(crate) tags: Vec<String>,
+    /// The caller's idempotency key.
+    pub(crate) idempotency_key: Option<String>,
+}
+
+impl AssetFields {
+    /// Reads them from validated arguments.
+    pub(crate) fn from_arguments(arguments: &JsonObject) -> Self {
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        Self {
+            name: text("name").unwrap_or_else(|| "export".to_owned()),
+            description: text("description"),
+            tags: arguments
+                .get("tags")
+                .and_then(Value::as_array)
+                .map(|tags| {
+                    tags.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            idempotency_key: text("idempotency_key"),
+        }
+    }
+}
+
+/// Records the asset whose bytes are committed at `new.storage_key`. When another
+/// call with the same idempotency key won the race, its asset is kept and these
+/// bytes are deleted; when the row cannot be written, the bytes are deleted too.
+pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asset, CallToolResult> {
+    let storage_key = new.storage_key.clone();
+    match assets.store.create_or_get(new).await {
+        Ok(outcome) => {
+            if !outcome.is_created() {
+                let _ = assets.sink.delete(&storage_key).await;
+            }
+            Ok(outcome.into_asset())
+        }
+        Err(err) => {
+            let _ = assets.sink.delete(&storage_key).await;
+            Err(error_result(
+                "storage_failed",
+                "internal",
+                &format!("could not record the asset: {err}"),
+                "Try again.",
+            ))
+        }
+    }
+}
+
+/// A byte count as people write it: `512 B`, `38.4 MB`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KB", "MB", "GB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Milliseconds since `started`, for a call record.
+pub(crate) fn elapsed_ms(started: std::time::Instant) -> i64 {
+    i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_safe() {
+        assert_eq!(file_name("Q3 orders/../etc", "csv"), "Q3_orders_.._etc.csv");
+        assert_eq!(file_name("...", "json"), "export.json");
+        assert_eq!(file_name("sales-2026", "jsonl"), "sales-2026.jsonl");
+    }
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(38_400_000), "38.4 MB");
+    }
+}

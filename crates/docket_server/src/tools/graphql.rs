@@ -1,0 +1,508 @@
+//! The GraphQL tools: `graphql_query` (one query, its `data` and `errors`
+//! returned) and `graphql_export` (a query's result, optionally page after page
+//! through a Relay `pageInfo`, written to one JSON or JSON Lines asset; a task when
+//! the request declares the extension, as `trino_export`).
+//!
+//! Documents are parsed before any I/O and before any task exists: syntax errors,
+//! mutations and subscriptions are refused, the operation is chosen by
+//! `operation_name`, and a pagination cursor variable must be one the operation
+//! declares. GraphQL `errors` are reported, never hidden: a query shows them
+//! beside any data; an export with errors stores nothing and says why.
+
+use std::sync::Arc;
+
+use docket_export::graphql::{
+    GraphqlError, GraphqlExportLimits, GraphqlExportPlan, GraphqlFormat, GraphqlRequest, Operation,
+    Pagination, check_document, execute, export_query, summarize_errors,
+};
+use docket_protocol::JsonObject;
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
+use serde_json::{Value, json};
+
+use super::api::{
+    CallRecorder, HttpDeps, api_failure, export_annotations, export_properties, route_check,
+    scrubbed,
+};
+use super::assets::asset_result;
+use super::error_result;
+use super::exporting::{
+    AssetFields, ExportIds, export_ids, export_timeout, file_name, human_bytes, replay, save_asset,
+};
+use crate::config::ConnectionKind;
+use crate::connections::HttpConnection;
+use crate::persona::Persona;
+use crate::registry::{
+    Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
+    ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
+};
+
+/// The most pages `graphql_export` follows.
+const MAX_PAGES: u64 = 10_000;
+
+fn schema(export: bool) -> Value {
+    let mut properties = json!({
+        "connection": {"type": "string", "minLength": 1, "description": "A graphql connection (list_connections)."},
+        "query": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "A GraphQL document: queries (and fragments) only."},
+        "variables": {"type": "object"},
+        "operation_name": {"type": "string", "minLength": 1, "description": "Which operation to run when the document has several."}
+    });
+    let mut required = vec!["connection", "query"];
+    if export {
+        if let Some(properties) = properties.as_object_mut() {
+            properties.extend(export_properties());
+            properties.insert(
+                "format".into(),
+                json!({"type": "string", "enum": ["json", "jsonl"]}),
+            );
+            properties.insert(
+                "timeout_seconds".into(),
+                json!({"type": "integer", "minimum": 1}),
+            );
+            properties.insert(
+                "paginate".into(),
+                json!({"type": "object", "properties": {
+                    "page_info_path": {"type": "string", "minLength": 1, "maxLength": 500,
+                        "description": "Dotted path below data of a Relay pageInfo { hasNextPage endCursor }, e.g. items.pageInfo."},
+                    "cursor_variable": {"type": "string", "minLength": 1, "maxLength": 100,
+                        "description": "The variable endCursor is fed into, e.g. after."},
+                    "max_pages": {"type": "integer", "minimum": 1, "maximum": MAX_PAGES}
+                }, "required": ["page_info_path", "cursor_variable", "max_pages"], "additionalProperties": false}),
+            );
+        }
+        required.extend(["name", "format"]);
+    }
+    json!({"type": "object", "properties": properties, "required": required,
+           "additionalProperties": false})
+}
+
+/// Registers `graphql_query`, and `graphql_export` when assets are configured.
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    deps: Arc<HttpDeps>,
+) -> Result<(), RegistryError> {
+    if !deps.has(ConnectionKind::Graphql) {
+        return Ok(());
+    }
+    registry.register(
+        ToolSpec::new(
+            "graphql_query",
+            "Runs one GraphQL query (no mutations or subscriptions) on a graphql connection and returns \
+             its data and any GraphQL errors.",
+            schema(false),
+        )
+        .with_annotations(ToolAnnotations {
+            read_only_hint: Some(true),
+            destructive_hint: Some(false),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(true),
+            ..ToolAnnotations::default()
+        }),
+        GraphqlTool {
+            deps: Arc::clone(&deps),
+            export: false,
+        },
+    )?;
+    if deps.assets.is_some() {
+        registry.register(
+            ToolSpec::new(
+                "graphql_export",
+                "Runs one GraphQL query and writes the result to an asset file (json or jsonl), \
+                 optionally following Relay cursor pagination (paginate) and writing the connection's \
+                 nodes of every page; returns the asset's metadata and download URL, not the data. \
+                 Runs as a task when the client declares the tasks extension.",
+                schema(true),
+            )
+            .with_annotations(export_annotations())
+            .with_task_support(TaskSupport::Optional),
+            GraphqlTool { deps, export: true },
+        )?;
+    }
+    Ok(())
+}
+
+struct GraphqlTool {
+    deps: Arc<HttpDeps>,
+    export: bool,
+}
+
+impl ToolHandler for GraphqlTool {
+    fn call(&self, call: ToolCall) -> ToolFuture {
+        let deps = Arc::clone(&self.deps);
+        let export = self.export;
+        Box::pin(async move {
+            let result = if export {
+                export_call(&deps, &call).await
+            } else {
+                query(&deps, &call).await
+            };
+            ToolOutcome::Result(result)
+        })
+    }
+
+    /// Refuses a document or call that could not run before anything (or any
+    /// task) starts.
+    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
+        let refusal = prepare(&self.deps, request.arguments, request.persona).err();
+        Box::pin(async move {
+            match refusal {
+                Some(refusal) => Consent::Refuse(refusal),
+                None => Consent::Proceed,
+            }
+        })
+    }
+}
+
+/// A checked call: the connection, the operation, the request and the pagination.
+struct Prepared<'a> {
+    connection: &'a HttpConnection,
+    operation: Operation,
+    request: GraphqlRequest,
+    pagination: Option<Pagination>,
+}
+
+fn prepare<'a>(
+    deps: &'a HttpDeps,
+    arguments: &JsonObject,
+    persona: &Persona,
+) -> Result<Prepared<'a>, CallToolResult> {
+    let connection = deps.connection(arguments, ConnectionKind::Graphql)?;
+    let document = arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let operation_name = arguments
+        .get("operation_name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let operation =
+        check_document(document, operation_name.as_deref()).map_err(|err| graphql_failure(&err))?;
+    route_check(
+        persona,
+        connection,
+        "POST",
+        connection.client.base_url().path(),
+    )?;
+    let pagination = match arguments.get("paginate").and_then(Value::as_object) {
+        None => None,
+        Some(paginate) => {
+            let text = |key: &str| {
+                paginate
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let pagination = Pagination {
+                page_info_path: text("page_info_path"),
+                cursor_variable: text("cursor_variable"),
+                max_pages: paginate
+                    .get("max_pages")
+                    .and_then(Value::as_u64)
+                    .and_then(|pages| u32::try_from(pages).ok())
+                    .unwrap_or(1),
+            };
+            if !operation.variables.contains(&pagination.cursor_variable) {
+                return Err(error_result(
+                    "invalid_arguments",
+                    "client_input",
+                    &format!(
+                        "the operation declares no variable ${} for the cursor",
+                        pagination.cursor_variable
+                    ),
+                    "Declare the cursor variable in the operation, e.g. query($after: String), and pass it to the connection field.",
+                ));
+            }
+            if pagination.page_info_path.split('.').any(str::is_empty) {
+                return Err(error_result(
+                    "invalid_arguments",
+                    "client_input",
+                    "page_info_path must be a dotted path such as items.pageInfo",
+                    "Name the fields from data down to pageInfo.",
+                ));
+            }
+            Some(pagination)
+        }
+    };
+    let request = GraphqlRequest {
+        query: document.to_owned(),
+        variables: arguments
+            .get("variables")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        operation_name,
+    };
+    Ok(Prepared {
+        connection,
+        operation,
+        request,
+        pagination,
+    })
+}
+
+fn graphql_failure(err: &GraphqlError) -> CallToolResult {
+    match err {
+        GraphqlError::Api(api) => api_failure(api),
+        GraphqlError::Syntax { .. } | GraphqlError::Refused { .. } => error_result(
+            "invalid_query",
+            "client_input",
+            &err.to_string(),
+            "Send one read-only query document; name the operation when there are several.",
+        ),
+        GraphqlError::Errors { .. } => error_result(
+            "graphql_errors",
+            "upstream",
+            &err.to_string(),
+            "Fix the query (fields, arguments, variables) and call again.",
+        ),
+        _ => error_result(
+            "upstream_failed",
+            "upstream",
+            &err.to_string(),
+            "Check the query and the endpoint, then call again.",
+        ),
+    }
+}
+
+fn call_record(call: &ToolCall, prepared: &Prepared<'_>, tool: &str) -> NewCallRecord {
+    NewCallRecord {
+        id: String::new(),
+        kind: CallKind::Graphql,
+        tool: tool.to_owned(),
+        connection: Some(prepared.connection.name.clone()),
+        statement: prepared.operation.label(),
+        subject: call.identity.subject.clone(),
+        persona: Some(call.persona.name.clone()),
+        success: false,
+        outcome: "failed".into(),
+        error_message: None,
+        duration_ms: 0,
+        rows: None,
+        bytes: None,
+        asset_id: None,
+        task_id: call.task.as_ref().map(|task| task.id().to_string()),
+        upstream_status: None,
+    }
+}
+
+async fn query(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
+    let prepared = match prepare(deps, &call.arguments, &call.persona) {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    let mut recorder = CallRecorder::new(
+        deps.assets.as_ref(),
+        call_record(call, &prepared, "graphql_query"),
+    );
+    let connection = prepared.connection;
+    let response = match execute(
+        &connection.client,
+        &prepared.request,
+        connection.max_response_bytes,
+        &call.cancel,
+    )
+    .await
+    {
+        Ok(response) => response,
+        Err(err) => {
+            let outcome = if err.is_cancelled() {
+                "cancelled"
+            } else {
+                "failed"
+            };
+            let message = connection.client.scrub(&err.to_string());
+            recorder.finish(Err((outcome, message))).await;
+            return scrub_result(connection, graphql_failure(&err));
+        }
+    };
+    recorder.row.bytes = i64::try_from(response.bytes).ok();
+    let failed = response.data.is_null() || !(200..300).contains(&response.status);
+    let ended = if response.errors.is_empty() && !failed {
+        Ok(Some(response.status))
+    } else {
+        recorder.row.upstream_status = Some(response.status);
+        Err((
+            "tool_error",
+            connection.client.scrub(&summarize_errors(&response.errors)),
+        ))
+    };
+    recorder.finish(ended).await;
+    let mut value = json!({
+        "connection": connection.name,
+        "operation": prepared.operation.name,
+        "status": response.status,
+        "data": response.data,
+    });
+    if !response.errors.is_empty() {
+        value["errors"] = Value::Array(response.errors.clone());
+        value["message"] = json!(format!(
+            "the endpoint answered with {} GraphQL error(s): {}",
+            response.errors.len(),
+            summarize_errors(&response.errors)
+        ));
+    }
+    if let Some(extensions) = response.extensions {
+        value["extensions"] = extensions;
+    }
+    let mut result = scrubbed(connection, &value);
+    if failed {
+        result.is_error = Some(true);
+    }
+    result
+}
+
+/// `result` with the connection's secrets replaced in its text and content.
+fn scrub_result(connection: &HttpConnection, result: CallToolResult) -> CallToolResult {
+    let Ok(text) = serde_json::to_string(&result) else {
+        return result;
+    };
+    serde_json::from_str(&connection.client.scrub(&text)).unwrap_or(result)
+}
+
+async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
+    let Some(assets) = &deps.assets else {
+        return error_result(
+            "not_configured",
+            "feature_unavailable",
+            "exports are not configured",
+            "Configure storage and a database.",
+        );
+    };
+    let prepared = match prepare(deps, &call.arguments, &call.persona) {
+        Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    let format = match call.arguments.get("format").and_then(Value::as_str) {
+        Some("jsonl") => GraphqlFormat::Jsonl,
+        _ => GraphqlFormat::Json,
+    };
+    let timeout = match export_timeout(&call.arguments, &deps.exports) {
+        Ok(timeout) => timeout,
+        Err(refusal) => return refusal,
+    };
+    let owner = call.identity.subject.clone();
+    let fields = AssetFields::from_arguments(&call.arguments);
+    if let Some(replayed) = replay(
+        assets,
+        &owner,
+        fields.idempotency_key.as_deref(),
+        "this idempotency key already produced this asset; the query was not run again",
+    )
+    .await
+    {
+        return replayed;
+    }
+    let ExportIds { asset_id, call_id } = match export_ids() {
+        Ok(ids) => ids,
+        Err(refusal) => return refusal,
+    };
+    let mut recorder = CallRecorder::new(
+        deps.assets.as_ref(),
+        call_record(call, &prepared, "graphql_export"),
+    );
+    recorder.row.id = call_id.clone();
+    let connection = prepared.connection;
+    let storage_key = format!("{asset_id}/{}", file_name(&fields.name, format.as_str()));
+    let upload = match assets.sink.begin(&storage_key).await {
+        Ok(upload) => upload,
+        Err(err) => {
+            return error_result(
+                "storage_failed",
+                "internal",
+                &format!("could not start the upload: {err}"),
+                "Try again.",
+            );
+        }
+    };
+    let progress = call.progress.clone();
+    let report_progress = move |pages: u32, records: u64, bytes: u64| {
+        progress.report(
+            u64::from(pages),
+            None,
+            Some(format!(
+                "{pages} pages, {records} records, {} written",
+                human_bytes(bytes)
+            )),
+        );
+    };
+    let outcome = export_query(
+        &connection.client,
+        GraphqlExportPlan {
+            request: prepared.request.clone(),
+            pagination: prepared.pagination.clone(),
+            format,
+        },
+        upload,
+        GraphqlExportLimits {
+            max_bytes: deps.exports.max_bytes,
+            max_response_bytes: connection.max_response_bytes,
+            timeout,
+        },
+        &call.cancel,
+        &report_progress,
+    )
+    .await;
+    let report = match outcome {
+        Ok(report) => report,
+        Err(err) => {
+            let outcome = if err.is_cancelled() {
+                "cancelled"
+            } else {
+                "failed"
+            };
+            let message = connection.client.scrub(&err.to_string());
+            recorder.finish(Err((outcome, message))).await;
+            let mut result = graphql_failure(&err);
+            if let (GraphqlError::Errors { errors }, Some(content)) =
+                (&err, result.structured_content.as_mut())
+            {
+                content["errors"] = Value::Array(errors.clone());
+            }
+            return scrub_result(connection, result);
+        }
+    };
+    let new_asset = NewAsset {
+        id: asset_id,
+        owner,
+        name: fields.name.clone(),
+        description: fields.description,
+        tags: fields.tags,
+        format: format.as_str().to_owned(),
+        content_type: format.content_type().to_owned(),
+        storage_key,
+        size_bytes: i64::try_from(report.bytes).unwrap_or(i64::MAX),
+        row_count: i64::try_from(report.records).ok(),
+        connection: Some(connection.name.clone()),
+        tool: "graphql_export".into(),
+        idempotency_key: fields.idempotency_key,
+        task_id: recorder.row.task_id.clone(),
+        call_id: Some(call_id.clone()),
+    };
+    let asset = match save_asset(assets, new_asset).await {
+        Ok(asset) => asset,
+        Err(refusal) => return refusal,
+    };
+    recorder.row.bytes = i64::try_from(report.bytes).ok();
+    recorder.row.rows = i64::try_from(report.records).ok();
+    recorder.row.asset_id = Some(asset.id.clone());
+    recorder.finish(Ok(Some(report.status))).await;
+    let mut message = format!(
+        "exported {} records from {} page(s) ({}) to {}",
+        report.records,
+        report.pages,
+        human_bytes(report.bytes),
+        asset.name
+    );
+    if report.has_more {
+        message.push_str("; more pages exist beyond max_pages");
+    }
+    let mut result = asset_result(assets, &asset, &message, Some(&call_id));
+    if let Some(content) = result.structured_content.as_mut() {
+        content["pages"] = json!(report.pages);
+        content["has_more"] = json!(report.has_more);
+        let content = content.clone();
+        result = CallToolResult::structured(content);
+    }
+    result
+}
