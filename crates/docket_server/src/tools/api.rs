@@ -16,15 +16,16 @@ use docket_export::api::{
     extension_for, is_textual, pagination_hint,
 };
 use docket_protocol::JsonObject;
-use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_protocol::tools::CallToolResult;
 use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::assets::{AssetDeps, asset_result};
 use super::error_result;
 use super::exporting::{
-    AssetFields, ExportIds, elapsed_ms, export_ids, export_timeout, file_name, human_bytes, replay,
-    save_asset,
+    ExportIds, ExportStart, configured, elapsed_ms, file_name, human_bytes, open_world_write,
+    save_asset, start_export,
 };
 use crate::config::{ConnectionKind, ExportsConfig};
 use crate::connections::HttpConnection;
@@ -167,17 +168,6 @@ pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
     properties.as_object().cloned().unwrap_or_default()
 }
 
-/// The annotations of an export tool.
-pub(crate) fn export_annotations() -> ToolAnnotations {
-    ToolAnnotations {
-        read_only_hint: Some(false),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(false),
-        open_world_hint: Some(true),
-        ..ToolAnnotations::default()
-    }
-}
-
 /// Registers `api_invoke_endpoint`, and `api_export` when assets are configured.
 pub(crate) fn register(
     registry: &mut ToolRegistry,
@@ -195,16 +185,11 @@ pub(crate) fn register(
              pages or redirects.",
             request_schema(false),
         )
-        .with_annotations(ToolAnnotations {
-            read_only_hint: Some(false),
-            destructive_hint: Some(false),
-            idempotent_hint: Some(false),
-            open_world_hint: Some(true),
-            ..ToolAnnotations::default()
-        }),
-        ApiTool {
+        .with_annotations(open_world_write()),
+        HttpTool {
             deps: Arc::clone(&deps),
-            export: false,
+            run: |deps, call| Box::pin(invoke(deps, call)),
+            check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
         },
     )?;
     if deps.assets.is_some() {
@@ -217,36 +202,35 @@ pub(crate) fn register(
                  tasks extension.",
                 request_schema(true),
             )
-            .with_annotations(export_annotations())
+            .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional),
-            ApiTool { deps, export: true },
+            HttpTool {
+                deps,
+                run: |deps, call| Box::pin(export_call(deps, call)),
+                check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
+            },
         )?;
     }
     Ok(())
 }
 
-struct ApiTool {
-    deps: Arc<HttpDeps>,
-    export: bool,
+/// One API or GraphQL tool: what it runs, and the checks that refuse a call before
+/// anything (or any task) starts.
+pub(crate) struct HttpTool {
+    pub(crate) deps: Arc<HttpDeps>,
+    pub(crate) run: for<'a> fn(&'a HttpDeps, &'a ToolCall) -> BoxFuture<'a, CallToolResult>,
+    pub(crate) check: fn(&HttpDeps, &JsonObject, &Persona) -> Option<CallToolResult>,
 }
 
-impl ToolHandler for ApiTool {
+impl ToolHandler for HttpTool {
     fn call(&self, call: ToolCall) -> ToolFuture {
         let deps = Arc::clone(&self.deps);
-        let export = self.export;
-        Box::pin(async move {
-            let result = if export {
-                export_call(&deps, &call).await
-            } else {
-                invoke(&deps, &call).await
-            };
-            ToolOutcome::Result(result)
-        })
+        let run = self.run;
+        Box::pin(async move { ToolOutcome::Result(run(&deps, &call).await) })
     }
 
-    /// Refuses a call that could not run before anything (or any task) starts.
     fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
-        let refusal = prepare(&self.deps, request.arguments, request.persona).err();
+        let refusal = (self.check)(&self.deps, request.arguments, request.persona);
         Box::pin(async move {
             match refusal {
                 Some(refusal) => Consent::Refuse(refusal),
@@ -446,6 +430,12 @@ impl CallRecorder {
         }
         write_record(&assets, record).await;
     }
+
+    /// Records a call that failed (or was cancelled) with `message`.
+    pub(crate) async fn fail(self, cancelled: bool, message: String) {
+        let outcome = if cancelled { "cancelled" } else { "failed" };
+        self.finish(Err((outcome, message))).await;
+    }
 }
 
 impl Drop for CallRecorder {
@@ -493,12 +483,9 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     {
         Ok(response) => response,
         Err(err) => {
-            let outcome = if matches!(err, ApiError::Cancelled) {
-                "cancelled"
-            } else {
-                "failed"
-            };
-            recorder.finish(Err((outcome, err.to_string()))).await;
+            recorder
+                .fail(matches!(err, ApiError::Cancelled), err.to_string())
+                .await;
             return api_failure(&err);
         }
     };
@@ -588,37 +575,29 @@ fn describe_response(
 }
 
 async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
-    let Some(assets) = &deps.assets else {
-        return error_result(
-            "not_configured",
-            "feature_unavailable",
-            "exports are not configured",
-            "Configure storage and a database.",
-        );
+    let assets = match configured(deps.assets.as_ref()) {
+        Ok(assets) => assets,
+        Err(refusal) => return refusal,
     };
     let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };
-    let timeout = match export_timeout(&call.arguments, &deps.exports) {
-        Ok(timeout) => timeout,
-        Err(refusal) => return refusal,
-    };
-    let owner = call.identity.subject.clone();
-    let fields = AssetFields::from_arguments(&call.arguments);
-    if let Some(replayed) = replay(
+    let ExportStart {
+        timeout,
+        owner,
+        fields,
+        ids: ExportIds { asset_id, call_id },
+    } = match start_export(
         assets,
-        &owner,
-        fields.idempotency_key.as_deref(),
+        &deps.exports,
+        call,
         "this idempotency key already produced this asset; the API was not called again",
     )
     .await
     {
-        return replayed;
-    }
-    let ExportIds { asset_id, call_id } = match export_ids() {
-        Ok(ids) => ids,
-        Err(refusal) => return refusal,
+        Ok(start) => start,
+        Err(answer) => return answer,
     };
     let mut recorder = CallRecorder::new(
         deps.assets.as_ref(),
@@ -655,12 +634,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     let report = match outcome {
         Ok(report) => report,
         Err(err) => {
-            let outcome = if err.is_cancelled() {
-                "cancelled"
-            } else {
-                "failed"
-            };
-            recorder.finish(Err((outcome, err.to_string()))).await;
+            recorder.fail(err.is_cancelled(), err.to_string()).await;
             return error_result(
                 "export_failed",
                 "tool_error",

@@ -6,14 +6,16 @@
 
 use std::time::Duration;
 
+use docket_export::sink::Upload;
 use docket_protocol::JsonObject;
-use docket_protocol::tools::CallToolResult;
+use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use docket_storage::catalog::{Asset, NewAsset, generate_id};
 use serde_json::Value;
 
 use super::assets::{AssetDeps, asset_result};
 use super::error_result;
 use crate::config::ExportsConfig;
+use crate::registry::ToolCall;
 
 /// The timeout an export call asks for (`timeout_seconds`), or the default.
 pub(crate) fn export_timeout(
@@ -139,6 +141,55 @@ impl AssetFields {
     }
 }
 
+/// Where exports go, or the refusal of an export when assets are not configured.
+pub(crate) fn configured(assets: Option<&AssetDeps>) -> Result<&AssetDeps, CallToolResult> {
+    assets.ok_or_else(|| {
+        error_result(
+            "not_configured",
+            "feature_unavailable",
+            "exports are not configured",
+            "Configure storage and a database.",
+        )
+    })
+}
+
+/// How an export call starts: who owns it, its asset fields, its timeout, and
+/// fresh ids.
+pub(crate) struct ExportStart {
+    /// How long the export may run.
+    pub(crate) timeout: Duration,
+    /// The caller, who will own the asset.
+    pub(crate) owner: String,
+    /// The asset fields of the call.
+    pub(crate) fields: AssetFields,
+    /// The asset's and the call record's ids.
+    pub(crate) ids: ExportIds,
+}
+
+/// Reads the call's timeout and asset fields and, when its idempotency key
+/// already produced an asset of this caller, answers with that asset (`Err`,
+/// saying `replayed`); otherwise draws fresh ids.
+pub(crate) async fn start_export(
+    assets: &AssetDeps,
+    limits: &ExportsConfig,
+    call: &ToolCall,
+    replayed: &str,
+) -> Result<ExportStart, CallToolResult> {
+    let timeout = export_timeout(&call.arguments, limits)?;
+    let owner = call.identity.subject.clone();
+    let fields = AssetFields::from_arguments(&call.arguments);
+    if let Some(result) = replay(assets, &owner, fields.idempotency_key.as_deref(), replayed).await
+    {
+        return Err(result);
+    }
+    Ok(ExportStart {
+        timeout,
+        owner,
+        fields,
+        ids: export_ids()?,
+    })
+}
+
 /// Records the asset whose bytes are committed at `new.storage_key`. When another
 /// call with the same idempotency key won the race, its asset is kept and these
 /// bytes are deleted; when the row cannot be written, the bytes are deleted too.
@@ -161,6 +212,33 @@ pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asse
             ))
         }
     }
+}
+
+/// The annotations of a tool that reaches an open world and leaves something
+/// behind (an asset, or whatever the upstream does with the call).
+pub(crate) fn open_world_write() -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(false),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(false),
+        open_world_hint: Some(true),
+        ..ToolAnnotations::default()
+    }
+}
+
+/// Starts the upload of an export's bytes at `storage_key`.
+pub(crate) async fn begin_upload(
+    assets: &AssetDeps,
+    storage_key: &str,
+) -> Result<Box<dyn Upload>, CallToolResult> {
+    assets.sink.begin(storage_key).await.map_err(|err| {
+        error_result(
+            "storage_failed",
+            "internal",
+            &format!("could not start the upload: {err}"),
+            "Try again.",
+        )
+    })
 }
 
 /// A byte count as people write it: `512 B`, `38.4 MB`.

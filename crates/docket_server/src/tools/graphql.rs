@@ -21,21 +21,18 @@ use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
 use serde_json::{Value, json};
 
 use super::api::{
-    CallRecorder, HttpDeps, api_failure, export_annotations, export_properties, route_check,
-    scrubbed,
+    CallRecorder, HttpDeps, HttpTool, api_failure, export_properties, route_check, scrubbed,
 };
 use super::assets::asset_result;
 use super::error_result;
 use super::exporting::{
-    AssetFields, ExportIds, export_ids, export_timeout, file_name, human_bytes, replay, save_asset,
+    ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes, open_world_write,
+    save_asset, start_export,
 };
 use crate::config::ConnectionKind;
 use crate::connections::HttpConnection;
 use crate::persona::Persona;
-use crate::registry::{
-    Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
-    ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
-};
+use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSpec};
 
 /// The most pages `graphql_export` follows.
 const MAX_PAGES: u64 = 10_000;
@@ -98,9 +95,10 @@ pub(crate) fn register(
             open_world_hint: Some(true),
             ..ToolAnnotations::default()
         }),
-        GraphqlTool {
+        HttpTool {
             deps: Arc::clone(&deps),
-            export: false,
+            run: |deps, call| Box::pin(query(deps, call)),
+            check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
         },
     )?;
     if deps.assets.is_some() {
@@ -113,44 +111,16 @@ pub(crate) fn register(
                  Runs as a task when the client declares the tasks extension.",
                 schema(true),
             )
-            .with_annotations(export_annotations())
+            .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional),
-            GraphqlTool { deps, export: true },
+            HttpTool {
+                deps,
+                run: |deps, call| Box::pin(export_call(deps, call)),
+                check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
+            },
         )?;
     }
     Ok(())
-}
-
-struct GraphqlTool {
-    deps: Arc<HttpDeps>,
-    export: bool,
-}
-
-impl ToolHandler for GraphqlTool {
-    fn call(&self, call: ToolCall) -> ToolFuture {
-        let deps = Arc::clone(&self.deps);
-        let export = self.export;
-        Box::pin(async move {
-            let result = if export {
-                export_call(&deps, &call).await
-            } else {
-                query(&deps, &call).await
-            };
-            ToolOutcome::Result(result)
-        })
-    }
-
-    /// Refuses a document or call that could not run before anything (or any
-    /// task) starts.
-    fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
-        let refusal = prepare(&self.deps, request.arguments, request.persona).err();
-        Box::pin(async move {
-            match refusal {
-                Some(refusal) => Consent::Refuse(refusal),
-                None => Consent::Proceed,
-            }
-        })
-    }
 }
 
 /// A checked call: the connection, the operation, the request and the pagination.
@@ -265,6 +235,16 @@ fn graphql_failure(err: &GraphqlError) -> CallToolResult {
     }
 }
 
+/// Records a failed call, its message scrubbed of the connection's secrets.
+async fn fail(recorder: CallRecorder, connection: &HttpConnection, err: &GraphqlError) {
+    recorder
+        .fail(
+            err.is_cancelled(),
+            connection.client.scrub(&err.to_string()),
+        )
+        .await;
+}
+
 fn call_record(call: &ToolCall, prepared: &Prepared<'_>, tool: &str) -> NewCallRecord {
     NewCallRecord {
         id: String::new(),
@@ -306,13 +286,7 @@ async fn query(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     {
         Ok(response) => response,
         Err(err) => {
-            let outcome = if err.is_cancelled() {
-                "cancelled"
-            } else {
-                "failed"
-            };
-            let message = connection.client.scrub(&err.to_string());
-            recorder.finish(Err((outcome, message))).await;
+            fail(recorder, connection, &err).await;
             return scrub_result(connection, graphql_failure(&err));
         }
     };
@@ -361,13 +335,9 @@ fn scrub_result(connection: &HttpConnection, result: CallToolResult) -> CallTool
 }
 
 async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
-    let Some(assets) = &deps.assets else {
-        return error_result(
-            "not_configured",
-            "feature_unavailable",
-            "exports are not configured",
-            "Configure storage and a database.",
-        );
+    let assets = match configured(deps.assets.as_ref()) {
+        Ok(assets) => assets,
+        Err(refusal) => return refusal,
     };
     let prepared = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
@@ -377,25 +347,21 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Some("jsonl") => GraphqlFormat::Jsonl,
         _ => GraphqlFormat::Json,
     };
-    let timeout = match export_timeout(&call.arguments, &deps.exports) {
-        Ok(timeout) => timeout,
-        Err(refusal) => return refusal,
-    };
-    let owner = call.identity.subject.clone();
-    let fields = AssetFields::from_arguments(&call.arguments);
-    if let Some(replayed) = replay(
+    let ExportStart {
+        timeout,
+        owner,
+        fields,
+        ids: ExportIds { asset_id, call_id },
+    } = match start_export(
         assets,
-        &owner,
-        fields.idempotency_key.as_deref(),
+        &deps.exports,
+        call,
         "this idempotency key already produced this asset; the query was not run again",
     )
     .await
     {
-        return replayed;
-    }
-    let ExportIds { asset_id, call_id } = match export_ids() {
-        Ok(ids) => ids,
-        Err(refusal) => return refusal,
+        Ok(start) => start,
+        Err(answer) => return answer,
     };
     let mut recorder = CallRecorder::new(
         deps.assets.as_ref(),
@@ -404,16 +370,9 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     recorder.row.id = call_id.clone();
     let connection = prepared.connection;
     let storage_key = format!("{asset_id}/{}", file_name(&fields.name, format.as_str()));
-    let upload = match assets.sink.begin(&storage_key).await {
+    let upload = match begin_upload(assets, &storage_key).await {
         Ok(upload) => upload,
-        Err(err) => {
-            return error_result(
-                "storage_failed",
-                "internal",
-                &format!("could not start the upload: {err}"),
-                "Try again.",
-            );
-        }
+        Err(refusal) => return refusal,
     };
     let progress = call.progress.clone();
     let report_progress = move |pages: u32, records: u64, bytes: u64| {
@@ -446,13 +405,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     let report = match outcome {
         Ok(report) => report,
         Err(err) => {
-            let outcome = if err.is_cancelled() {
-                "cancelled"
-            } else {
-                "failed"
-            };
-            let message = connection.client.scrub(&err.to_string());
-            recorder.finish(Err((outcome, message))).await;
+            fail(recorder, connection, &err).await;
             let mut result = graphql_failure(&err);
             if let (GraphqlError::Errors { errors }, Some(content)) =
                 (&err, result.structured_content.as_mut())

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use super::assets::{AssetDeps, asset_result};
 use super::error_result;
 use super::exporting::{
-    ExportIds, export_ids, export_timeout, file_name, human_bytes, replay, save_asset,
+    AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
+    open_world_write, save_asset, start_export,
 };
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
@@ -187,13 +188,7 @@ pub(crate) fn register(
                     "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
                 }, "required": ["sql", "format", "name"], "additionalProperties": false}),
             )
-            .with_annotations(ToolAnnotations {
-                read_only_hint: Some(false),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(false),
-                open_world_hint: Some(true),
-                ..ToolAnnotations::default()
-            })
+            .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional),
             ExportTool(deps),
         )?;
@@ -575,13 +570,9 @@ impl ToolHandler for ExportTool {
 }
 
 async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
-    let Some(assets) = &deps.assets else {
-        return error_result(
-            "not_configured",
-            "feature_unavailable",
-            "exports are not configured",
-            "Configure storage and a database.",
-        );
+    let assets = match configured(deps.assets.as_ref()) {
+        Ok(assets) => assets,
+        Err(refusal) => return refusal,
     };
     let arguments = &call.arguments;
     let sql = sql_argument(arguments);
@@ -623,46 +614,33 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Some(limit) => limit,
         None => limits.max_rows,
     };
-    let timeout = match export_timeout(arguments, limits) {
-        Ok(timeout) => timeout,
-        Err(refusal) => return refusal,
-    };
-    let owner = call.identity.subject.clone();
-    let idempotency_key = arguments
-        .get("idempotency_key")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    if let Some(replayed) = replay(
+    let ExportStart {
+        timeout,
+        owner,
+        fields:
+            AssetFields {
+                name,
+                description,
+                tags,
+                idempotency_key,
+            },
+        ids: ExportIds { asset_id, call_id },
+    } = match start_export(
         assets,
-        &owner,
-        idempotency_key.as_deref(),
+        limits,
+        call,
         "this idempotency key already produced this asset; the query was not run again",
     )
     .await
     {
-        return replayed;
-    }
-    let name = arguments
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("export")
-        .to_owned();
-    let ExportIds { asset_id, call_id } = match export_ids() {
-        Ok(ids) => ids,
-        Err(refusal) => return refusal,
+        Ok(start) => start,
+        Err(answer) => return answer,
     };
     let storage_key = format!("{asset_id}/{}", file_name(&name, format.extension()));
     let started = Instant::now();
-    let upload = match assets.sink.begin(&storage_key).await {
+    let upload = match begin_upload(assets, &storage_key).await {
         Ok(upload) => upload,
-        Err(err) => {
-            return error_result(
-                "storage_failed",
-                "internal",
-                &format!("could not start the upload: {err}"),
-                "Try again.",
-            );
-        }
+        Err(refusal) => return refusal,
     };
     let progress = call.progress.clone();
     let report_progress = move |rows: u64, bytes: u64| {
@@ -738,20 +716,8 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         id: asset_id,
         owner: owner.clone(),
         name: name.clone(),
-        description: arguments
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        tags: arguments
-            .get("tags")
-            .and_then(Value::as_array)
-            .map(|tags| {
-                tags.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        description,
+        tags,
         format: format.as_str().to_owned(),
         content_type: format.content_type().to_owned(),
         storage_key: storage_key.clone(),

@@ -11,16 +11,13 @@ use std::time::Duration;
 
 use docket_export::sink::FilesystemSink;
 use docket_server::App;
-use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::config::Config;
 use docket_storage::catalog::CallCatalog;
 use docket_storage::test_db::TestDatabase;
 use serde_json::{Value, json};
 
-use crate::support::TestServer;
+use crate::support::{Backend, TASKS, TestServer, on_both_backends, users};
 use crate::upstream::Upstream;
-
-const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// The connection secrets, as the environment gives them.
 const SECRETS: &[(&str, &str)] = &[
@@ -30,28 +27,6 @@ const SECRETS: &[(&str, &str)] = &[
     ("QUERY_KEY", "query-key-9z8y7x"),
     ("GQL_TOKEN", "gql-token-6d5e4f"),
 ];
-
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// Runs each named `async fn(Backend)` as `<name>::sqlite` and `<name>::postgres`.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await;
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     every_auth_mode_reaches_the_upstream_and_no_secret_comes_back,
@@ -76,20 +51,6 @@ struct Fixture {
     catalog: Arc<dyn CallCatalog>,
     _database: TestDatabase,
     _files: std::path::PathBuf,
-}
-
-fn users() -> AuthConfig {
-    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
-        name: name.into(),
-        key: Some(format!("{name}-key-0123456789abcdef")),
-        key_sha256: None,
-        email: None,
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-    };
-    AuthConfig {
-        api_keys: vec![key("alice", &["admin"]), key("eve", &["analyst"])],
-        ..AuthConfig::default()
-    }
 }
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -125,11 +86,8 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
             .map(|(_, value)| (*value).to_owned())
     };
     let mut config = Config::from_yaml(&yaml, &env).expect("config");
-    config.auth = users();
-    let database = match backend {
-        Backend::Sqlite => TestDatabase::sqlite().await,
-        Backend::Postgres => TestDatabase::postgres().await?,
-    };
+    config.auth = users(&[("alice", &["admin"]), ("eve", &["analyst"])]);
+    let database = backend.database().await?;
     let store = database.connect().await;
     let files = std::env::temp_dir().join(format!(
         "docket-assets-{}",
@@ -153,10 +111,6 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
     })
 }
 
-fn as_user(user: &str) -> String {
-    format!("{user}-key-0123456789abcdef")
-}
-
 fn no_secret_in(text: &str) {
     for (_, secret) in SECRETS {
         assert!(!text.contains(secret), "a secret leaked: {text}");
@@ -166,13 +120,11 @@ fn no_secret_in(text: &str) {
 }
 
 impl Fixture {
+    /// Calls a tool as `user`; no answer may hold a secret.
     async fn call(&self, user: &str, tool: &str, arguments: Value, capabilities: Value) -> Value {
-        let (_, body) = self
+        let body = self
             .server
-            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
-            .capabilities(capabilities)
-            .header("x-api-key", &as_user(user))
-            .send()
+            .call_as(user, tool, arguments, capabilities)
             .await;
         no_secret_in(&body.to_string());
         body
@@ -184,37 +136,19 @@ impl Fixture {
     }
 
     async fn task(&self, user: &str, task_id: &str) -> Value {
-        let (_, body) = self
-            .server
-            .rpc("tasks/get", json!({"taskId": task_id}))
-            .capabilities(json!({"extensions": {TASKS: {}}}))
-            .header("x-api-key", &as_user(user))
-            .send()
-            .await;
-        no_secret_in(&body.to_string());
-        body["result"].clone()
+        let task = self.server.task_as(user, task_id).await;
+        no_secret_in(&task.to_string());
+        task
     }
 
     async fn wait_task(&self, user: &str, task_id: &str, status: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let task = self.task(user, task_id).await;
-            if task["status"] == status {
-                return task;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "task stayed {task}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let task = self.server.wait_task_as(user, task_id, status).await;
+        no_secret_in(&task.to_string());
+        task
     }
 
     async fn download(&self, user: &str, asset_id: &str) -> reqwest::Response {
-        self.server
-            .http
-            .get(self.server.url(&format!("/assets/{asset_id}/content")))
-            .header("x-api-key", as_user(user))
-            .send()
-            .await
-            .expect("sent")
+        self.server.download_as(user, asset_id).await
     }
 
     async fn assets(&self, user: &str) -> Value {
@@ -577,39 +511,23 @@ async fn persona_routes_and_connection_rules_apply_to_calls_and_exports(backend:
         )
         .await;
     assert_eq!(structured(&open)["status"], 200, "{open}");
-    let post = f
-        .result(
-            "alice",
-            "api_invoke_endpoint",
-            for_tool("api_invoke_endpoint", call("open", "POST", "/echo")),
-        )
-        .await;
-    assert!(
-        error_message(&post).contains("does not allow POST"),
-        "{post}"
-    );
-    let path = f
-        .result(
-            "alice",
-            "api_invoke_endpoint",
-            for_tool("api_invoke_endpoint", call("limited", "GET", "/echo")),
-        )
-        .await;
-    assert!(
-        error_message(&path).contains("does not allow the path"),
-        "{path}"
-    );
-    let wrong_kind = f
-        .result(
-            "alice",
-            "api_invoke_endpoint",
-            for_tool("api_invoke_endpoint", call("catalog", "GET", "/echo")),
-        )
-        .await;
-    assert!(
-        error_message(&wrong_kind).contains("no api connection"),
-        "{wrong_kind}"
-    );
+    for (connection, method, expected) in [
+        ("open", "POST", "does not allow POST"),
+        ("limited", "GET", "does not allow the path"),
+        ("catalog", "GET", "no api connection"),
+    ] {
+        let refused = f
+            .result(
+                "alice",
+                "api_invoke_endpoint",
+                for_tool("api_invoke_endpoint", call(connection, method, "/echo")),
+            )
+            .await;
+        assert!(
+            error_message(&refused).contains(expected),
+            "{connection} {method}: {refused}"
+        );
+    }
     let seen: Vec<String> = f.upstream.seen().iter().map(|s| s.path.clone()).collect();
     assert_eq!(seen, ["/v1/items", "/v1/echo"]);
 }
@@ -844,12 +762,7 @@ async fn cancelling_an_export_task_drops_the_upstream_and_leaves_no_asset(backen
         assert!(tokio::time::Instant::now() < deadline, "no progress");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    f.server
-        .rpc("tasks/cancel", json!({"taskId": task_id}))
-        .capabilities(json!({"extensions": {TASKS: {}}}))
-        .header("x-api-key", &as_user("alice"))
-        .send()
-        .await;
+    f.server.cancel_task_as("alice", &task_id).await;
     f.wait_task("alice", &task_id, "cancelled").await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while f.upstream.abandoned() == 0 {

@@ -2,8 +2,11 @@
 //! client that sends well-formed requests unless a test says otherwise.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
+use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::{App, Config};
+use docket_storage::test_db::TestDatabase;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -194,4 +197,127 @@ pub(crate) fn sse_messages(body: &str) -> Vec<Value> {
         .filter_map(|line| line.strip_prefix("data:"))
         .map(|data| serde_json::from_str(data.trim()).expect("each data line is one JSON message"))
         .collect()
+}
+
+/// The tasks extension's name.
+pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// Where a fixture keeps its tasks, assets and call records.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A fresh database; `None` only when PostgreSQL is absent and not required
+    /// (DOCKET_REQUIRE_POSTGRES=1 turns that into a failure).
+    pub(crate) async fn database(self) -> Option<TestDatabase> {
+        match self {
+            Backend::Sqlite => Some(TestDatabase::sqlite().await),
+            Backend::Postgres => TestDatabase::postgres().await,
+        }
+    }
+}
+
+/// Runs each named `async fn(Backend)` as two tests, `<name>::sqlite` and
+/// `<name>::postgres`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(crate::support::Backend::Sqlite).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(crate::support::Backend::Postgres).await;
+            }
+        }
+    )*};
+}
+pub(crate) use on_both_backends;
+
+/// The API key of the test user `user`.
+pub(crate) fn key_of(user: &str) -> String {
+    format!("{user}-key-0123456789abcdef")
+}
+
+/// API-key users with their roles, each with the key [`key_of`] gives.
+pub(crate) fn users(users: &[(&str, &[&str])]) -> AuthConfig {
+    AuthConfig {
+        api_keys: users
+            .iter()
+            .map(|(name, roles)| ApiKeyConfig {
+                name: (*name).into(),
+                key: Some(key_of(name)),
+                key_sha256: None,
+                email: None,
+                roles: roles.iter().map(|role| (*role).to_owned()).collect(),
+            })
+            .collect(),
+        ..AuthConfig::default()
+    }
+}
+
+impl TestServer {
+    /// Calls a tool as `user`, declaring `capabilities`; returns the whole answer.
+    pub(crate) async fn call_as(
+        &self,
+        user: &str,
+        tool: &str,
+        arguments: Value,
+        capabilities: Value,
+    ) -> Value {
+        let (_, body) = self
+            .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+            .capabilities(capabilities)
+            .header("x-api-key", &key_of(user))
+            .send()
+            .await;
+        body
+    }
+
+    /// `tasks/get` as `user`; returns the answer's `result`.
+    pub(crate) async fn task_as(&self, user: &str, task_id: &str) -> Value {
+        let (_, body) = self
+            .rpc("tasks/get", json!({"taskId": task_id}))
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &key_of(user))
+            .send()
+            .await;
+        body["result"].clone()
+    }
+
+    /// `tasks/cancel` as `user`.
+    pub(crate) async fn cancel_task_as(&self, user: &str, task_id: &str) {
+        self.rpc("tasks/cancel", json!({"taskId": task_id}))
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &key_of(user))
+            .send()
+            .await;
+    }
+
+    /// Polls the task until it has `status` (for two minutes at most).
+    pub(crate) async fn wait_task_as(&self, user: &str, task_id: &str, status: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let task = self.task_as(user, task_id).await;
+            if task["status"] == status {
+                return task;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "task stayed {task}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `GET /assets/{id}/content` as `user`.
+    pub(crate) async fn download_as(&self, user: &str, asset_id: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(&format!("/assets/{asset_id}/content")))
+            .header("x-api-key", key_of(user))
+            .send()
+            .await
+            .expect("sent")
+    }
 }
