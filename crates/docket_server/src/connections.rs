@@ -91,7 +91,7 @@ pub fn trino_connections(
     {
         let path = format!("connections.{name}");
         let Some(settings) =
-            parse_settings::<TrinoSettings>(&path, connection, "trino", &mut problems)
+            parse_settings::<TrinoSettings>(&path, connection, "a trino", &mut problems)
         else {
             continue;
         };
@@ -147,7 +147,8 @@ pub fn trino_connections(
 }
 
 /// A connection's kind-specific settings, with every unknown key and type error
-/// reported as a problem (`None` when they could not be read at all).
+/// reported as a problem (`None` when they could not be read at all). `kind` names
+/// the kind with its article, as in `a trino`.
 fn parse_settings<T: DeserializeOwned>(
     path: &str,
     connection: &ConnectionConfig,
@@ -167,7 +168,7 @@ fn parse_settings<T: DeserializeOwned>(
     problems.extend(
         unknown
             .into_iter()
-            .map(|key| format!("{path}.{key}: unknown key for a {kind} connection")),
+            .map(|key| format!("{path}.{key}: unknown key for {kind} connection")),
     );
     match settings {
         Ok(settings) => Some(settings),
@@ -286,7 +287,7 @@ pub fn http_connections(
         let path = format!("connections.{name}");
         let kind = connection.kind;
         let Some(settings) =
-            parse_settings::<HttpSettings>(&path, connection, kind.as_str(), &mut problems)
+            parse_settings::<HttpSettings>(&path, connection, with_article(kind), &mut problems)
         else {
             continue;
         };
@@ -298,6 +299,15 @@ pub fn http_connections(
         Ok(parsed)
     } else {
         Err(problems)
+    }
+}
+
+/// `an api`, `a graphql`, `a trino`.
+fn with_article(kind: ConnectionKind) -> &'static str {
+    match kind {
+        ConnectionKind::Api => "an api",
+        ConnectionKind::Graphql => "a graphql",
+        ConnectionKind::Trino => "a trino",
     }
 }
 
@@ -331,8 +341,8 @@ fn http_connection(
     };
     for (key, _) in misplaced.iter().filter(|(_, present)| *present) {
         problems.push(format!(
-            "{path}.{key}: unknown key for a {} connection",
-            kind.as_str()
+            "{path}.{key}: unknown key for {} connection",
+            with_article(kind)
         ));
     }
     let methods: Vec<String> = settings.methods.unwrap_or_else(|| {
@@ -403,8 +413,8 @@ fn http_connection(
     };
     let Some(url) = url.filter(|url| !url.is_empty()) else {
         problems.push(format!(
-            "{path}.{url_key}: required for a {} connection",
-            kind.as_str()
+            "{path}.{url_key}: required for {} connection",
+            with_article(kind)
         ));
         return None;
     };
@@ -434,4 +444,70 @@ fn http_connection(
         paths,
         max_response_bytes: settings.max_response_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn parse(connections: &str) -> Result<Vec<HttpConnection>, Vec<String>> {
+        let text = format!("connections:\n{connections}");
+        let env = |name: &str| (name == "TOKEN").then(|| "t0ken-value".to_owned());
+        let config = Config::from_yaml(&text, &env);
+        match config {
+            Ok(config) => http_connections(&config.connections),
+            Err(err) => Err(err.problems),
+        }
+    }
+
+    #[test]
+    fn api_and_graphql_connections_parse_with_defaults() {
+        let parsed = parse(
+            "  shop: { kind: api, base_url: \"https://api.example/v1\", auth: { bearer: \"${TOKEN}\" } }\n\
+             \x20 open: { kind: api, base_url: \"http://127.0.0.1:9\", auth: none, methods: [GET, POST], paths: [\"/a*\"] }\n\
+             \x20 gql: { kind: graphql, endpoint: \"https://api.example/graphql\", max_response_bytes: 1MiB, call_timeout: 5s }\n",
+        )
+        .expect("valid");
+        let shop = parsed.iter().find(|c| c.name == "shop").expect("shop");
+        assert_eq!(shop.methods, ["GET", "HEAD"]);
+        assert!(shop.paths.is_empty());
+        assert_eq!(shop.max_response_bytes, 10 << 20);
+        assert_eq!(shop.client.auth_kind(), "bearer");
+        assert!(!format!("{shop:?}").contains("t0ken-value"));
+        let open = parsed.iter().find(|c| c.name == "open").expect("open");
+        assert_eq!((open.methods.len(), open.paths.len()), (2, 1));
+        let gql = parsed.iter().find(|c| c.name == "gql").expect("gql");
+        assert_eq!(gql.methods, ["POST"]);
+        assert_eq!(gql.client.call_timeout(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn every_problem_is_reported_without_the_secret() {
+        let problems = parse(
+            "  a: { kind: api }\n\
+             \x20 b: { kind: api, base_url: \"ftp://x\" }\n\
+             \x20 c: { kind: api, base_url: \"https://x\", auth: { api_key: { header: X-Key, query: key, value: \"${TOKEN}\" } } }\n\
+             \x20 d: { kind: graphql, endpoint: \"https://x\", base_url: \"https://y\", methods: [GET] }\n\
+             \x20 e: { kind: api, base_url: \"https://x\", methods: [get], paths: [items] }\n\
+             \x20 f: { kind: api, base_url: \"https://x\", auth: { bearer: \"${TOKEN}\", basic: { username: u, password: p } } }\n\
+             \x20 g: { kind: api, base_url: \"https://x\", retries: 3 }\n",
+        )
+        .expect_err("invalid");
+        let text = problems.join("\n");
+        for expected in [
+            "connections.a.base_url: required for an api connection",
+            "connections.b: invalid api connection: the base url must be http or https",
+            "connections.c.auth.api_key: name exactly one of header or query",
+            "connections.d.base_url: unknown key for a graphql connection",
+            "connections.d.methods: unknown key for a graphql connection",
+            "connections.e.methods[0]: must be an upper-case HTTP method such as GET",
+            "connections.e.paths[0]: must start with / (or *)",
+            "connections.f.auth: name exactly one of bearer, basic or api_key",
+            "connections.g.retries: unknown key for an api connection",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        }
+        assert!(!text.contains("t0ken-value"), "{text}");
+    }
 }

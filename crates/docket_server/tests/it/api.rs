@@ -43,12 +43,14 @@ on_both_backends!(
     graphql_queries_report_errors_and_documents_are_checked_before_io,
     graphql_exports_follow_relay_pages_into_one_asset,
     graphql_errors_fail_an_export_without_an_asset,
+    cancelling_a_graphql_export_task_stops_it_without_an_asset,
 );
 
 struct Fixture {
     server: TestServer,
     upstream: Upstream,
     catalog: Arc<dyn CallCatalog>,
+    audit: Arc<dyn docket_task::TaskStore>,
     _database: TestDatabase,
     _files: std::path::PathBuf,
 }
@@ -106,6 +108,7 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
         server: TestServer::start(app).await,
         upstream,
         catalog: store.call_catalog(),
+        audit: store.task_store(),
         _database: database,
         _files: files,
     })
@@ -165,6 +168,23 @@ impl Fixture {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "no call record {id}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The audit rows of `tool`, once there are at least `at_least` (they are
+    /// written in the background).
+    async fn audit_rows(&self, tool: &str, at_least: usize) -> Vec<docket_task::store::AuditEntry> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let rows = self.audit.audit_for_tool(tool, 100).await.expect("audit");
+            if rows.len() >= at_least {
+                return rows;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no audit rows for {tool}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -272,10 +292,17 @@ async fn every_auth_mode_reaches_the_upstream_and_no_secret_comes_back(backend: 
         error_message(&down).contains("could not be reached"),
         "{down}"
     );
-    // Nor does any call record.
+    // Nor does any call record or audit row.
     for record in f.recent_calls().await {
         no_secret_in(&format!("{record:?}"));
     }
+    let audited = f.audit_rows("api_invoke_endpoint", 7).await;
+    no_secret_in(&format!("{audited:?}"));
+    assert!(
+        audited
+            .iter()
+            .any(|row| row.context.connection.as_deref() == Some("queried"))
+    );
 }
 
 async fn pagination_hints_binary_bodies_and_the_inline_cap(backend: Backend) {
@@ -736,6 +763,11 @@ async fn an_export_task_reports_progress_and_ends_with_the_asset(backend: Backen
     assert_eq!(body.len(), 60 * 800);
     assert!(body.starts_with("line 0000\n") && body.ends_with("line 0059\n"));
     assert_eq!(f.upstream.abandoned(), 0);
+    // The task's one audit row names the export's connection.
+    let audited = f.audit_rows("api_export", 1).await;
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert_eq!(audited[0].outcome, "completed");
+    assert_eq!(audited[0].context.connection.as_deref(), Some("open"));
 }
 
 async fn cancelling_an_export_task_drops_the_upstream_and_leaves_no_asset(backend: Backend) {
@@ -1045,4 +1077,43 @@ async fn graphql_errors_fail_an_export_without_an_asset(backend: Backend) {
     );
     assert_eq!(f.assets("alice").await, json!([]));
     assert!(walk(&f._files).is_empty());
+}
+
+async fn cancelling_a_graphql_export_task_stops_it_without_an_asset(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let created = f
+        .call(
+            "alice",
+            "graphql_export",
+            json!({"connection": "catalog", "query": "{ slow }", "name": "never", "format": "json"}),
+            json!({"extensions": {TASKS: {}}}),
+        )
+        .await;
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    // Cancel once the query is with the server, which answers only after minutes.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while f.upstream.seen().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no request");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f.server.cancel_task_as("alice", &task_id).await;
+    let task = f.wait_task("alice", &task_id, "cancelled").await;
+    assert_eq!(task["result"], Value::Null, "{task}");
+    assert_eq!(f.assets("alice").await, json!([]));
+    assert!(walk(&f._files).is_empty());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(record) = f.recent_calls().await.first() {
+            assert_eq!(record.outcome, "cancelled");
+            assert_eq!(record.statement, "query");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no call record");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

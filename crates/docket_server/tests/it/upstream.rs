@@ -319,6 +319,12 @@ impl Query {
         "world"
     }
 
+    /// Answers after ten minutes: only a cancel ends a query of it in a test.
+    async fn slow(&self) -> &str {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        "late"
+    }
+
     /// Always fails, to show GraphQL errors beside data.
     async fn boom(&self) -> async_graphql::Result<String> {
         Err("boom failed on purpose".into())
