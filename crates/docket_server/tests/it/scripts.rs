@@ -80,6 +80,7 @@ on_both_backends!(
     cancel_run_stops_a_busy_script,
     run_script_is_refused_inside_a_run,
     a_run_is_its_task,
+    a_draft_runs_as_its_caller_and_saves_nothing,
 );
 
 fn users() -> AuthConfig {
@@ -214,11 +215,20 @@ impl Fixture {
         }
     }
 
-    async fn audit_rows(&self, tool: &str, at_least: usize) -> Vec<docket_task::store::AuditEntry> {
+    /// The audit rows of `tool` that carry `run_id`, once there is one (they
+    /// are written in the background when the call or the run ends).
+    async fn audit_rows(&self, tool: &str, run_id: &str) -> Vec<docket_task::store::AuditEntry> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            let rows = self.audit.audit_for_tool(tool, 100).await.expect("audit");
-            if rows.len() >= at_least {
+            let rows: Vec<_> = self
+                .audit
+                .audit_for_tool(tool, 100)
+                .await
+                .expect("audit")
+                .into_iter()
+                .filter(|row| row.context.arguments.get("run_id") == Some(&json!(run_id)))
+                .collect();
+            if !rows.is_empty() {
                 return rows;
             }
             assert!(
@@ -261,16 +271,12 @@ async fn a_documentation_style_script_runs_unchanged_through_the_pipeline(backen
     let run_id = run["run_id"].as_str().expect("run id");
 
     // The query went through the pipeline as the script, audited with the run id.
-    let queries = f.audit_rows("trino_query", 1).await;
+    let queries = f.audit_rows("trino_query", run_id).await;
     assert_eq!(queries[0].subject, "script:order-report");
     assert_eq!(queries[0].context.persona.as_deref(), Some("analyst"));
     assert_eq!(queries[0].context.arguments["run_id"], json!(run_id));
     // And the run itself has one row.
-    let runs = f.audit_rows("run_script", 1).await;
-    let mine: Vec<_> = runs
-        .iter()
-        .filter(|row| row.context.arguments.get("run_id") == Some(&json!(run_id)))
-        .collect();
+    let mine = f.audit_rows("run_script", run_id).await;
     assert_eq!(mine.len(), 1);
     assert_eq!(mine[0].outcome, "completed");
 }
@@ -437,12 +443,9 @@ async fn cancel_run_stops_a_busy_script(backend: Backend) {
         again["structuredContent"]["status"], "cancelled",
         "an ended run keeps its outcome"
     );
-    let rows = f.audit_rows("run_script", 1).await;
-    assert!(
-        rows.iter()
-            .any(|row| row.outcome == "cancelled"
-                && row.context.arguments["run_id"] == json!(run_id))
-    );
+    let rows = f.audit_rows("run_script", &run_id).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].outcome, "cancelled");
 }
 
 async fn run_script_is_refused_inside_a_run(backend: Backend) {
@@ -544,10 +547,7 @@ async fn a_run_is_its_task(backend: Backend) {
             true,
         )
         .await;
-    let failed_id = created["result"]["taskId"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let failed_id = created["result"]["taskId"].as_str().expect("id").to_owned();
     let failed = f.wait_task("alice", &failed_id, "completed").await;
     assert_eq!(failed["result"]["isError"], true);
 
@@ -560,12 +560,21 @@ async fn a_run_is_its_task(backend: Backend) {
             true,
         )
         .await;
-    let busy_id = created["result"]["taskId"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let busy_id = created["result"]["taskId"].as_str().expect("id").to_owned();
     let working = f.wait_task("alice", &busy_id, "working").await;
     assert!(working["statusMessage"].is_string());
+    let updated = f
+        .request(
+            "alice",
+            "tasks/update",
+            json!({"taskId": busy_id, "inputResponses": {}}),
+            true,
+        )
+        .await;
+    assert_eq!(
+        updated["result"]["resultType"], "complete",
+        "a run's task acknowledges updates: {updated}"
+    );
     let acknowledged = f
         .request("alice", "tasks/cancel", json!({"taskId": busy_id}), true)
         .await;
@@ -588,4 +597,36 @@ async fn a_run_is_its_task(backend: Backend) {
         )
         .await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
+}
+
+async fn a_draft_runs_as_its_caller_and_saves_nothing(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let draft = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "run_draft", "source": "me = platform.call('platform_info', {})\nprint(run.params['n'])",
+                   "params": [{"name": "n", "type": "int", "required": true}], "args": {"n": 7}}),
+        )
+        .await;
+    let result = &draft["structuredContent"];
+    assert_eq!(result["status"], "succeeded", "{draft}");
+    assert_eq!(result["log"], "7\n");
+    assert_eq!(result["tool_calls"], 1);
+    let listed = f.call("alice", "list_runs", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["count"], 0,
+        "a draft is not a run"
+    );
+    let missing = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "run_draft", "source": "print(run.params['n'])",
+                   "params": [{"name": "n", "type": "int", "required": true}]}),
+        )
+        .await;
+    assert_eq!(missing["isError"], true, "{missing}");
 }
