@@ -44,6 +44,7 @@ on_both_backends!(
     graphql_exports_follow_relay_pages_into_one_asset,
     graphql_errors_fail_an_export_without_an_asset,
     cancelling_a_graphql_export_task_stops_it_without_an_asset,
+    timeouts_end_a_call_and_an_export_without_an_asset,
 );
 
 struct Fixture {
@@ -66,6 +67,7 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
          \x20 keyed: {{ kind: api, base_url: \"{base}\", auth: {{ api_key: {{ header: X-API-Key, value: \"${{HEADER_KEY}}\" }} }} }}\n\
          \x20 queried: {{ kind: api, base_url: \"{base}\", auth: {{ api_key: {{ query: api_key, value: \"${{QUERY_KEY}}\" }} }} }}\n\
          \x20 limited: {{ kind: api, base_url: \"{base}\", paths: [\"/items*\"] }}\n\
+         \x20 hasty: {{ kind: api, base_url: \"{base}\", call_timeout: 1s }}\n\
          \x20 down: {{ kind: api, base_url: \"http://127.0.0.1:1\", auth: {{ api_key: {{ query: api_key, value: \"${{QUERY_KEY}}\" }} }}, connect_timeout: 2s }}\n\
          \x20 catalog: {{ kind: graphql, endpoint: \"{}\", auth: {{ bearer: \"${{GQL_TOKEN}}\" }} }}\n\
          exports: {{ max_bytes: 1MiB }}\n\
@@ -1116,4 +1118,37 @@ async fn cancelling_a_graphql_export_task_stops_it_without_an_asset(backend: Bac
         assert!(tokio::time::Instant::now() < deadline, "no call record");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+async fn timeouts_end_a_call_and_an_export_without_an_asset(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    // The connection's call timeout bounds a whole inline call...
+    let call = f
+        .result(
+            "alice",
+            "api_invoke_endpoint",
+            json!({"connection": "hasty", "method": "GET", "path": "/slow"}),
+        )
+        .await;
+    assert!(
+        error_message(&call).contains("did not answer within 1 seconds"),
+        "{call}"
+    );
+    // ...and an export, whose body may take longer than the call timeout, ends at
+    // its own timeout.
+    let export = f
+        .result(
+            "alice",
+            "api_export",
+            json!({"connection": "open", "method": "GET", "path": "/slow", "name": "never", "timeout_seconds": 1}),
+        )
+        .await;
+    assert!(
+        error_message(&export).contains("did not finish within 1 seconds"),
+        "{export}"
+    );
+    assert_eq!(f.assets("alice").await, json!([]));
+    assert!(walk(&f._files).is_empty());
 }
