@@ -1,12 +1,14 @@
-//! Script runs across real `docket serve` replicas on one PostgreSQL: a run
+//! Script runs with real `docket serve` processes. On the zero-configuration
+//! default (SQLite), the README's walkthrough: a script saved and run with
+//! `docket call run_script --follow`. Across replicas on one PostgreSQL: a run
 //! started through replica A and cancelled through replica B (by `cancel_run`
-//! and by `tasks/cancel`) ends cancelled, and a run whose replica is killed
-//! with `kill -9` is reclaimed by the other replica when its lease expires and
-//! finished there.
-//!
-//! PostgreSQL only: SQLite serves one replica.
+//! and by `tasks/cancel`) ends cancelled; a run whose replica is killed with
+//! `kill -9` is reclaimed by the other replica when its lease expires and
+//! finished there; a run whose replica shuts down goes back to the queue and
+//! another replica takes it.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use docket_storage::test_db::TestDatabase;
@@ -168,4 +170,66 @@ async fn a_killed_replicas_run_is_reclaimed_and_finished_by_the_other() {
         task["result"]["structuredContent"]["run_id"],
         run_id.as_str()
     );
+}
+
+#[tokio::test]
+async fn the_embedded_default_runs_a_script_followed_by_docket_call() {
+    let dir = temp_dir("run-zero-config");
+    let server = Replica::start(&dir, &["--address", "127.0.0.1:0"]);
+    let docket_call = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_docket"))
+            .arg("call")
+            .args(args)
+            .arg("--url")
+            .arg(format!("{}/mcp", server.base))
+            .output()
+            .expect("docket call runs")
+    };
+    let source = "source=\nme = platform.call(\"platform_info\", {})\ntotal = 0\nfor i in range(2000):\n    total += i\nprint(\"total\", total)\n";
+    let saved = docket_call(&[
+        "manage_script",
+        "--arg",
+        "command=create",
+        "--arg",
+        "name=count",
+        "--arg",
+        source,
+    ]);
+    assert!(saved.status.success(), "{saved:?}");
+    let followed = docket_call(&["run_script", "--arg", "name=count", "--follow"]);
+    assert!(followed.status.success(), "{followed:?}");
+    let stdout = String::from_utf8_lossy(&followed.stdout);
+    assert!(stdout.contains("\"status\": \"succeeded\""), "{stdout}");
+    assert!(stdout.contains("total 1999000"), "{stdout}");
+    assert!(stdout.contains("\"tool_calls\": 1"), "{stdout}");
+}
+
+#[tokio::test]
+async fn a_run_on_a_replica_that_shuts_down_is_released_to_another() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    let dir = temp_dir("run-release");
+    let mut a = start(&dir, "a", &database, true);
+    let run_id = start_run(&a, "busy", BUSY).await;
+    wait_run(&a, &run_id, "running").await;
+    let b = start(&dir, "b", &database, true);
+    a.signal("-TERM");
+    a.wait();
+    // Released, not failed: B takes it as a second attempt.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let run = call(&b, "get_run", json!({"run_id": run_id})).await;
+        assert_ne!(run["status"], "failed", "{run}");
+        if run["status"] == "running" && run["attempt"] == 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run stayed {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    call(&b, "cancel_run", json!({"run_id": run_id})).await;
+    wait_run(&b, &run_id, "cancelled").await;
 }
