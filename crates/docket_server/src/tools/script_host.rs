@@ -23,6 +23,7 @@ use docket_storage::catalog::{NewAsset, generate_id};
 use serde_json::{Map, Value, json};
 
 use super::assets::asset_json;
+use super::exporting::{file_name, save_asset};
 use crate::app::{App, AppState};
 use crate::auth::Identity;
 use crate::call::call_in_process;
@@ -207,17 +208,7 @@ impl Host for ScriptHost {
         })?;
         let bytes: Bytes = buffer.take();
         let id = generate_id().map_err(|err| HostError::Platform(err.to_string()))?;
-        let file_name: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let storage_key = format!("{id}/{file_name}.{}", format.extension());
+        let storage_key = format!("{id}/{}", file_name(&name, format.extension()));
         let platform =
             |err: &dyn std::fmt::Display| HostError::Platform(format!("platform.export: {err}"));
         let mut upload = assets
@@ -227,9 +218,9 @@ impl Host for ScriptHost {
             .map_err(|err| platform(&err))?;
         upload.write(bytes).await.map_err(|err| platform(&err))?;
         let size = upload.commit().await.map_err(|err| platform(&err))?;
-        let asset = assets
-            .store
-            .create_or_get(NewAsset {
+        let asset = save_asset(
+            &assets,
+            NewAsset {
                 id,
                 owner: self.identity.subject.clone(),
                 name,
@@ -245,10 +236,17 @@ impl Host for ScriptHost {
                 idempotency_key: None,
                 task_id: None,
                 call_id: None,
-            })
-            .await
-            .map_err(|err| platform(&err))?
-            .into_asset();
+            },
+        )
+        .await
+        .map_err(|refused| {
+            HostError::Platform(format!(
+                "platform.export: {}",
+                refused
+                    .structured_content
+                    .map_or(Value::Null, |value| value["error"]["message"].clone())
+            ))
+        })?;
         Ok(asset_json(&assets, &asset))
     }
 }

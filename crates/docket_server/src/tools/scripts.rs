@@ -204,6 +204,13 @@ impl ScriptDeps {
             .map_err(|error| unavailable(&error))
     }
 
+    /// [`ScriptDeps::addressed`], with "not found" as the refusal.
+    async fn owned(&self, call: &ToolCall, name: &str) -> Result<Script, ToolOutcome> {
+        self.addressed(call, name)
+            .await?
+            .ok_or_else(|| not_found(name))
+    }
+
     /// The run `id` if the caller may read it.
     async fn readable_run(&self, call: &ToolCall, id: &str) -> Result<Option<Run>, ToolOutcome> {
         let Some((run, _)) = self
@@ -227,9 +234,7 @@ impl ScriptDeps {
             return Err(inside_run("run_script", REENTRANT));
         }
         let name = string_arg(call, "name").unwrap_or_default();
-        let Some(script) = self.addressed(call, name).await? else {
-            return Err(not_found(name));
-        };
+        let script = self.owned(call, name).await?;
         if let Some(refused) = refuse_run(&script) {
             return Err(refusal(
                 "tool_error",
@@ -509,9 +514,8 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             }
         }
         "update" => {
-            let script = match deps.addressed(&call, name).await {
-                Ok(Some(script)) => script,
-                Ok(None) => return not_found(name),
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
                 Err(refused) => return refused,
             };
             let change = ScriptChange {
@@ -532,9 +536,8 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             }
         }
         "get" => {
-            let script = match deps.addressed(&call, name).await {
-                Ok(Some(script)) => script,
-                Ok(None) => return not_found(name),
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
                 Err(refused) => return refused,
             };
             match deps.store.script_version(&script.id, script.version).await {
@@ -565,9 +568,8 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             }
         }
         "delete" => {
-            let script = match deps.addressed(&call, name).await {
-                Ok(Some(script)) => script,
-                Ok(None) => return not_found(name),
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
                 Err(refused) => return refused,
             };
             match deps.store.delete_script(&script.id).await {
@@ -613,9 +615,8 @@ async fn draft(
                 .unwrap_or_else(|| json!([])),
         ),
         None => {
-            let script = match deps.addressed(call, name).await {
-                Ok(Some(script)) => script,
-                Ok(None) => return not_found(name),
+            let script = match deps.owned(call, name).await {
+                Ok(script) => script,
                 Err(refused) => return refused,
             };
             match deps.store.script_version(&script.id, script.version).await {
@@ -767,9 +768,8 @@ async fn list_runs(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
         .min(MAX_LIST);
     let mut filter = RunFilter::default();
     if let Some(name) = string_arg(&call, "name") {
-        match deps.addressed(&call, name).await {
-            Ok(Some(script)) => filter.script_id = Some(script.id),
-            Ok(None) => return not_found(name),
+        match deps.owned(&call, name).await {
+            Ok(script) => filter.script_id = Some(script.id),
             Err(refused) => return refused,
         }
     } else if !call.persona.is_admin {
