@@ -38,7 +38,7 @@ impl Drop for TempDir {
 }
 
 /// Every file under `root`, relative, sorted (hidden temporary files included).
-fn files_under(root: &Path) -> Vec<String> {
+pub(crate) fn files_under(root: &Path) -> Vec<String> {
     fn walk(root: &Path, folder: &Path, found: &mut Vec<String>) {
         for entry in std::fs::read_dir(folder).expect("read folder") {
             let path = entry.expect("entry").path();
