@@ -222,36 +222,6 @@ pub(crate) async fn call_tool(
         }
     }
 
-    // A run is its task: run_script with the extension declared answers the run's
-    // own task (the task id is the run id), and nothing is stored in the task table.
-    if declares_tasks
-        && params.name == crate::tools::scripts::RUN_SCRIPT
-        && state.tasks.is_some()
-        && let Some(scripts) = &state.scripts
-    {
-        let call = ToolCall {
-            arguments,
-            identity: identity.clone(),
-            persona,
-            client_capabilities: context.meta.client_capabilities.clone(),
-            progress: Progress::default(),
-            input,
-            cancel: CancellationToken::new(),
-            task: None,
-        };
-        return match scripts.start_run_task(&call).await {
-            Ok(record) => {
-                state.metrics.record_tool_call(
-                    &params.name,
-                    CallOutcome::TaskCreated,
-                    started.elapsed(),
-                );
-                create_result_value(&record).map(Reply::Json)
-            }
-            Err(refused) => finish.into_result(refused).map(Reply::Json),
-        };
-    }
-
     // A task when the tool may become one, this very request declares the extension,
     // and tasks are on.
     if tool.spec.task_support != TaskSupport::Never && declares_tasks {
@@ -267,6 +237,23 @@ pub(crate) async fn call_tool(
                     cancel: CancellationToken::new(),
                     task: None,
                 };
+                // A run is its task: run_script answers the run's own task (the task
+                // id is the run id), and nothing is stored in the task table.
+                if let Some(scripts) = &state.scripts
+                    && params.name == crate::tools::scripts::RUN_SCRIPT
+                {
+                    return match scripts.start_run_task(&call).await {
+                        Ok(record) => {
+                            state.metrics.record_tool_call(
+                                &params.name,
+                                CallOutcome::TaskCreated,
+                                started.elapsed(),
+                            );
+                            create_result_value(&record).map(Reply::Json)
+                        }
+                        Err(refused) => finish.into_result(refused).map(Reply::Json),
+                    };
+                }
                 return start_task(app, tasks, call, handler, finish).await;
             }
             None if tool.spec.task_support == TaskSupport::Required => {

@@ -36,7 +36,7 @@ use super::error_result;
 use super::script_host::ScriptHost;
 use crate::app::AppState;
 use crate::auth::{Identity, IdentityKind};
-use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
+use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// The tool names.
 pub(crate) const MANAGE_SCRIPT: &str = "manage_script";
@@ -886,7 +886,10 @@ pub(crate) fn register(
                 "owner": {"type": "string", "description": "Administrators: the owner of the script."}
             }, "required": ["name"], "additionalProperties": false}),
         )
-        .with_annotations(annotations(false, false)),
+        .with_annotations(annotations(false, false))
+        // A task when the request declares the extension; the pipeline then
+        // answers the run itself as the task (`ScriptDeps::start_run_task`).
+        .with_task_support(TaskSupport::Optional),
         handler(&deps, |deps, call| Box::pin(async move { run_script(&deps, call).await })),
     )?;
     let run_id = json!({"type": "object", "properties": {

@@ -537,6 +537,22 @@ async fn a_run_is_its_task(backend: Backend) {
     let root = f.task("root", &task_id).await;
     assert_eq!(root["result"]["status"], "completed");
 
+    // The script's owner follows a run an administrator started.
+    let by_admin = f
+        .request(
+            "root",
+            "tools/call",
+            json!({"name": "run_script", "arguments": {"name": "report", "owner": "apikey:alice"}}),
+            true,
+        )
+        .await;
+    let admin_run = by_admin["result"]["taskId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    f.wait_task("alice", &admin_run, "completed").await;
+    assert_eq!(f.task("bob", &admin_run).await, unknown);
+
     // A script error completes with isError; a cancel ends cancelled.
     f.create("alice", "fails", "x = 1 // 0").await;
     let created = f
