@@ -84,7 +84,8 @@ pub(crate) fn export_ids() -> Result<ExportIds, CallToolResult> {
     }
 }
 
-/// A file name from the asset's name: safe characters only, and `extension`.
+/// A file name from the asset's name: safe characters only, and `extension`
+/// (once: a name that already ends with it keeps it as it is).
 pub(crate) fn file_name(name: &str, extension: &str) -> String {
     let stem: String = name
         .chars()
@@ -98,7 +99,12 @@ pub(crate) fn file_name(name: &str, extension: &str) -> String {
         .collect();
     let stem = stem.trim_matches('.');
     let stem = if stem.is_empty() { "export" } else { stem };
-    format!("{stem}.{extension}")
+    let suffix = format!(".{extension}");
+    let stem = stem
+        .strip_suffix(&suffix)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(stem);
+    format!("{stem}{suffix}")
 }
 
 /// The asset fields every export call takes: `name`, `description`, `tags`,
@@ -271,6 +277,9 @@ mod tests {
         assert_eq!(file_name("Q3 orders/../etc", "csv"), "Q3_orders_.._etc.csv");
         assert_eq!(file_name("...", "json"), "export.json");
         assert_eq!(file_name("sales-2026", "jsonl"), "sales-2026.jsonl");
+        assert_eq!(file_name("orders.json", "json"), "orders.json");
+        assert_eq!(file_name("orders.json", "csv"), "orders.json.csv");
+        assert_eq!(file_name(".json", "json"), "json.json");
     }
 
     #[test]
