@@ -146,23 +146,34 @@ fn limits(max_bytes: u64) -> ApiExportLimits {
     }
 }
 
+/// Exports `request` under `limits`, uncancelled, without progress.
+async fn export_within(
+    client: &ApiClient,
+    request: &ApiRequest,
+    sink: &FilesystemSink,
+    limits: ApiExportLimits,
+) -> Result<docket_export::api::ApiExportReport, ApiExportError> {
+    export_response(
+        client,
+        request,
+        sink,
+        &key_for,
+        limits,
+        &CancellationToken::new(),
+        &|_| {},
+    )
+    .await
+}
+
 /// Exports `request` under a 1 MiB cap, uncancelled, without progress.
 async fn export_plainly(
     client: &ApiClient,
     request: &ApiRequest,
     sink: &FilesystemSink,
 ) -> docket_export::api::ApiExportReport {
-    export_response(
-        client,
-        request,
-        sink,
-        &key_for,
-        limits(1 << 20),
-        &CancellationToken::new(),
-        &|_| {},
-    )
-    .await
-    .expect("exported")
+    export_within(client, request, sink, limits(1 << 20))
+        .await
+        .expect("exported")
 }
 
 fn key_for(content_type: &str) -> String {
@@ -236,22 +247,23 @@ async fn a_cap_a_cancel_or_a_timeout_leaves_nothing_behind() {
     let sink = FilesystemSink::new(files.path());
     let client = client(&base);
 
-    let capped = export_response(
-        &client,
-        &big(500_000),
-        &sink,
-        &key_for,
-        limits(100_000),
-        &CancellationToken::new(),
-        &|_| {},
-    )
-    .await;
+    let capped = export_within(&client, &big(500_000), &sink, limits(100_000)).await;
     assert!(
         matches!(
             capped,
             Err(ApiExportError::Api(ApiError::TooLarge { limit: 100_000 }))
         ),
         "{capped:?}"
+    );
+
+    // A declared length over the cap is refused before any byte is stored.
+    let declared = export_within(&client, &get("/json"), &sink, limits(5)).await;
+    assert!(
+        matches!(
+            declared,
+            Err(ApiExportError::Api(ApiError::TooLarge { limit: 5 }))
+        ),
+        "{declared:?}"
     );
 
     let cancel = CancellationToken::new();
@@ -274,17 +286,14 @@ async fn a_cap_a_cancel_or_a_timeout_leaves_nothing_behind() {
         "{cancelled:?}"
     );
 
-    let timed_out = export_response(
+    let timed_out = export_within(
         &client,
         &get("/slow"),
         &sink,
-        &key_for,
         ApiExportLimits {
             max_bytes: 1 << 30,
             timeout: Duration::from_millis(300),
         },
-        &CancellationToken::new(),
-        &|_| {},
     )
     .await;
     assert!(
