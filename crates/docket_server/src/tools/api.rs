@@ -663,7 +663,12 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     };
     let asset = match save_asset(assets, new_asset).await {
         Ok(asset) => asset,
-        Err(refusal) => return refusal,
+        Err(refusal) => {
+            recorder
+                .fail(false, "the asset could not be recorded".into())
+                .await;
+            return refusal;
+        }
     };
     recorder.row.bytes = i64::try_from(report.bytes).ok();
     recorder.row.asset_id = Some(asset.id.clone());

@@ -363,17 +363,17 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Ok(start) => start,
         Err(answer) => return answer,
     };
-    let mut recorder = CallRecorder::new(
-        deps.assets.as_ref(),
-        call_record(call, &prepared, "graphql_export"),
-    );
-    recorder.row.id = call_id.clone();
     let connection = prepared.connection;
     let storage_key = format!("{asset_id}/{}", file_name(&fields.name, format.as_str()));
     let upload = match begin_upload(assets, &storage_key).await {
         Ok(upload) => upload,
         Err(refusal) => return refusal,
     };
+    let mut recorder = CallRecorder::new(
+        deps.assets.as_ref(),
+        call_record(call, &prepared, "graphql_export"),
+    );
+    recorder.row.id = call_id.clone();
     let progress = call.progress.clone();
     let report_progress = move |pages: u32, records: u64, bytes: u64| {
         progress.report(
@@ -434,7 +434,12 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     };
     let asset = match save_asset(assets, new_asset).await {
         Ok(asset) => asset,
-        Err(refusal) => return refusal,
+        Err(refusal) => {
+            recorder
+                .fail(false, "the asset could not be recorded".into())
+                .await;
+            return refusal;
+        }
     };
     recorder.row.bytes = i64::try_from(report.bytes).ok();
     recorder.row.rows = i64::try_from(report.records).ok();
