@@ -663,9 +663,15 @@ impl Config {
         }
         for (name, persona) in &self.personas {
             for rule in &persona.api_routes {
-                if !self.connections.contains_key(&rule.connection) {
+                // The connection is a glob (`shop-*`); a rule no connection matches
+                // is a typo.
+                if !self
+                    .connections
+                    .keys()
+                    .any(|connection| crate::persona::glob_match(&rule.connection, connection))
+                {
                     problems.push(format!(
-                        "personas.{name}.api_routes: connection {:?} is not defined under connections",
+                        "personas.{name}.api_routes: connection {:?} matches no connection under connections",
                         rule.connection
                     ));
                 }

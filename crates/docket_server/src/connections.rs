@@ -510,4 +510,24 @@ mod tests {
         }
         assert!(!text.contains("t0ken-value"), "{text}");
     }
+
+    #[test]
+    fn api_route_connections_are_globs_that_must_match_a_connection() {
+        let yaml = |pattern: &str| {
+            format!(
+                "connections:\n  shop-eu: {{ kind: api, base_url: \"https://x\" }}\n\
+                 personas:\n  p: {{ roles: [r], api_routes: [{{ connection: \"{pattern}\", action: deny }}] }}\n"
+            )
+        };
+        assert!(Config::from_yaml(&yaml("shop-*"), &|_| None).is_ok());
+        let problems = Config::from_yaml(&yaml("shoq-*"), &|_| None)
+            .expect_err("a typo")
+            .problems;
+        assert_eq!(
+            problems,
+            [
+                "personas.p.api_routes: connection \"shoq-*\" matches no connection under connections"
+            ]
+        );
+    }
 }
