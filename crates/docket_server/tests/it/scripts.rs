@@ -430,6 +430,26 @@ async fn cancel_run_stops_a_busy_script(backend: Backend) {
         .expect("id")
         .to_owned();
     f.wait_run("alice", &run_id, "running").await;
+    let pending = f
+        .call(
+            "alice",
+            "run_script",
+            json!({"name": "busy", "wait_seconds": 1}),
+        )
+        .await;
+    assert_eq!(pending["isError"], Value::Null, "{pending}");
+    assert!(
+        pending["structuredContent"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("continues in the background")),
+        "a run still going after wait_seconds answers its pending state: {pending}"
+    );
+    let second = pending["structuredContent"]["run_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    f.call("alice", "cancel_run", json!({"run_id": second}))
+        .await;
     let cancelled = f
         .call("alice", "cancel_run", json!({"run_id": run_id}))
         .await;
