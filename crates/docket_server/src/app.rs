@@ -366,5 +366,6 @@ fn script_deps(
         run_limits,
         run_retention,
         poll_interval_ms: config.tasks.poll_interval_ms,
+        draft_slots: tokio::sync::Semaphore::new(crate::tools::scripts::DRAFT_SLOTS),
     })
 }

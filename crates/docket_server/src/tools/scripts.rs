@@ -64,7 +64,16 @@ pub(crate) struct ScriptDeps {
     pub(crate) run_retention: Duration,
     /// How often clients should poll a run's task.
     pub(crate) poll_interval_ms: u64,
+    /// Drafts running on this replica at once (they run in the request, as
+    /// their caller, outside the queue).
+    pub(crate) draft_slots: tokio::sync::Semaphore,
 }
+
+/// How many drafts one replica runs at once.
+pub(crate) const DRAFT_SLOTS: usize = 4;
+
+/// How long a draft waits for a slot before it is refused.
+const DRAFT_SLOT_WAIT: Duration = Duration::from_secs(5);
 
 fn timestamp(time: Option<OffsetDateTime>) -> Value {
     time.and_then(|time| time.format(&Rfc3339).ok())
@@ -649,6 +658,15 @@ async fn draft(
             "internal",
             "the server is starting",
             "Try again in a moment.",
+        );
+    };
+    let Ok(Ok(_slot)) = tokio::time::timeout(DRAFT_SLOT_WAIT, deps.draft_slots.acquire()).await
+    else {
+        return refusal(
+            "unavailable",
+            "rate_limited",
+            "too many drafts are running on this server",
+            "Try again in a few seconds.",
         );
     };
     let run_id = match generate_id() {
