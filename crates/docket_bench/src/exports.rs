@@ -104,6 +104,9 @@ pub(crate) async fn run(
     commit: &str,
 ) -> anyhow::Result<ExportResults> {
     ensure!(rounds > 0, "--export-rounds must be at least 1");
+    // The server runs in its own folder; a relative path would not find it there.
+    let docket_bin = &std::fs::canonicalize(docket_bin)
+        .with_context(|| format!("no docket binary at {}", docket_bin.display()))?;
     let double = TrinoDouble::start()
         .await
         .context("cannot start the Trino double")?;
