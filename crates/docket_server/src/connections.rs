@@ -33,7 +33,7 @@ struct TrinoSettings {
     catalog: Option<String>,
     schema: Option<String>,
     source: Option<String>,
-    auth: Option<TrinoAuthSettings>,
+    auth: Option<AuthMap>,
     #[serde(deserialize_with = "deserialize_duration")]
     timeout: Duration,
     consent: ConsentMode,
@@ -54,13 +54,6 @@ impl Default for TrinoSettings {
             default: false,
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum TrinoAuthSettings {
-    Basic { username: String, password: String },
-    Bearer(String),
 }
 
 /// A Trino connection ready for the tools.
@@ -114,12 +107,24 @@ pub fn trino_connections(
         // The per-request timeout bounds one HTTP exchange (a page), never a whole
         // export: exports page on for as long as their own timeout allows.
         config.request_timeout = settings.timeout;
+        // A mapping with one key, as for api connections: yaml_serde reads an
+        // externally tagged enum only from a YAML tag, never from `{ bearer: … }`.
         config.auth = match settings.auth {
             None => TrinoAuth::None,
-            Some(TrinoAuthSettings::Basic { username, password }) => {
-                TrinoAuth::Basic { username, password }
+            Some(AuthMap {
+                bearer: Some(token),
+                basic: None,
+                api_key: None,
+            }) => TrinoAuth::Bearer { token },
+            Some(AuthMap {
+                bearer: None,
+                basic: Some(BasicSettings { username, password }),
+                api_key: None,
+            }) => TrinoAuth::Basic { username, password },
+            Some(_) => {
+                problems.push(format!("{path}.auth: name exactly one of bearer or basic"));
+                continue;
             }
-            Some(TrinoAuthSettings::Bearer(token)) => TrinoAuth::Bearer { token },
         };
         match TrinoClient::new(config) {
             Ok(client) => parsed.push(TrinoConnection {
@@ -528,6 +533,25 @@ mod tests {
             [
                 "personas.p.api_routes: connection \"shoq-*\" matches no connection under connections"
             ]
+        );
+    }
+
+    #[test]
+    fn trino_auth_is_a_mapping_with_bearer_or_basic() {
+        let parse = |auth: &str| {
+            let text = format!(
+                "connections:\n  w: {{ kind: trino, url: \"http://t:8080\", user: d, auth: {auth} }}\n"
+            );
+            let config = Config::from_yaml(&text, &|_| None).map_err(|err| err.problems)?;
+            trino_connections(&config.connections)
+        };
+        assert!(parse("{ basic: { username: u, password: p } }").is_ok());
+        assert!(parse("{ bearer: t }").is_ok());
+        let problems =
+            parse("{ bearer: t, basic: { username: u, password: p } }").expect_err("two kinds");
+        assert_eq!(
+            problems,
+            ["connections.w.auth: name exactly one of bearer or basic"]
         );
     }
 }
