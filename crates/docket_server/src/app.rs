@@ -12,6 +12,7 @@ use docket_task::TaskStore;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
 use crate::auth::{AuthError, Authenticator};
+use crate::auth::{Identity, IdentityKind};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::persona::Personas;
@@ -22,7 +23,6 @@ use crate::tasks::Tasks;
 use crate::tools::script_host::ScriptHost;
 use crate::tools::scripts::ScriptDeps;
 use crate::tools::{self, AssetDeps};
-use crate::auth::{Identity, IdentityKind};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::Limits;
 use docket_storage::ScriptStore;
@@ -277,7 +277,8 @@ impl AppBuilder {
         let app_cell = Arc::new(OnceLock::new());
         let scripts = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {
-                let deps = script_deps(&config, script_store, audit.clone(), &replica_id, &app_cell);
+                let deps =
+                    script_deps(&config, script_store, audit.clone(), &replica_id, &app_cell);
                 tools::scripts::register(&mut registry, Arc::clone(&deps))?;
                 Some(deps)
             }

@@ -85,7 +85,11 @@ pub(crate) async fn handle(
                         .bridge
                         .cancel(record.id.as_str())
                         .await
-                        .map_err(|error| McpError::Unavailable(format!("the run store is unavailable; try again: {error}")))?;
+                        .map_err(|error| {
+                            McpError::Unavailable(format!(
+                                "the run store is unavailable; try again: {error}"
+                            ))
+                        })?;
                 }
                 _ => tasks
                     .runtime

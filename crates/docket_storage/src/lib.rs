@@ -47,10 +47,10 @@ pub use catalog::{AssetStore, CallCatalog, CatalogError};
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
 pub use error::{Cause, StorageError};
+pub use pg::PgStore;
 /// The scripts trait, beside the others, so a crate that opens a store can name
 /// what [`Store::script_store`] returns.
 pub use scripts::ScriptStore;
-pub use pg::PgStore;
 pub use sqlite::SqliteStore;
 pub use url::Backend;
 

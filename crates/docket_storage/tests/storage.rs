@@ -746,8 +746,8 @@ mod catalog {
 /// has: claims across two replicas' pools, and run signals through NOTIFY.
 mod scripts {
     use super::*;
-    use docket_storage::scripts::testing::{new_run, new_script};
     use docket_storage::scripts::RunSignal;
+    use docket_storage::scripts::testing::{new_run, new_script};
 
     mod postgres {
         use super::*;
