@@ -9,15 +9,12 @@ use std::time::Duration;
 
 use docket_export::sink::FilesystemSink;
 use docket_server::App;
-use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
-use crate::support::TestServer;
-
-const TASKS: &str = "io.modelcontextprotocol/tasks";
+use crate::support::{Backend, TASKS, TestServer, key_of, on_both_backends, users};
 
 struct Fixture {
     server: TestServer,
@@ -25,49 +22,6 @@ struct Fixture {
     catalog: Arc<dyn docket_storage::catalog::CallCatalog>,
     _database: TestDatabase,
     _files: std::path::PathBuf,
-}
-
-fn users() -> AuthConfig {
-    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
-        name: name.into(),
-        key: Some(format!("{name}-key-0123456789abcdef")),
-        key_sha256: None,
-        email: None,
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-    };
-    AuthConfig {
-        api_keys: vec![
-            key("alice", &["admin"]),
-            key("bob", &["admin"]),
-            key("eve", &["analyst"]),
-        ],
-        ..AuthConfig::default()
-    }
-}
-
-/// Where a fixture keeps its tasks, assets and call records.
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// Runs each named `async fn(Backend)` as two tests, `<name>::sqlite` and
-/// `<name>::postgres`: everything that stores tasks, assets or call records is
-/// shown on both backends.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await;
-            }
-        }
-    )*};
 }
 
 on_both_backends!(
@@ -91,13 +45,14 @@ async fn fixture(row_threshold: u64, max_rows: u64) -> Fixture {
 /// A fixture whose tasks, assets and call records live on `backend`;
 /// `connection_extra` is added to the `warehouse` connection's YAML mapping
 /// (for example `", consent: always"`). `None` only when PostgreSQL is absent and
-/// not required (DOCKET_REQUIRE_POSTGRES=1 turns that into a failure).
+/// not required.
 async fn fixture_on(
     backend: Backend,
     row_threshold: u64,
     max_rows: u64,
     connection_extra: &str,
 ) -> Option<Fixture> {
+    let database = backend.database().await?;
     let double = TrinoDouble::start().await.expect("double");
     let yaml = format!(
         "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default{connection_extra} }}\n\
@@ -108,11 +63,11 @@ async fn fixture_on(
         double.url()
     );
     let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
-    config.auth = users();
-    let database = match backend {
-        Backend::Sqlite => TestDatabase::sqlite().await,
-        Backend::Postgres => TestDatabase::postgres().await?,
-    };
+    config.auth = users(&[
+        ("alice", &["admin"]),
+        ("bob", &["admin"]),
+        ("eve", &["analyst"]),
+    ]);
     let store = database.connect().await;
     let files = std::env::temp_dir().join(format!(
         "docket-assets-{}",
@@ -136,10 +91,6 @@ async fn fixture_on(
     })
 }
 
-fn as_user(user: &str) -> String {
-    format!("{user}-key-0123456789abcdef")
-}
-
 impl Fixture {
     async fn call(
         &self,
@@ -151,42 +102,21 @@ impl Fixture {
         self.server
             .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
             .capabilities(capabilities)
-            .header("x-api-key", &as_user(user))
+            .header("x-api-key", &key_of(user))
             .send()
             .await
     }
 
     async fn task(&self, user: &str, task_id: &str) -> Value {
-        let (_, body) = self
-            .server
-            .rpc("tasks/get", json!({"taskId": task_id}))
-            .capabilities(json!({"extensions": {TASKS: {}}}))
-            .header("x-api-key", &as_user(user))
-            .send()
-            .await;
-        body["result"].clone()
+        self.server.task_as(user, task_id).await
     }
 
     async fn wait_task(&self, user: &str, task_id: &str, status: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let task = self.task(user, task_id).await;
-            if task["status"] == status {
-                return task;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "task stayed {task}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.server.wait_task_as(user, task_id, status).await
     }
 
     async fn download(&self, user: &str, asset_id: &str) -> reqwest::Response {
-        self.server
-            .http
-            .get(self.server.url(&format!("/assets/{asset_id}/content")))
-            .header("x-api-key", as_user(user))
-            .send()
-            .await
-            .expect("sent")
+        self.server.download_as(user, asset_id).await
     }
 }
 
@@ -358,7 +288,7 @@ async fn closing_a_query_stream_cancels_the_trino_query() {
             "tools/call",
             json!({"name": "trino_query", "arguments": arguments, "_meta": meta}),
         )
-        .header("x-api-key", &as_user("alice"))
+        .header("x-api-key", &key_of("alice"))
         .response()
         .await;
     assert_eq!(response.headers()["content-type"], "text/event-stream");
@@ -451,7 +381,7 @@ async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset(backend: 
     f.server
         .rpc("tasks/cancel", json!({"taskId": task_id}))
         .capabilities(json!({"extensions": {TASKS: {}}}))
-        .header("x-api-key", &as_user("alice"))
+        .header("x-api-key", &key_of("alice"))
         .send()
         .await;
     f.wait_task("alice", &task_id, "cancelled").await;
@@ -564,7 +494,7 @@ async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted(backen
         .server
         .rpc("tools/call", retry("decline"))
         .capabilities(caps.clone())
-        .header("x-api-key", &as_user("alice"))
+        .header("x-api-key", &key_of("alice"))
         .send()
         .await;
     assert_eq!(
@@ -576,7 +506,7 @@ async fn an_expensive_export_asks_first_and_no_task_exists_until_accepted(backen
         .server
         .rpc("tools/call", retry("accept"))
         .capabilities(caps)
-        .header("x-api-key", &as_user("alice"))
+        .header("x-api-key", &key_of("alice"))
         .send()
         .await;
     assert_eq!(accepted["result"]["resultType"], "task", "{accepted}");
@@ -622,7 +552,7 @@ async fn a_connection_marked_consent_always_asks_even_for_one_row(backend: Backe
                        "inputResponses": {"consent": {"action": "accept", "content": {"proceed": true}}}}),
             )
             .capabilities(caps.clone())
-            .header("x-api-key", &as_user("alice"))
+            .header("x-api-key", &key_of("alice"))
             .send()
             .await;
         let expected = if tool == "trino_export" {
