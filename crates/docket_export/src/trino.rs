@@ -720,12 +720,18 @@ impl QueryStream {
     /// # Errors
     ///
     /// When Trino could not be reached or answered anything but 204.
+    ///
+    /// Cancellation-safe: the next URI is let go only once the `DELETE` has been
+    /// answered, so if this future is dropped midway (the task running it was
+    /// aborted), dropping the stream still sends the `DELETE`.
     pub async fn cancel(mut self) -> Result<(), TrinoError> {
         self.pending = None;
-        match self.next_uri.take() {
-            Some(uri) => self.client.delete(&uri).await,
-            None => Ok(()),
-        }
+        let Some(uri) = self.next_uri.clone() else {
+            return Ok(());
+        };
+        let outcome = self.client.delete(&uri).await;
+        self.next_uri = None;
+        outcome
     }
 
     /// Reads up to `limit` rows; if the result has more, cancels the query and

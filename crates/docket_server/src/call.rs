@@ -7,7 +7,7 @@
 //! a handler.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use docket_protocol::JsonObject;
 use docket_protocol::jsonrpc::{JsonRpcVersion, OutgoingNotification};
@@ -284,10 +284,10 @@ pub(crate) async fn call_tool(
         cancel: cancel.clone(),
         task: None,
     };
-    let running = RunningCall {
-        handle: tokio::spawn(async move { handler.call(call).await }),
+    let running = RunningCall::new(
+        tokio::spawn(async move { handler.call(call).await }),
         cancel,
-    };
+    );
 
     match progress_updates {
         None => {
@@ -302,16 +302,38 @@ pub(crate) async fn call_tool(
     }
 }
 
-/// A handler running on its own tokio task. Dropping it (the client went away)
-/// cancels the call and aborts the task.
+/// How long a cancelled handler may take to clean up (cancel its upstream
+/// query, abort its upload, record the call) before its task is aborted.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// A handler running on its own tokio task. Dropping it (the client went away,
+/// the task was cancelled) fires the call's cancel token and aborts the task if
+/// it has not ended within [`CANCEL_GRACE`]: a handler that honours the token
+/// finishes its cleanup (aborting at once would cut a cleanup that is already
+/// awaiting, such as the `DELETE` to Trino or the call record), and one that
+/// ignores it is stopped anyway.
 struct RunningCall {
-    handle: JoinHandle<ToolOutcome>,
+    handle: Option<JoinHandle<ToolOutcome>>,
     cancel: CancellationToken,
 }
 
 impl RunningCall {
+    fn new(handle: JoinHandle<ToolOutcome>, cancel: CancellationToken) -> Self {
+        Self {
+            handle: Some(handle),
+            cancel,
+        }
+    }
+
     async fn wait(mut self) -> ToolOutcome {
-        match (&mut self.handle).await {
+        let Some(handle) = self.handle.as_mut() else {
+            return ToolOutcome::Error(crate::registry::ToolError::Internal(
+                "the tool was already stopped".into(),
+            ));
+        };
+        let outcome = handle.await;
+        self.handle = None;
+        match outcome {
             Ok(outcome) => outcome,
             Err(err) => ToolOutcome::Error(crate::registry::ToolError::Internal(format!(
                 "the tool stopped unexpectedly: {err}"
@@ -322,8 +344,23 @@ impl RunningCall {
 
 impl Drop for RunningCall {
     fn drop(&mut self) {
+        let Some(mut handle) = self.handle.take() else {
+            return;
+        };
         self.cancel.cancel();
-        self.handle.abort();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if tokio::time::timeout(CANCEL_GRACE, &mut handle)
+                        .await
+                        .is_err()
+                    {
+                        handle.abort();
+                    }
+                });
+            }
+            Err(_) => handle.abort(),
+        }
     }
 }
 
@@ -457,12 +494,7 @@ impl Finish {
 
     /// Writes the audit row of a call that ran and did not become a task. Written
     /// in the background: an audit failure never fails the call.
-    fn audit(
-        &self,
-        label: CallOutcome,
-        answer: &Result<Value, McpError>,
-        elapsed: std::time::Duration,
-    ) {
+    fn audit(&self, label: CallOutcome, answer: &Result<Value, McpError>, elapsed: Duration) {
         let Some(store) = self.app.state.audit.clone() else {
             return;
         };
@@ -530,11 +562,9 @@ async fn start_task(
             call.task = Some(context);
             // The handler runs on its own tokio task so a panic ends the task as
             // failed instead of leaving it working; dropping `running` (a cancel)
-            // aborts it.
-            let running = RunningCall {
-                cancel: call.cancel.clone(),
-                handle: tokio::spawn(handler.call(call)),
-            };
+            // stops it.
+            let cancel = call.cancel.clone();
+            let running = RunningCall::new(tokio::spawn(handler.call(call)), cancel);
             task_outcome(running.wait().await)
         })
         .await

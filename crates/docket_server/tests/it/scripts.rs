@@ -15,16 +15,13 @@ use std::time::Duration;
 
 use docket_export::sink::FilesystemSink;
 use docket_server::App;
-use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
 use docket_task::TaskStore;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
-use crate::support::TestServer;
-
-const TASKS: &str = "io.modelcontextprotocol/tasks";
+use crate::support::{Backend, TASKS, TestServer, key_of, on_both_backends, users};
 
 /// The original documentation's kind of script: query, loop over the rows,
 /// print, export.
@@ -51,27 +48,6 @@ struct Fixture {
     _files: std::path::PathBuf,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await;
-            }
-        }
-    )*};
-}
-
 on_both_backends!(
     a_documentation_style_script_runs_unchanged_through_the_pipeline,
     scripts_belong_to_their_owner_and_administrators,
@@ -83,24 +59,6 @@ on_both_backends!(
     a_draft_runs_as_its_caller_and_saves_nothing,
 );
 
-fn users() -> AuthConfig {
-    let key = |name: &str, roles: &[&str]| ApiKeyConfig {
-        name: name.into(),
-        key: Some(format!("{name}-key-0123456789abcdef")),
-        key_sha256: None,
-        email: None,
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-    };
-    AuthConfig {
-        api_keys: vec![
-            key("alice", &["analyst"]),
-            key("bob", &["analyst"]),
-            key("root", &["admin"]),
-        ],
-        ..AuthConfig::default()
-    }
-}
-
 async fn fixture(backend: Backend) -> Option<Fixture> {
     let double = TrinoDouble::start().await.expect("double");
     let yaml = format!(
@@ -111,11 +69,12 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
         double.url()
     );
     let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
-    config.auth = users();
-    let database = match backend {
-        Backend::Sqlite => TestDatabase::sqlite().await,
-        Backend::Postgres => TestDatabase::postgres().await?,
-    };
+    config.auth = users(&[
+        ("alice", &["analyst"]),
+        ("bob", &["analyst"]),
+        ("root", &["admin"]),
+    ]);
+    let database = backend.database().await?;
     let store = database.connect().await;
     let files = std::env::temp_dir().join(format!(
         "docket-script-assets-{}",
@@ -151,7 +110,7 @@ impl Fixture {
             .server
             .rpc(method, params)
             .capabilities(capabilities)
-            .header("x-api-key", &format!("{user}-key-0123456789abcdef"))
+            .header("x-api-key", &key_of(user))
             .send()
             .await;
         body

@@ -221,15 +221,16 @@ impl Backend {
 }
 
 /// Runs each named `async fn(Backend)` as two tests, `<name>::sqlite` and
-/// `<name>::postgres`.
+/// `<name>::postgres`, on a multi-threaded runtime as the server runs (a script
+/// run's evaluator thread waits on host calls that the runtime must drive).
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
                 super::$name(crate::support::Backend::Sqlite).await;
             }
-            #[tokio::test]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 super::$name(crate::support::Backend::Postgres).await;
             }
