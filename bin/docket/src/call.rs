@@ -193,11 +193,16 @@ async fn follow(
             .request("tasks/get", json!({"taskId": task_id}), Some(task_id))
             .await?;
         let status = task["status"].as_str().unwrap_or("unknown").to_owned();
+        // A task without a status message shows `status · 1.0s`, not an empty field.
         let message = task["statusMessage"].as_str().unwrap_or("");
+        let shown = match message.trim() {
+            "" => String::new(),
+            text => format!(" · {text}"),
+        };
         let mut stderr = std::io::stderr();
         let _ = write!(
             stderr,
-            "\r\x1b[2K{status} · {message} · {:.1}s",
+            "\r\x1b[2K{status}{shown} · {:.1}s",
             started.elapsed().as_secs_f64()
         );
         let _ = stderr.flush();
