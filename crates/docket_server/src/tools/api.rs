@@ -17,7 +17,7 @@ use docket_export::api::{
 };
 use docket_protocol::JsonObject;
 use docket_protocol::tools::CallToolResult;
-use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
+use docket_storage::catalog::{Asset, CallKind, NewAsset, NewCallRecord};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -431,6 +431,33 @@ impl CallRecorder {
         write_record(&assets, record).await;
     }
 
+    /// Stores an export's asset row and ends the call with it (`bytes`, `rows`,
+    /// the asset, the upstream `status`); when the row cannot be stored the call
+    /// is recorded as failed and the refusal is returned.
+    pub(crate) async fn finish_with_asset(
+        mut self,
+        assets: &AssetDeps,
+        asset: NewAsset,
+        rows: Option<i64>,
+        status: u16,
+    ) -> Result<Asset, CallToolResult> {
+        let bytes = asset.size_bytes;
+        match save_asset(assets, asset).await {
+            Ok(asset) => {
+                self.row.bytes = Some(bytes);
+                self.row.rows = rows;
+                self.row.asset_id = Some(asset.id.clone());
+                self.finish(Ok(Some(status))).await;
+                Ok(asset)
+            }
+            Err(refusal) => {
+                self.fail(false, "the asset could not be recorded".into())
+                    .await;
+                Err(refusal)
+            }
+        }
+    }
+
     /// Records a call that failed (or was cancelled) with `message`.
     pub(crate) async fn fail(self, cancelled: bool, message: String) {
         let outcome = if cancelled { "cancelled" } else { "failed" };
@@ -661,18 +688,13 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         task_id: recorder.row.task_id.clone(),
         call_id: Some(call_id.clone()),
     };
-    let asset = match save_asset(assets, new_asset).await {
+    let asset = match recorder
+        .finish_with_asset(assets, new_asset, None, report.status)
+        .await
+    {
         Ok(asset) => asset,
-        Err(refusal) => {
-            recorder
-                .fail(false, "the asset could not be recorded".into())
-                .await;
-            return refusal;
-        }
+        Err(refusal) => return refusal,
     };
-    recorder.row.bytes = i64::try_from(report.bytes).ok();
-    recorder.row.asset_id = Some(asset.id.clone());
-    recorder.finish(Ok(Some(report.status))).await;
     let mut message = format!(
         "exported {} from {} (HTTP {}) to {}",
         human_bytes(report.bytes),

@@ -27,7 +27,7 @@ use super::assets::asset_result;
 use super::error_result;
 use super::exporting::{
     ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes, open_world_write,
-    save_asset, start_export,
+    start_export,
 };
 use crate::config::ConnectionKind;
 use crate::connections::HttpConnection;
@@ -432,19 +432,14 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         task_id: recorder.row.task_id.clone(),
         call_id: Some(call_id.clone()),
     };
-    let asset = match save_asset(assets, new_asset).await {
+    let rows = i64::try_from(report.records).ok();
+    let asset = match recorder
+        .finish_with_asset(assets, new_asset, rows, report.status)
+        .await
+    {
         Ok(asset) => asset,
-        Err(refusal) => {
-            recorder
-                .fail(false, "the asset could not be recorded".into())
-                .await;
-            return refusal;
-        }
+        Err(refusal) => return refusal,
     };
-    recorder.row.bytes = i64::try_from(report.bytes).ok();
-    recorder.row.rows = i64::try_from(report.records).ok();
-    recorder.row.asset_id = Some(asset.id.clone());
-    recorder.finish(Ok(Some(report.status))).await;
     let mut message = format!(
         "exported {} records from {} page(s) ({}) to {}",
         report.records,

@@ -9,14 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_export::sink::FilesystemSink;
-use docket_server::App;
 use docket_server::config::Config;
 use docket_storage::catalog::CallCatalog;
 use docket_storage::test_db::TestDatabase;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TASKS, TestServer, on_both_backends, users};
+use crate::support::{Backend, StoredServer, TASKS, TestServer, on_both_backends, users};
 use crate::upstream::Upstream;
 
 /// The connection secrets, as the environment gives them.
@@ -92,27 +90,14 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
     let mut config = Config::from_yaml(&yaml, &env).expect("config");
     config.auth = users(&[("alice", &["admin"]), ("eve", &["analyst"])]);
     let database = backend.database().await?;
-    let store = database.connect().await;
-    let files = std::env::temp_dir().join(format!(
-        "docket-assets-{}",
-        docket_storage::catalog::generate_id().expect("id")
-    ));
-    let app = App::builder(config)
-        .task_store(store.task_store())
-        .assets(
-            store.asset_store(),
-            Some(store.call_catalog()),
-            Arc::new(FilesystemSink::new(&files)),
-        )
-        .build()
-        .expect("app");
+    let stored = StoredServer::start(config, &database, false).await;
     Some(Fixture {
-        server: TestServer::start(app).await,
+        server: stored.server,
         upstream,
-        catalog: store.call_catalog(),
-        audit: store.task_store(),
+        catalog: stored.store.call_catalog(),
+        audit: stored.store.task_store(),
         _database: database,
-        _files: files,
+        _files: stored.files,
     })
 }
 

@@ -13,15 +13,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_export::sink::FilesystemSink;
-use docket_server::App;
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
 use docket_task::TaskStore;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TASKS, TestServer, key_of, on_both_backends, users};
+use crate::support::{Backend, StoredServer, TASKS, TestServer, key_of, on_both_backends, users};
 
 /// The original documentation's kind of script: query, loop over the rows,
 /// print, export.
@@ -75,27 +73,13 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
         ("root", &["admin"]),
     ]);
     let database = backend.database().await?;
-    let store = database.connect().await;
-    let files = std::env::temp_dir().join(format!(
-        "docket-script-assets-{}",
-        docket_storage::catalog::generate_id().expect("id")
-    ));
-    let app = App::builder(config)
-        .task_store(store.task_store())
-        .scripts(store.script_store())
-        .assets(
-            store.asset_store(),
-            Some(store.call_catalog()),
-            Arc::new(FilesystemSink::new(&files)),
-        )
-        .build()
-        .expect("app");
+    let stored = StoredServer::start(config, &database, true).await;
     Some(Fixture {
-        server: TestServer::start(app).await,
-        audit: store.task_store(),
+        server: stored.server,
+        audit: stored.store.task_store(),
         _double: double,
         _database: database,
-        _files: files,
+        _files: stored.files,
     })
 }
 

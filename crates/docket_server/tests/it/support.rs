@@ -220,6 +220,42 @@ impl Backend {
     }
 }
 
+/// A server whose tasks, assets and call records (and scripts, when asked) live
+/// in one test database, with asset files in a fresh temporary folder.
+pub(crate) struct StoredServer {
+    pub(crate) server: TestServer,
+    pub(crate) store: docket_storage::Store,
+    pub(crate) files: std::path::PathBuf,
+}
+
+impl StoredServer {
+    /// Builds an app from `config` over `database` and serves it.
+    pub(crate) async fn start(config: Config, database: &TestDatabase, scripts: bool) -> Self {
+        let store = database.connect().await;
+        let files = std::env::temp_dir().join(format!(
+            "docket-assets-{}",
+            docket_storage::catalog::generate_id().expect("id")
+        ));
+        let mut builder = App::builder(config).task_store(store.task_store());
+        if scripts {
+            builder = builder.scripts(store.script_store());
+        }
+        let app = builder
+            .assets(
+                store.asset_store(),
+                Some(store.call_catalog()),
+                std::sync::Arc::new(docket_export::sink::FilesystemSink::new(&files)),
+            )
+            .build()
+            .expect("app");
+        Self {
+            server: TestServer::start(app).await,
+            store,
+            files,
+        }
+    }
+}
+
 /// Runs each named `async fn(Backend)` as two tests, `<name>::sqlite` and
 /// `<name>::postgres`, on a multi-threaded runtime as the server runs (a script
 /// run's evaluator thread waits on host calls that the runtime must drive).

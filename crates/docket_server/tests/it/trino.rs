@@ -7,14 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_export::sink::FilesystemSink;
-use docket_server::App;
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TASKS, TestServer, key_of, on_both_backends, users};
+use crate::support::{Backend, StoredServer, TASKS, TestServer, key_of, on_both_backends, users};
 
 struct Fixture {
     server: TestServer,
@@ -68,26 +66,13 @@ async fn fixture_on(
         ("bob", &["admin"]),
         ("eve", &["analyst"]),
     ]);
-    let store = database.connect().await;
-    let files = std::env::temp_dir().join(format!(
-        "docket-assets-{}",
-        docket_storage::catalog::generate_id().expect("id")
-    ));
-    let app = App::builder(config)
-        .task_store(store.task_store())
-        .assets(
-            store.asset_store(),
-            Some(store.call_catalog()),
-            Arc::new(FilesystemSink::new(&files)),
-        )
-        .build()
-        .expect("app");
+    let stored = StoredServer::start(config, &database, false).await;
     Some(Fixture {
-        server: TestServer::start(app).await,
+        server: stored.server,
         double,
-        catalog: store.call_catalog(),
+        catalog: stored.store.call_catalog(),
         _database: database,
-        _files: files,
+        _files: stored.files,
     })
 }
 
