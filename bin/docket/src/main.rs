@@ -67,7 +67,14 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Evaluate one script run handed over on standard input (the server starts this; it is
+    /// not for people).
+    #[command(hide = true)]
+    ScriptChild,
 }
+
+/// The subcommand a server starts its script children with.
+const SCRIPT_CHILD: &str = "script-child";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -75,6 +82,7 @@ fn main() -> ExitCode {
         Command::Serve { config, address } => serve(config.as_deref(), address),
         Command::Migrate { config } => migrate(config.as_deref()),
         Command::CheckConfig { config } => check_config(&config),
+        Command::ScriptChild => return docket_server::script_child::serve(),
         Command::Call {
             tool,
             args,
@@ -158,7 +166,12 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
     init_tracing(config.logging.format, &config.logging.level);
     runtime()?.block_on(async move {
         let address = config.server.address;
-        let mut builder = App::builder(config.clone());
+        // Every script runs in a child process: this binary, started again with its hidden
+        // subcommand, so a script can never take the server down.
+        let program = std::env::current_exe().context("cannot find the docket binary for script runs")?;
+        let mut builder = App::builder(config.clone()).script_isolation(
+            docket_server::Isolation::Child(docket_server::ChildProcess::new(program, [SCRIPT_CHILD])),
+        );
         if let Some(url) = &config.database.url {
             let options = docket_storage::ConnectOptions {
                 max_connections: usize::try_from(config.database.max_connections).unwrap_or(16),

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use docket_script::{Host, Limits, RunProgress, ScriptFailure, ScriptInput, ScriptReport};
+use docket_script::{
+    Host, Isolation, Limits, RunProgress, ScriptFailure, ScriptInput, ScriptReport,
+};
 use docket_storage::catalog::CatalogError;
 use docket_storage::scripts::{
     CancelOutcome, Lease, NewRun, Renewal, Run, RunEnding, RunErrorKind, RunSignal, RunStatus,
@@ -44,6 +46,11 @@ pub struct BridgeConfig {
     /// Retries of platform faults before the run fails; script errors are
     /// never retried.
     pub max_platform_retries: u32,
+    /// How many times a run may be taken back from a worker whose lease
+    /// expired (its replica vanished mid-run) before it ends failed instead of
+    /// being started again, so no source can take down one replica after
+    /// another.
+    pub max_reclaims: u32,
     /// The first retry's delay; each further retry doubles it.
     pub retry_backoff: Duration,
     /// How long after a run finished the retention pass deletes it.
@@ -54,7 +61,7 @@ pub struct BridgeConfig {
 
 impl BridgeConfig {
     /// Defaults for `replica_id`: two workers, a 30 s lease renewed every 2 s,
-    /// a 5 s poll, 3 retries from 1 s, runs kept 365 days, retention hourly.
+    /// a 5 s poll, 3 retries from 1 s, 2 reclaims, runs kept 365 days, retention hourly.
     pub fn new(replica_id: impl Into<String>) -> Self {
         Self {
             replica_id: replica_id.into(),
@@ -63,6 +70,7 @@ impl BridgeConfig {
             heartbeat_interval: Duration::from_secs(2),
             poll_interval: Duration::from_secs(5),
             max_platform_retries: 3,
+            max_reclaims: 2,
             retry_backoff: Duration::from_secs(1),
             run_retention: Duration::from_secs(365 * 86_400),
             maintenance_interval: Duration::from_secs(3600),
@@ -104,20 +112,24 @@ pub trait ScriptRunner: Send + Sync + 'static {
 type HostFactory = dyn Fn(&Run, &ScriptVersion) -> Arc<dyn Host> + Send + Sync;
 
 /// The real runner: the version's source in `docket_script` under `limits`,
-/// with the host `host_for` makes for each run.
+/// evaluated where `isolation` says (a child process, in a server), with the
+/// host `host_for` makes for each run.
 pub struct SandboxRunner {
     limits: Limits,
+    isolation: Isolation,
     host_for: Box<HostFactory>,
 }
 
 impl SandboxRunner {
-    /// A runner with these limits and host factory.
+    /// A runner with these limits, isolation and host factory.
     pub fn new(
         limits: Limits,
+        isolation: Isolation,
         host_for: impl Fn(&Run, &ScriptVersion) -> Arc<dyn Host> + Send + Sync + 'static,
     ) -> Self {
         Self {
             limits,
+            isolation,
             host_for: Box::new(host_for),
         }
     }
@@ -137,15 +149,16 @@ impl ScriptRunner for SandboxRunner {
             params: run.params.as_object().cloned().unwrap_or_default(),
         };
         let host = (self.host_for)(run, version);
-        docket_script::run_with_progress(
-            version.source.clone(),
-            input,
-            host,
-            self.limits,
-            cancel,
-            progress,
-        )
-        .await
+        self.isolation
+            .run(
+                version.source.clone(),
+                input,
+                host,
+                self.limits,
+                cancel,
+                progress,
+            )
+            .await
     }
 }
 
@@ -408,6 +421,16 @@ impl RunBridge {
             self.end(&run, &lease, cancelled(json!({})), started).await;
             return;
         }
+        let max_reclaims = i32::try_from(self.config.max_reclaims).unwrap_or(i32::MAX);
+        if run.reclaims > max_reclaims {
+            let message = format!(
+                "the run stopped its worker {} times; it is not started again",
+                run.reclaims
+            );
+            self.end(&run, &lease, platform_failure(message), started)
+                .await;
+            return;
+        }
         let max_faults = i32::try_from(self.config.max_platform_retries).unwrap_or(i32::MAX);
         if run.platform_faults > max_faults {
             let message = format!(
@@ -622,7 +645,7 @@ impl RunBridge {
         };
         let entry = AuditEntry {
             tool: RUN_SCRIPT_TOOL.to_owned(),
-            subject: format!("script:{}", run.script_name),
+            subject: format!("script:{}", run.script_id),
             context: AuditContext {
                 persona: None,
                 connection: None,

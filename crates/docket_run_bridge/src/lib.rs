@@ -15,8 +15,9 @@
 //! - Failures: a script error (syntax, raise, limit) ends the run `failed`
 //!   and is never retried; a platform fault is retried up to
 //!   [`BridgeConfig::max_platform_retries`] times with backoff; a run whose
-//!   worker died is reclaimed by any worker when its lease expires (counted as
-//!   a fault). On shutdown a running run is released back to the queue, not
+//!   worker died is reclaimed by any worker when its lease expires, at most
+//!   [`BridgeConfig::max_reclaims`] times: the next claim ends it failed ("the
+//!   run stopped its worker N times"). On shutdown a running run is released back to the queue, not
 //!   failed.
 //! - The retention pass deletes runs [`BridgeConfig::run_retention`] after
 //!   they finished.

@@ -343,7 +343,52 @@ async fn a_dead_workers_run_is_reclaimed_when_its_lease_expires(h: Harness) {
     let survivor = h.replica(Harness::config("survivor")).await;
     let ended = h.ended(&survivor, &run).await;
     assert_eq!(ended.status, RunStatus::Succeeded);
-    assert_eq!((ended.attempt, ended.platform_faults), (2, 1));
+    assert_eq!(
+        (ended.attempt, ended.platform_faults, ended.reclaims),
+        (2, 0, 1)
+    );
+    survivor.shutdown(Duration::ZERO).await;
+    idle.shutdown(Duration::ZERO).await;
+}
+
+/// A run whose workers keep vanishing (a source that takes its replica down)
+/// is taken over `max_reclaims` times, then ends failed without running again.
+async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
+    let idle = h.idle("idle").await;
+    let run = h.queue(&idle, "ok").await;
+    // Three workers in turn take the run and die with it.
+    for worker in 0..3 {
+        patiently("the dead worker's claim", async {
+            loop {
+                if let Some(claimed) = h
+                    .store
+                    .claim(&format!("dead-{worker}/w0"), Duration::from_millis(20))
+                    .await
+                    .expect("claim")
+                {
+                    assert_eq!(claimed.id, run.id);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let survivor = h
+        .replica(BridgeConfig {
+            max_reclaims: 2,
+            ..Harness::config("survivor")
+        })
+        .await;
+    let ended = h.ended(&survivor, &run).await;
+    assert_eq!(ended.status, RunStatus::Failed);
+    assert_eq!(ended.reclaims, 3);
+    assert_eq!(
+        ended.error.as_deref(),
+        Some("the run stopped its worker 3 times; it is not started again")
+    );
+    assert_eq!(h.runner.executions(&run.id), 0, "the source never ran");
     survivor.shutdown(Duration::ZERO).await;
     idle.shutdown(Duration::ZERO).await;
 }
@@ -525,6 +570,7 @@ both_backends!(
     a_queued_run_cancelled_ends_at_once,
     shutdown_releases_a_running_run_to_the_queue,
     a_dead_workers_run_is_reclaimed_when_its_lease_expires,
+    a_run_that_keeps_stopping_its_worker_is_not_started_again,
     a_worker_that_lost_its_lease_writes_nothing,
     two_replicas_share_one_queue_and_run_each_run_once,
     retention_deletes_runs_after_they_finished,

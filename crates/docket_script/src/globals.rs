@@ -17,8 +17,12 @@ use std::time::Instant;
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
-use starlark::values::structs::AllocStruct;
-use starlark::values::{Heap, Value};
+use starlark::values::dict::DictRef;
+use starlark::values::list::ListRef;
+use starlark::values::set::SetRef;
+use starlark::values::structs::{AllocStruct, StructRef};
+use starlark::values::tuple::TupleRef;
+use starlark::values::{Heap, UnpackValue, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::convert::{self, JsonValue};
@@ -110,12 +114,60 @@ fn context() -> starlark::Result<Rc<RunContext>> {
         .ok_or_else(|| error("the platform bindings are not available in this context"))
 }
 
+/// How deeply a value may nest to be written as JSON: as deep as `json.decode` reads (serde_json's
+/// limit), and shallow enough that writing it cannot exhaust the evaluator's stack.
+pub(crate) const MAX_JSON_DEPTH: usize = 128;
+
+/// Refuses a value nested deeper than [`MAX_JSON_DEPTH`] before anything recursive walks it.
+/// The walk itself keeps its own stack, and looks for a cancel or the deadline as it goes, so
+/// a value whose parts are shared many times over cannot hold the run either.
+pub(crate) fn check_depth<'v>(
+    binding: &str,
+    value: Value<'v>,
+    heap: Heap<'v>,
+) -> starlark::Result<()> {
+    let mut pending = vec![(value, 1usize)];
+    let mut visited = 0u64;
+    while let Some((value, depth)) = pending.pop() {
+        visited += 1;
+        if visited.is_multiple_of(4096) && context().is_ok_and(|context| context.must_stop()) {
+            return Err(error(format!("in {binding}: the run was stopped")));
+        }
+        let children: Vec<Value> = if let Some(list) = ListRef::from_value(value) {
+            list.content().to_vec()
+        } else if let Some(tuple) = TupleRef::from_value(value) {
+            tuple.content().to_vec()
+        } else if let Some(dict) = DictRef::from_value(value) {
+            dict.values().collect()
+        } else if let Some(fields) = StructRef::from_value(value) {
+            fields.iter().map(|(_, field)| field).collect()
+        } else if let Ok(Some(_)) = SetRef::unpack_value(value) {
+            value.iterate(heap)?.collect()
+        } else {
+            continue;
+        };
+        if children.is_empty() {
+            continue;
+        }
+        if depth >= MAX_JSON_DEPTH {
+            return Err(error(format!(
+                "in {binding}: the value is nested more than {MAX_JSON_DEPTH} levels deep (or \
+                 contains itself); JSON this deep is refused"
+            )));
+        }
+        pending.extend(children.into_iter().map(|child| (child, depth + 1)));
+    }
+    Ok(())
+}
+
 /// A starlark value as JSON, for a host call or `json.encode`.
-pub(crate) fn to_json(
+pub(crate) fn to_json<'v>(
     binding: &str,
     what: &str,
-    value: Value,
+    value: Value<'v>,
+    heap: Heap<'v>,
 ) -> starlark::Result<serde_json::Value> {
+    check_depth(binding, value, heap)?;
     convert::to_json(value).map_err(|cause| {
         error(format!(
             "in {binding}: {what} cannot be converted to JSON: {cause}"
@@ -129,10 +181,11 @@ fn present(value: Option<Value>) -> Option<Value> {
 }
 
 /// A dict argument as a JSON object (absent or `None`: empty).
-fn object_argument(
+fn object_argument<'v>(
     binding: &str,
     what: &str,
-    value: Option<Value>,
+    value: Option<Value<'v>>,
+    heap: Heap<'v>,
 ) -> starlark::Result<serde_json::Map<String, serde_json::Value>> {
     let Some(value) = present(value) else {
         return Ok(serde_json::Map::new());
@@ -143,7 +196,7 @@ fn object_argument(
             value.get_type()
         )));
     }
-    match to_json(binding, what, value)? {
+    match to_json(binding, what, value, heap)? {
         serde_json::Value::Object(object) => Ok(object),
         _ => Err(error(format!(
             "in {binding}: {what} must be a dict of JSON values"
@@ -241,7 +294,7 @@ fn platform_members(builder: &mut GlobalsBuilder) {
                  {{\"sql\": \"...\"}})"
             )));
         }
-        let args = serde_json::Value::Object(object_argument(BINDING, "args", args)?);
+        let args = serde_json::Value::Object(object_argument(BINDING, "args", args, eval.heap())?);
         let tool = tool.to_owned();
         host_call(eval, BINDING, move |host| {
             Box::pin(async move { host.call(tool, args).await })
@@ -271,7 +324,7 @@ fn platform_members(builder: &mut GlobalsBuilder) {
                     .to_owned(),
             ),
         };
-        let params = object_argument(BINDING, "params", params)?;
+        let params = object_argument(BINDING, "params", params, eval.heap())?;
         let sql = sql.to_owned();
         let result = host_call(eval, BINDING, move |host| {
             Box::pin(async move { host.query(sql, connection, params).await })
@@ -299,13 +352,13 @@ fn platform_members(builder: &mut GlobalsBuilder) {
                  written as an asset"
             )));
         }
-        let rows = to_json(BINDING, "rows", rows)?;
+        let rows = to_json(BINDING, "rows", rows, eval.heap())?;
         let name = name.to_owned();
         let format = format.to_owned();
         let result = host_call(eval, BINDING, move |host| {
             Box::pin(async move { host.export(name, rows, format).await })
         })?;
-        let output = to_json(BINDING, "the export's result", result)?;
+        let output = to_json(BINDING, "the export's result", result, eval.heap())?;
         let context = context()?;
         context.progress.push_output(output.clone());
         context.outputs.borrow_mut().push(output);
@@ -339,7 +392,11 @@ fn write_indented(
 fn json_members(builder: &mut GlobalsBuilder) {
     /// The JSON text of a value (dicts with string keys, lists, tuples, strings, numbers,
     /// booleans, None).
-    fn encode<'v>(#[starlark(require = pos)] x: Value<'v>) -> starlark::Result<String> {
+    fn encode<'v>(
+        #[starlark(require = pos)] x: Value<'v>,
+        heap: Heap<'v>,
+    ) -> starlark::Result<String> {
+        check_depth("json.encode", x, heap)?;
         x.to_json()
             .map_err(|cause| error(format!("in json.encode: {cause}")))
     }
@@ -372,7 +429,9 @@ fn json_members(builder: &mut GlobalsBuilder) {
         #[starlark(require = pos)] x: Value<'v>,
         #[starlark(require = named, default = "")] prefix: &str,
         #[starlark(require = named, default = "\t")] indent: &str,
+        heap: Heap<'v>,
     ) -> starlark::Result<String> {
+        check_depth("json.encode_indent", x, heap)?;
         write_indented("json.encode_indent", &x, prefix, indent)
     }
 }

@@ -42,10 +42,12 @@
 //! execution-step limit of N steps; ...`, `halted: script exceeded its time limit ...`),
 //! followed by the Starlark traceback. A host call answered with [`HostError::Tool`] fails the
 //! script ([`ScriptFailure::Error`], never retried); [`HostError::Platform`] fails the run as a
-//! fault ([`ScriptFailure::Platform`]). A panic inside the sandbox becomes a platform failure,
-//! not a crash. The heap limit is starlark's own, checked every thousand steps or so: one huge
-//! allocation (`"x" * 10**9`) can still outgrow it before it is noticed, as the original warns
-//! of its (absent) memory cap.
+//! fault ([`ScriptFailure::Platform`]). A panic inside the sandbox is
+//! [`ScriptFailure::Crashed`], the script's failure. The heap limit is starlark's own, checked
+//! every thousand steps or so: one huge allocation (`"x" * 10**9`) can outgrow it before it is
+//! noticed, and a value nested deeply enough overflows the native stack. So a platform
+//! evaluates runs in a child process ([`Isolation::Child`], module [`child`]), where the OS
+//! limits are the wall and a kill stops what a cancel cannot.
 //!
 //! # The result
 //!
@@ -62,6 +64,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub mod child;
 mod convert;
 mod date;
 mod globals;
@@ -69,6 +72,7 @@ mod log;
 mod parse;
 mod sandbox;
 
+pub use child::{ChildProcess, Isolation};
 pub use sandbox::run_with_progress;
 
 /// The bounds one run is held to. Exceeding any of them ends the run with
@@ -226,9 +230,16 @@ pub enum ScriptFailure {
     /// The run was cancelled through its token.
     #[error("the script run was cancelled")]
     Cancelled,
-    /// A host call failed with [`HostError::Platform`], or the sandbox itself failed.
+    /// A host call failed with [`HostError::Platform`], or the sandbox could not start.
     #[error("{0}")]
     Platform(String),
+    /// The interpreter crashed: it panicked, or its child process died without a report
+    /// (a stack overflow, a signal). The script's failure: what crashed once crashes again.
+    #[error("{message}")]
+    Crashed {
+        /// What happened, as "the script's interpreter crashed: …".
+        message: String,
+    },
 }
 
 /// Which of the [`Limits`] a run exceeded.

@@ -64,7 +64,7 @@ pub async fn run_with_progress(
             let report = catch_unwind(AssertUnwindSafe(|| {
                 evaluate(&source, &input, &context, &limits)
             }))
-            .unwrap_or_else(|panic| platform_failure(&panic_message(panic.as_ref())));
+            .unwrap_or_else(|panic| crashed(&panic_message(panic.as_ref())));
             // The caller only stops listening when it was dropped, and then nobody wants it.
             let _ = report_sender.send(report);
         });
@@ -87,6 +87,16 @@ fn platform_failure(message: &str) -> ScriptReport {
     }
 }
 
+/// A report for a run whose interpreter panicked.
+fn crashed(message: &str) -> ScriptReport {
+    ScriptReport {
+        outcome: Err(ScriptFailure::Crashed {
+            message: message.to_owned(),
+        }),
+        ..platform_failure("")
+    }
+}
+
 /// The text of a panic inside the sandbox.
 pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
     let detail = panic
@@ -94,7 +104,7 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
         .map(|text| (*text).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_owned());
-    format!("the script sandbox failed: {detail}")
+    format!("the script's interpreter crashed: {detail}")
 }
 
 /// Parses and evaluates the script on this thread.

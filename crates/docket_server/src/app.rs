@@ -12,7 +12,7 @@ use docket_task::TaskStore;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
 use crate::auth::{AuthError, Authenticator};
-use crate::auth::{Identity, IdentityKind};
+use crate::auth::{Identity, IdentityKind, RunIdentity};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::persona::Personas;
@@ -24,7 +24,7 @@ use crate::tools::script_host::ScriptHost;
 use crate::tools::scripts::ScriptDeps;
 use crate::tools::{self, AssetDeps};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
-use docket_script::Limits;
+use docket_script::{Isolation, Limits};
 use docket_storage::ScriptStore;
 use docket_storage::scripts::{Run, ScriptVersion};
 
@@ -87,6 +87,7 @@ pub struct AppBuilder {
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
     scripts: Option<Arc<dyn ScriptStore>>,
+    script_isolation: Isolation,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -106,6 +107,7 @@ impl App {
             store: None,
             assets: None,
             scripts: None,
+            script_isolation: Isolation::InProcess,
         }
     }
 
@@ -192,6 +194,15 @@ impl AppBuilder {
         self
     }
 
+    /// Where runs and drafts are evaluated. The default, [`Isolation::InProcess`], is for tests
+    /// and trusted scripts only: a script can abort the process it runs in. `docket serve` runs
+    /// every script in a child process ([`Isolation::Child`]: itself, with its hidden
+    /// `script-child` subcommand).
+    pub fn script_isolation(mut self, isolation: Isolation) -> Self {
+        self.script_isolation = isolation;
+        self
+    }
+
     /// How often an SSE response sends a keep-alive comment; the write also detects
     /// a client that went away. Tests shorten it.
     pub fn sse_keepalive(mut self, interval: Duration) -> Self {
@@ -212,6 +223,7 @@ impl AppBuilder {
             store,
             assets,
             scripts,
+            script_isolation,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -277,8 +289,19 @@ impl AppBuilder {
         let app_cell = Arc::new(OnceLock::new());
         let scripts = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {
-                let deps =
-                    script_deps(&config, script_store, audit.clone(), &replica_id, &app_cell);
+                if script_isolation == Isolation::InProcess {
+                    tracing::warn!(
+                        "scripts are evaluated inside the server process: a script can crash it"
+                    );
+                }
+                let deps = script_deps(
+                    &config,
+                    script_store,
+                    audit.clone(),
+                    &replica_id,
+                    &app_cell,
+                    script_isolation,
+                );
                 tools::scripts::register(&mut registry, Arc::clone(&deps))?;
                 Some(deps)
             }
@@ -319,6 +342,7 @@ fn script_deps(
     audit: Option<Arc<dyn TaskStore>>,
     replica_id: &str,
     app_cell: &Arc<OnceLock<std::sync::Weak<AppState>>>,
+    isolation: Isolation,
 ) -> Arc<ScriptDeps> {
     let settings = &config.scripts;
     let run_limits = Limits {
@@ -327,20 +351,28 @@ fn script_deps(
         ..Limits::run()
     };
     let cell = Arc::clone(app_cell);
-    let runner = SandboxRunner::new(run_limits, move |run: &Run, version: &ScriptVersion| {
+    let host_for = move |run: &Run, version: &ScriptVersion| {
+        // A run acts as its script (by id, so two owners' same-named scripts
+        // share nothing), with the roles of its source's author, on behalf of
+        // the script's owner.
         let identity = Identity {
-            subject: format!("script:{}", run.script_name),
-            display_name: format!("script:{}", run.script_name),
+            subject: format!("script:{}", run.script_id),
+            display_name: format!("script:{}/{}", run.script_owner, run.script_name),
             email: None,
             roles: version.author_roles.clone(),
             kind: IdentityKind::Script,
+            run: Some(RunIdentity {
+                run_id: run.id.clone(),
+                owner: run.script_owner.clone(),
+            }),
         };
         Arc::new(ScriptHost {
             app: cell.get().cloned().unwrap_or_default(),
             identity: Arc::new(identity),
             run_id: run.id.clone(),
         }) as Arc<dyn docket_script::Host>
-    });
+    };
+    let runner = SandboxRunner::new(run_limits, isolation.clone(), host_for);
     let run_retention = Duration::from_secs(u64::from(settings.run_retention_days) * 86_400);
     let bridge = RunBridge::new(
         Arc::clone(&store),
@@ -355,6 +387,7 @@ fn script_deps(
             lease: settings.lease,
             heartbeat_interval: settings.heartbeat_interval,
             max_platform_retries: settings.max_platform_retries,
+            max_reclaims: settings.max_reclaims,
             run_retention,
             ..BridgeConfig::new(replica_id)
         },
@@ -365,6 +398,7 @@ fn script_deps(
         app: Arc::clone(app_cell),
         default_wait: settings.default_wait,
         run_limits,
+        isolation,
         run_retention,
         poll_interval_ms: config.tasks.poll_interval_ms,
         draft_slots: tokio::sync::Semaphore::new(crate::tools::scripts::DRAFT_SLOTS),

@@ -216,6 +216,9 @@ pub struct ScriptsConfig {
     pub heartbeat_interval: Duration,
     /// How many times a platform fault is retried; script errors never are.
     pub max_platform_retries: u32,
+    /// How many times a run whose replica vanished mid-run is taken over by
+    /// another worker before it ends failed.
+    pub max_reclaims: u32,
     /// Evaluation steps a run may take.
     pub max_steps: u64,
     /// Wall-clock time a run may take, tool calls included.
@@ -235,6 +238,7 @@ impl Default for ScriptsConfig {
             lease: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(2),
             max_platform_retries: 3,
+            max_reclaims: 2,
             max_steps: 20_000_000,
             timeout: Duration::from_secs(600),
             default_wait: Duration::from_secs(120),

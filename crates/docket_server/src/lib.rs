@@ -27,6 +27,10 @@ mod tasks;
 
 pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
 pub use config::{Config, object_sink};
+/// Where scripts are evaluated ([`AppBuilder::script_isolation`]), and the child process's
+/// side of the protocol ([`script_child::serve`], the `docket script-child` subcommand).
+pub use docket_script::child as script_child;
+pub use docket_script::{ChildProcess, Isolation};
 pub use error::McpError;
 pub use http::{Body, MCP_PATH, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};

@@ -176,6 +176,7 @@ impl ApiKeyTable {
                 email: config.email.clone(),
                 roles: config.roles.clone(),
                 kind: IdentityKind::ApiKey,
+                run: None,
             };
             by_digest.insert(digest, ApiKeyEntry { digest, identity });
         }

@@ -108,8 +108,9 @@ pub enum IdentityKind {
     Oidc,
     /// No credentials, on a server that allows anonymous access.
     Anonymous,
-    /// A managed script's run calling tools: `script:<name>`, with the roles
-    /// its version's author held when saving it. Never from HTTP.
+    /// A managed script's run calling tools: `script:<script id>`, with the
+    /// roles its version's author held when saving its source, on behalf of the
+    /// script's owner (see [`Identity::on_behalf_of`]). Never from HTTP.
     Script,
 }
 
@@ -133,10 +134,12 @@ impl fmt::Display for IdentityKind {
     }
 }
 
-/// Who is calling, as established by the [`Authenticator`].
+/// Who is calling, as established by the [`Authenticator`] (or, for a script
+/// run, by the run bridge).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
-    /// The stable principal id: `apikey:<name>`, `oidc:<sub>` or `anonymous`.
+    /// The stable principal id: `apikey:<name>`, `oidc:<sub>`, `anonymous`, or
+    /// `script:<script id>` for a script run.
     pub subject: String,
     /// A human-readable name for the caller.
     pub display_name: String,
@@ -146,6 +149,24 @@ pub struct Identity {
     pub roles: Vec<String>,
     /// How the caller proved who it is.
     pub kind: IdentityKind,
+    /// For a script run: the run, and the person on whose behalf it acts.
+    /// `None` for everyone who calls in person.
+    pub run: Option<RunIdentity>,
+}
+
+/// The script run an [`Identity`] is, and on whose behalf it acts.
+///
+/// A run's own subject (`script:<script id>`) is who calls tools, what the
+/// audit log and call records name, and what its roles are checked for. What
+/// the run creates (assets) belongs to the script's owner instead, so exactly
+/// those who may follow the run reach it: its starter (always the owner or an
+/// administrator), the owner, and administrators.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// The run's id, which is also its task id.
+    pub run_id: String,
+    /// The subject of the script's owner.
+    pub owner: String,
 }
 
 impl Identity {
@@ -161,7 +182,22 @@ impl Identity {
             email: None,
             roles,
             kind: IdentityKind::Anonymous,
+            run: None,
         }
+    }
+
+    /// The subject this identity acts for: what it creates belongs to them, and
+    /// idempotency keys and asset visibility are theirs. A script run acts for
+    /// its script's owner; everyone else for themselves.
+    #[must_use]
+    pub fn on_behalf_of(&self) -> &str {
+        self.run.as_ref().map_or(&self.subject, |run| &run.owner)
+    }
+
+    /// The script run this identity is, if it is one.
+    #[must_use]
+    pub fn run_id(&self) -> Option<&str> {
+        self.run.as_ref().map(|run| run.run_id.as_str())
     }
 }
 

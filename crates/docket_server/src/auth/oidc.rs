@@ -411,6 +411,7 @@ impl OidcVerifier {
             email,
             roles: roles_at(claims, &self.role_claim),
             kind: IdentityKind::Oidc,
+            run: None,
         })
     }
 

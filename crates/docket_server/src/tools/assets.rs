@@ -146,7 +146,7 @@ async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
         },
         None => None,
     };
-    let owner = (!call.persona.is_admin).then_some(call.identity.subject.as_str());
+    let owner = (!call.persona.is_admin).then_some(call.identity.on_behalf_of());
     let limit = u32::try_from(limit).unwrap_or(200);
     match deps.store.list(owner, limit, cursor.as_ref()).await {
         Ok(assets) => {
@@ -185,7 +185,14 @@ async fn get(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
         .get("asset_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    match visible_asset(deps, id, &call.identity.subject, call.persona.is_admin).await {
+    match visible_asset(
+        deps,
+        id,
+        call.identity.on_behalf_of(),
+        call.persona.is_admin,
+    )
+    .await
+    {
         Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset)),
         // Not yours and does not exist read the same.
         Ok(None) => error_result(

@@ -164,7 +164,7 @@ pub(crate) fn configured(assets: Option<&AssetDeps>) -> Result<&AssetDeps, CallT
 pub(crate) struct ExportStart {
     /// How long the export may run.
     pub(crate) timeout: Duration,
-    /// The caller, who will own the asset.
+    /// Who will own the asset: the caller, or a run's script owner.
     pub(crate) owner: String,
     /// The asset fields of the call.
     pub(crate) fields: AssetFields,
@@ -182,7 +182,8 @@ pub(crate) async fn start_export(
     replayed: &str,
 ) -> Result<ExportStart, CallToolResult> {
     let timeout = export_timeout(&call.arguments, limits)?;
-    let owner = call.identity.subject.clone();
+    // A script run's exports belong to the script's owner, who follows the run.
+    let owner = call.identity.on_behalf_of().to_owned();
     let fields = AssetFields::from_arguments(&call.arguments);
     if let Some(result) = replay(assets, &owner, fields.idempotency_key.as_deref(), replayed).await
     {

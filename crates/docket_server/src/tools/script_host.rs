@@ -222,9 +222,12 @@ impl Host for ScriptHost {
             &assets,
             NewAsset {
                 id,
-                owner: self.identity.subject.clone(),
+                owner: self.identity.on_behalf_of().to_owned(),
                 name,
-                description: Some(format!("exported by run {}", self.run_id)),
+                description: Some(format!(
+                    "exported by run {} of {}",
+                    self.run_id, self.identity.display_name
+                )),
                 tags: vec!["script".into()],
                 format: format.as_str().to_owned(),
                 content_type: format.content_type().to_owned(),
@@ -234,7 +237,8 @@ impl Host for ScriptHost {
                 connection: None,
                 tool: "platform.export".into(),
                 idempotency_key: None,
-                task_id: None,
+                // The run is its own task: its id is the taskId.
+                task_id: Some(self.run_id.clone()),
                 call_id: None,
             },
         )

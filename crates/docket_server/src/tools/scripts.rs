@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use docket_protocol::tools::{CallToolResult, ContentBlock, ToolAnnotations};
 use docket_run_bridge::RunBridge;
-use docket_script::{Limits, ScriptFailure, ScriptInput};
+use docket_script::{Isolation, Limits, RunProgress, ScriptFailure, ScriptInput};
 use docket_storage::catalog::{CatalogError, generate_id};
 use docket_storage::scripts::{
     CancelOutcome, NewRun, NewScript, Run, RunErrorKind, RunFilter, RunStatus, Script,
-    ScriptChange, ScriptStatus, ScriptStore,
+    ScriptChange, ScriptStatus, ScriptStore, ScriptVersion,
 };
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
@@ -60,6 +60,8 @@ pub(crate) struct ScriptDeps {
     pub(crate) app: Arc<OnceLock<Weak<AppState>>>,
     pub(crate) default_wait: Duration,
     pub(crate) run_limits: Limits,
+    /// Where runs and drafts are evaluated.
+    pub(crate) isolation: Isolation,
     /// How long a run is kept after it finished.
     pub(crate) run_retention: Duration,
     /// How often clients should poll a run's task.
@@ -146,6 +148,7 @@ fn is_run(identity: &Identity) -> bool {
 pub(crate) fn run_json(run: &Run) -> Value {
     let mut value = json!({
         "name": run.script_name,
+        "script_id": run.script_id,
         "run_id": run.id,
         "status": run.status.as_str(),
         "version": run.version,
@@ -422,6 +425,7 @@ fn syntax_refusal(error: &docket_script::SyntaxError) -> ToolOutcome {
 
 fn script_json(script: &Script, source: Option<&str>) -> Value {
     let mut value = json!({
+        "id": script.id,
         "name": script.name,
         "owner": script.owner,
         "description": script.description,
@@ -477,9 +481,15 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             "See the manage_script description.",
         );
     }
-    let saved = |script: &Script, version: i32, message: &str| {
+    // The version's author is the one whose roles its runs act with.
+    let saved = |script: &Script, version: &ScriptVersion, message: &str| {
         ToolOutcome::Result(text_result(
-            json!({"script": script_json(script, None), "version": version, "message": message}),
+            json!({
+                "script": script_json(script, None),
+                "version": version.version,
+                "author": version.author,
+                "message": message,
+            }),
             false,
         ))
     };
@@ -512,7 +522,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
                 author_roles: call.identity.roles.clone(),
             };
             match deps.store.create_script(new).await {
-                Ok((script, version)) => saved(&script, version.version, "Saved."),
+                Ok((script, version)) => saved(&script, &version, "Saved."),
                 Err(CatalogError::Duplicate) => refusal(
                     "already_exists",
                     "client_input",
@@ -533,13 +543,29 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
                 source: source.map(str::to_owned),
                 enabled: call.arguments.get("enabled").and_then(Value::as_bool),
                 status: string_arg(&call, "status").and_then(ScriptStatus::parse),
-                author: call.identity.subject.clone(),
-                author_roles: call.identity.roles.clone(),
+                editor: call.identity.subject.clone(),
+                editor_roles: call.identity.roles.clone(),
             };
+            let gave_source = change.source.is_some();
             match deps.store.update_script(&script.id, change).await {
-                Ok(Some((script, version))) => {
-                    saved(&script, version.version, "Saved as a new version.")
+                // An administrator who changed another person's source is now
+                // its author: runs of this version act with their roles.
+                Ok(Some((script, version)))
+                    if gave_source
+                        && version.author == call.identity.subject
+                        && script.owner != call.identity.subject =>
+                {
+                    saved(
+                        &script,
+                        &version,
+                        &format!(
+                            "Saved as a new version. You are now the author of version {}: \
+                             runs of it act with your roles, not {}'s.",
+                            version.version, script.owner
+                        ),
+                    )
                 }
+                Ok(Some((script, version))) => saved(&script, &version, "Saved as a new version."),
                 Ok(None) => not_found(name),
                 Err(error) => unavailable(&error),
             }
@@ -686,17 +712,20 @@ async fn draft(
         call_cancel.cancelled().await;
         stop.cancel();
     });
-    let report = docket_script::run(
-        source,
-        ScriptInput {
-            run_id: run_id.clone(),
-            params,
-        },
-        host,
-        Limits::draft(),
-        cancel,
-    )
-    .await;
+    let report = deps
+        .isolation
+        .run(
+            source,
+            ScriptInput {
+                run_id: run_id.clone(),
+                params,
+            },
+            host,
+            Limits::draft(),
+            cancel,
+            Arc::new(RunProgress::new()),
+        )
+        .await;
     let (status, result, error) = match &report.outcome {
         Ok(result) => ("succeeded", result.clone(), None),
         Err(ScriptFailure::Cancelled) => ("cancelled", Value::Null, None),

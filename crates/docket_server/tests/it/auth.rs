@@ -280,6 +280,7 @@ async fn valid_token_gives_an_identity_with_roles_from_a_nested_claim() -> Resul
             email: Some("ada@example.com".to_owned()),
             roles: vec!["analyst".to_owned(), "viewer".to_owned()],
             kind: IdentityKind::Oidc,
+            run: None,
         }
     );
 
@@ -540,6 +541,7 @@ async fn api_keys_work_as_bearer_tokens_and_in_x_api_key() -> Result<()> {
         email: Some("alice@example.com".to_owned()),
         roles: vec!["analyst".to_owned()],
         kind: IdentityKind::ApiKey,
+        run: None,
     };
 
     assert_eq!(bearer(&authenticator, ALICE_KEY).await?, alice_identity);
@@ -619,6 +621,7 @@ async fn no_credentials_is_missing_or_anonymous_per_configuration() -> Result<()
             email: None,
             roles: vec!["guest".to_owned()],
             kind: IdentityKind::Anonymous,
+            run: None,
         }
     );
     // Anonymous access does not excuse wrong credentials.

@@ -1,8 +1,8 @@
 //! Managed scripts through the server, on SQLite and PostgreSQL, with the Trino
 //! double and files in a temporary folder: a script in the original
 //! platform's documentation style (query, loop over rows, export) runs
-//! unchanged; its tool calls go through the pipeline as `script:<name>` with
-//! its author's roles and are audited with the run id, and the run gets one
+//! unchanged; its tool calls go through the pipeline as `script:<id>` with
+//! its source author's roles and are audited with the run id, and the run gets one
 //! audit row; owners and administrators only (others learn nothing);
 //! syntax errors refused at save with their line; script errors; cancel by
 //! `cancel_run` and by `tasks/cancel`; `run_script` refused inside a run; and a
@@ -55,6 +55,8 @@ on_both_backends!(
     run_script_is_refused_inside_a_run,
     a_run_is_its_task,
     a_draft_runs_as_its_caller_and_saves_nothing,
+    an_administrators_metadata_edit_keeps_the_owners_roles,
+    same_named_scripts_of_two_owners_share_nothing,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -207,7 +209,12 @@ async fn a_documentation_style_script_runs_unchanged_through_the_pipeline(backen
     assert_eq!(run["queries"], 1);
     assert_eq!(run["outputs"].as_array().map(Vec::len), Some(1));
     assert_eq!(run["outputs"][0]["name"], "order-status");
-    assert_eq!(run["outputs"][0]["owner"], "script:order-report");
+    // What the run made belongs to the script's owner, who ran it.
+    assert_eq!(run["outputs"][0]["owner"], "apikey:alice");
+    let script_id = saved["structuredContent"]["script"]["id"]
+        .as_str()
+        .expect("script id");
+    assert_eq!(run["script_id"], script_id);
     let log = run["log"].as_str().expect("log");
     assert!(log.contains('F') && log.contains('O'), "{log}");
     assert!(!log.contains("P "), "the parameter was bound: {log}");
@@ -215,13 +222,182 @@ async fn a_documentation_style_script_runs_unchanged_through_the_pipeline(backen
 
     // The query went through the pipeline as the script, audited with the run id.
     let queries = f.audit_rows("trino_query", run_id).await;
-    assert_eq!(queries[0].subject, "script:order-report");
+    assert_eq!(queries[0].subject, format!("script:{script_id}"));
     assert_eq!(queries[0].context.persona.as_deref(), Some("analyst"));
     assert_eq!(queries[0].context.arguments["run_id"], json!(run_id));
     // And the run itself has one row.
     let mine = f.audit_rows("run_script", run_id).await;
     assert_eq!(mine.len(), 1);
     assert_eq!(mine[0].outcome, "completed");
+
+    // Its export is reachable by whoever may follow the run: the download URL
+    // works for alice, list_assets and get_asset show it; to bob it does not
+    // exist; an administrator sees it.
+    let asset_id = run["outputs"][0]["asset_id"].as_str().expect("asset id");
+    assert!(
+        run["outputs"][0]["download_url"]
+            .as_str()
+            .is_some_and(|url| url.ends_with(&format!("/assets/{asset_id}/content")))
+    );
+    let download = f.server.download_as("alice", asset_id).await;
+    assert_eq!(download.status(), 200);
+    assert!(download.text().await.expect("body").contains("status"));
+    let listed = f.call("alice", "list_assets", json!({})).await;
+    let ids: Vec<&Value> = listed["structuredContent"]["assets"]
+        .as_array()
+        .expect("assets")
+        .iter()
+        .map(|asset| &asset["asset_id"])
+        .collect();
+    assert_eq!(ids, vec![&json!(asset_id)]);
+    let got = f
+        .call("alice", "get_asset", json!({"asset_id": asset_id}))
+        .await;
+    assert_eq!(got["structuredContent"]["asset_id"], asset_id, "{got}");
+    assert!(
+        got["structuredContent"]["description"]
+            .as_str()
+            .is_some_and(|text| text.contains(run_id) && text.contains("order-report")),
+        "{got}"
+    );
+    assert_eq!(f.server.download_as("bob", asset_id).await.status(), 404);
+    let hidden = f
+        .call("bob", "get_asset", json!({"asset_id": asset_id}))
+        .await;
+    let unknown = f
+        .call("bob", "get_asset", json!({"asset_id": "no-such-asset"}))
+        .await;
+    assert_eq!(hidden["isError"], true);
+    assert_eq!(
+        hidden["content"][0]["text"]
+            .as_str()
+            .map(|text| text.replace(asset_id, "no-such-asset")),
+        unknown["content"][0]["text"].as_str().map(str::to_owned)
+    );
+    assert_eq!(f.server.download_as("root", asset_id).await.status(), 200);
+}
+
+/// Prints who the run is, as `platform_info` tells it.
+const WHO: &str = r#"
+info = platform.call("platform_info", {})
+print(info["identity"]["subject"], info["identity"]["name"], info["persona"], info["is_admin"])
+"#;
+
+/// The log of a direct run of `name` by `user` (an administrator names the owner).
+async fn run_log(f: &Fixture, user: &str, arguments: Value) -> String {
+    let result = f.call(user, "run_script", arguments).await;
+    assert_eq!(
+        result["structuredContent"]["status"], "succeeded",
+        "{result}"
+    );
+    result["structuredContent"]["log"]
+        .as_str()
+        .expect("log")
+        .trim()
+        .to_owned()
+}
+
+async fn an_administrators_metadata_edit_keeps_the_owners_roles(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let saved = f.create("alice", "who", WHO).await;
+    let id = saved["structuredContent"]["script"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let as_alice = format!("script:{id} script:apikey:alice/who analyst False");
+    assert_eq!(run_log(&f, "alice", json!({"name": "who"})).await, as_alice);
+
+    // An administrator changes only the description and enabled flag: a new
+    // version whose author (and roles) are still alice's.
+    for change in [
+        json!({"description": "described by root", "enabled": false}),
+        json!({"enabled": true, "source": WHO}),
+    ] {
+        let mut arguments = json!({"command": "update", "name": "who", "owner": "apikey:alice"});
+        arguments
+            .as_object_mut()
+            .expect("object")
+            .extend(change.as_object().expect("object").clone());
+        let updated = f.call("root", "manage_script", arguments).await;
+        assert_eq!(
+            updated["structuredContent"]["author"], "apikey:alice",
+            "{updated}"
+        );
+        assert_eq!(
+            updated["structuredContent"]["message"],
+            "Saved as a new version."
+        );
+    }
+    assert_eq!(run_log(&f, "alice", json!({"name": "who"})).await, as_alice);
+    assert_eq!(
+        run_log(&f, "root", json!({"name": "who", "owner": "apikey:alice"})).await,
+        as_alice,
+        "whoever starts it, the run acts with its source author's roles"
+    );
+
+    // Editing the source makes the administrator its author, and says so.
+    let edited = f
+        .call(
+            "root",
+            "manage_script",
+            json!({"command": "update", "name": "who", "owner": "apikey:alice",
+                   "source": format!("{WHO}\nprint('edited')")}),
+        )
+        .await;
+    assert_eq!(
+        edited["structuredContent"]["author"], "apikey:root",
+        "{edited}"
+    );
+    assert!(
+        edited["structuredContent"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("You are now the author of version 4")),
+        "{edited}"
+    );
+    let log = run_log(&f, "alice", json!({"name": "who"})).await;
+    assert!(
+        log.starts_with(&format!("script:{id} script:apikey:alice/who admin True")),
+        "{log}"
+    );
+}
+
+/// Exports one row, then counts the assets the run can see.
+const SAME_NAME: &str = r#"
+platform.export("made-by-" + run.params["skip"], [{"a": 1}], "csv")
+print(platform.call("platform_info", {})["identity"]["subject"], len(platform.call("list_assets", {})["assets"]))
+"#;
+
+async fn same_named_scripts_of_two_owners_share_nothing(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let mut subjects = Vec::new();
+    for user in ["alice", "bob"] {
+        let saved = f.create(user, "report", SAME_NAME).await;
+        let id = saved["structuredContent"]["script"]["id"]
+            .as_str()
+            .expect("id");
+        let log = run_log(&f, user, json!({"name": "report", "args": {"skip": user}})).await;
+        assert_eq!(
+            log,
+            format!("script:{id} 1"),
+            "{user}'s run sees only its own asset"
+        );
+        subjects.push(log);
+    }
+    assert_ne!(subjects[0], subjects[1]);
+    for user in ["alice", "bob"] {
+        let listed = f.call(user, "list_assets", json!({})).await;
+        let names: Vec<&Value> = listed["structuredContent"]["assets"]
+            .as_array()
+            .expect("assets")
+            .iter()
+            .map(|asset| &asset["name"])
+            .collect();
+        assert_eq!(names, vec![&json!(format!("made-by-{user}"))]);
+    }
 }
 
 async fn scripts_belong_to_their_owner_and_administrators(backend: Backend) {

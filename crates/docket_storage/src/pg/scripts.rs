@@ -128,6 +128,8 @@ struct RunRow {
     attempt: i32,
     #[diesel(sql_type = Integer)]
     platform_faults: i32,
+    #[diesel(sql_type = Integer)]
+    reclaims: i32,
     #[diesel(sql_type = Nullable<Text>)]
     lease_owner: Option<String>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
@@ -174,6 +176,7 @@ impl TryFrom<RunRow> for Run {
             requested_by: row.requested_by,
             attempt: row.attempt,
             platform_faults: row.platform_faults,
+            reclaims: row.reclaims,
             lease_owner: row.lease_owner,
             lease_expires_at: row.lease_expires_at,
             cancel_requested_at: row.cancel_requested_at,
@@ -216,7 +219,7 @@ async fn insert_version(
     .bind::<Text, _>(version.description)
     .bind::<Jsonb, _>(version.params)
     .bind::<Text, _>(version.author)
-    .bind::<Jsonb, _>(scripts::roles_json(version.author_roles))
+    .bind::<Jsonb, _>(version.author_roles)
     .get_result(conn)
     .await
 }
@@ -228,6 +231,7 @@ impl ScriptStore for PgStore {
         script: NewScript,
     ) -> Result<(Script, ScriptVersion), CatalogError> {
         script.validate()?;
+        let author_roles = scripts::roles_json(&script.author_roles);
         let mut conn = self.catalog_conn().await?;
         let (script_row, version_row) = conn
             .transaction(async |conn| {
@@ -251,7 +255,7 @@ impl ScriptStore for PgStore {
                         description: &script.description,
                         params: &script.params,
                         author: &script.author,
-                        author_roles: &script.author_roles,
+                        author_roles: &author_roles,
                     },
                 )
                 .await?;
@@ -268,6 +272,7 @@ impl ScriptStore for PgStore {
         change: ScriptChange,
     ) -> Result<Option<(Script, ScriptVersion)>, CatalogError> {
         change.validate()?;
+        let editor_roles = scripts::roles_json(&change.editor_roles);
         let mut conn = self.catalog_conn().await?;
         let id = id.to_owned();
         let rows = conn
@@ -286,16 +291,25 @@ impl ScriptStore for PgStore {
                 };
                 let description = change.description.as_ref().unwrap_or(&current.description);
                 let params = change.params.as_ref().unwrap_or(&current.params);
+                // Only new source changes whose roles the version carries.
+                let (source, author, author_roles) = match change.new_source(&current.source) {
+                    Some(source) => (source, change.editor.as_str(), &editor_roles),
+                    None => (
+                        current.source.as_str(),
+                        current.author.as_str(),
+                        &current.author_roles,
+                    ),
+                };
                 let version_row = insert_version(
                     conn,
                     &VersionInsert {
                         script_id: &id,
                         version: current.version + 1,
-                        source: change.source.as_ref().unwrap_or(&current.source),
+                        source,
                         description,
                         params,
-                        author: &change.author,
-                        author_roles: &change.author_roles,
+                        author,
+                        author_roles,
                     },
                 )
                 .await?;

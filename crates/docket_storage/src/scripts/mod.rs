@@ -59,6 +59,12 @@ pub struct NewScript {
 /// A change to a script: the fields given replace the current ones. Every change
 /// saves a new version (copying what is not given), so a run always names the
 /// exact source and roles it ran with.
+///
+/// A version carries the roles of the author of its *source*: a change that
+/// brings new source (given and different from the current source) makes the
+/// editor that version's author, with the editor's roles; any other change
+/// (description, parameters, enabled, status) keeps the current version's
+/// author and roles, whoever makes it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ScriptChange {
     /// A new description.
@@ -71,10 +77,12 @@ pub struct ScriptChange {
     pub enabled: Option<bool>,
     /// A new status.
     pub status: Option<ScriptStatus>,
-    /// Who saved the change.
-    pub author: String,
-    /// The roles the author held when saving.
-    pub author_roles: Vec<String>,
+    /// Who makes the change; the new version's author only when it brings new
+    /// source.
+    pub editor: String,
+    /// The roles the editor holds, which the new version carries only when the
+    /// change brings new source.
+    pub editor_roles: Vec<String>,
 }
 
 /// Whether a script may still be run.
@@ -276,8 +284,11 @@ pub struct Run {
     pub requested_by: String,
     /// How many times a worker claimed it (the fencing token).
     pub attempt: i32,
-    /// Platform faults so far.
+    /// Platform faults so far (retried failures of the platform; not reclaims).
     pub platform_faults: i32,
+    /// How many times a claim took the run back from a worker whose lease
+    /// expired (its replica vanished mid-run).
+    pub reclaims: i32,
     /// The worker holding its lease.
     pub lease_owner: Option<String>,
     /// When that lease ends.
@@ -477,8 +488,9 @@ pub trait ScriptStore: Send + Sync + 'static {
     async fn list_runs(&self, filter: &RunFilter, limit: u32) -> Result<Vec<Run>, CatalogError>;
 
     /// Claims the oldest claimable run for `worker` — a queued run whose
-    /// `not_before` has come, or a running run whose lease expired (counted as a
-    /// platform fault) — leasing it for `lease`. `None` when there is none.
+    /// `not_before` has come, or a running run whose lease expired (counted in
+    /// [`Run::reclaims`], not as a platform fault) — leasing it for `lease`.
+    /// `None` when there is none.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
@@ -556,7 +568,8 @@ pub(crate) struct VersionInsert<'a> {
     pub(crate) description: &'a str,
     pub(crate) params: &'a Value,
     pub(crate) author: &'a str,
-    pub(crate) author_roles: &'a [String],
+    /// The author's roles, as the JSON array stored.
+    pub(crate) author_roles: &'a Value,
 }
 
 /// Checks what the tables would refuse, with a message that says why.
@@ -582,6 +595,12 @@ impl ScriptChange {
             self.params.as_ref().is_none_or(Value::is_array),
             "params must be a JSON array",
         )
+    }
+
+    /// The source this change brings, when it is new: given, and not the
+    /// `current` source again. Only new source makes the editor an author.
+    pub(crate) fn new_source(&self, current: &str) -> Option<&str> {
+        self.source.as_deref().filter(|source| *source != current)
     }
 }
 

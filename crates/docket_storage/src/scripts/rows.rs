@@ -10,7 +10,7 @@ use crate::catalog::CatalogError;
 
 /// The columns of a run, as every statement that returns one lists them.
 pub(crate) const RUN_COLUMNS: &str = "id, script_id, script_name, script_owner, version, status, \
-     params, requested_by, attempt, platform_faults, lease_owner, lease_expires_at, \
+     params, requested_by, attempt, platform_faults, reclaims, lease_owner, lease_expires_at, \
      cancel_requested_at, host_calls, result, error, error_kind, log, log_truncated, metrics, \
      created_at, started_at, finished_at, updated_at";
 

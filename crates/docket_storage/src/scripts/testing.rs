@@ -112,8 +112,8 @@ pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
             ScriptChange {
                 source: Some("result = 2".into()),
                 enabled: Some(false),
-                author: "admin".into(),
-                author_roles: vec!["admin".into()],
+                editor: "admin".into(),
+                editor_roles: vec!["admin".into()],
                 ..ScriptChange::default()
             },
         )
@@ -124,6 +124,7 @@ pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
     assert!(!changed.enabled);
     assert_eq!(changed.description, new.description);
     assert_eq!(v2.source, "result = 2");
+    assert_eq!(v2.author, "admin", "new source makes its editor the author");
     assert_eq!(v2.author_roles, vec!["admin".to_owned()]);
     assert_eq!(v2.params, new.params, "unchanged fields carry over");
     let v1 = store
@@ -179,7 +180,10 @@ pub async fn claims_take_the_oldest_run_once(store: Arc<dyn ScriptStore>) {
     assert!(store.claim("w1", LONG).await.expect("claim").is_none());
     let first = queued_run(store.as_ref(), "alice").await;
     assert_eq!(first.status, RunStatus::Queued);
-    assert_eq!((first.attempt, first.platform_faults), (0, 0));
+    assert_eq!(
+        (first.attempt, first.platform_faults, first.reclaims),
+        (0, 0, 0)
+    );
     assert_eq!(first.params, json!({"day": "2026-12-01"}));
     tokio::time::sleep(TICK).await;
     let second = queued_run(store.as_ref(), "bob").await;
@@ -239,7 +243,7 @@ pub async fn concurrent_claims_take_each_run_once(store: Arc<dyn ScriptStore>) {
 
 /// A worker whose lease expired and was reclaimed writes nothing: renewals
 /// report the loss, finishing and requeueing are refused; the new holder's
-/// writes land. The reclaim counts a platform fault.
+/// writes land. The reclaim counts as a reclaim, not a platform fault.
 pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
     let run = queued_run(store.as_ref(), "alice").await;
     let old = store
@@ -255,7 +259,7 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
         .expect("claim")
         .expect("the expired lease is reclaimed");
     assert_eq!(new.id, run.id);
-    assert_eq!((new.attempt, new.platform_faults), (2, 1));
+    assert_eq!((new.attempt, new.platform_faults, new.reclaims), (2, 0, 1));
     let new_lease = new.lease().expect("leased");
 
     assert_eq!(
@@ -321,6 +325,166 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
     assert!(
         store.claim("third", LONG).await.expect("claim").is_none(),
         "an ended run is never claimed"
+    );
+}
+
+/// A version carries the roles of the author of its source: a change without
+/// new source (description, enabled, params, status, or the same source
+/// again) keeps the current author and roles, whoever makes it; new source
+/// makes its editor the author, with the editor's roles.
+pub async fn versions_keep_the_roles_of_their_sources_author(store: Arc<dyn ScriptStore>) {
+    let new = new_script("alice", "owned");
+    let (script, v1) = store.create_script(new.clone()).await.expect("create");
+    let admin = |change: ScriptChange| ScriptChange {
+        editor: "root".into(),
+        editor_roles: vec!["admin".into()],
+        ..change
+    };
+    let authorship = |version: &super::ScriptVersion| {
+        (
+            version.version,
+            version.author.clone(),
+            version.author_roles.clone(),
+        )
+    };
+
+    let (changed, v2) = store
+        .update_script(
+            &script.id,
+            admin(ScriptChange {
+                description: Some("now described by an administrator".into()),
+                enabled: Some(false),
+                ..ScriptChange::default()
+            }),
+        )
+        .await
+        .expect("update")
+        .expect("exists");
+    assert_eq!(
+        authorship(&v2),
+        (2, "alice".to_owned(), new.author_roles.clone()),
+        "a description and enabled change keeps the source's author"
+    );
+    assert_eq!(v2.source, v1.source);
+    assert_eq!(v2.description, "now described by an administrator");
+    assert!(!changed.enabled);
+
+    let (_, v3) = store
+        .update_script(
+            &script.id,
+            admin(ScriptChange {
+                params: Some(json!([])),
+                status: Some(ScriptStatus::Deprecated),
+                enabled: Some(true),
+                source: Some(v1.source.clone()),
+                ..ScriptChange::default()
+            }),
+        )
+        .await
+        .expect("update")
+        .expect("exists");
+    assert_eq!(
+        authorship(&v3),
+        (3, "alice".to_owned(), new.author_roles.clone()),
+        "params, status and the same source again keep the source's author"
+    );
+    assert_eq!(v3.params, json!([]));
+
+    let (_, v4) = store
+        .update_script(
+            &script.id,
+            admin(ScriptChange {
+                source: Some("result = 'rewritten'".into()),
+                ..ScriptChange::default()
+            }),
+        )
+        .await
+        .expect("update")
+        .expect("exists");
+    assert_eq!(
+        authorship(&v4),
+        (4, "root".to_owned(), vec!["admin".to_owned()]),
+        "new source makes its editor the author"
+    );
+
+    let (_, v5) = store
+        .update_script(
+            &script.id,
+            ScriptChange {
+                description: Some("the owner only describes it".into()),
+                editor: "alice".into(),
+                editor_roles: new.author_roles.clone(),
+                ..ScriptChange::default()
+            },
+        )
+        .await
+        .expect("update")
+        .expect("exists");
+    assert_eq!(
+        authorship(&v5),
+        (5, "root".to_owned(), vec!["admin".to_owned()]),
+        "the owner's description change keeps the administrator's source and roles"
+    );
+    assert_eq!(v5.source, "result = 'rewritten'");
+    assert_eq!(
+        store.script_version(&script.id, 2).await.expect("read"),
+        Some(v2),
+        "earlier versions are kept as they were"
+    );
+}
+
+/// A claim that takes back a run whose lease expired counts a reclaim, not a
+/// platform fault; a retry counts a fault and no reclaim; a release counts
+/// neither.
+pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStore>) {
+    let run = queued_run(store.as_ref(), "alice").await;
+    let expire = Duration::from_millis(1);
+    let first = store
+        .claim("w1", expire)
+        .await
+        .expect("claim")
+        .expect("run");
+    assert_eq!((first.platform_faults, first.reclaims), (0, 0));
+    for reclaims in 1..=2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let taken = store
+            .claim("w2", expire)
+            .await
+            .expect("claim")
+            .expect("the expired lease is reclaimed");
+        assert_eq!(taken.id, run.id);
+        assert_eq!(
+            (taken.attempt, taken.platform_faults, taken.reclaims),
+            (reclaims + 1, 0, reclaims)
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lease = store
+        .claim("w3", LONG)
+        .await
+        .expect("claim")
+        .expect("run")
+        .lease()
+        .expect("lease");
+    assert!(
+        store
+            .retry(&lease, "the database went away", Duration::ZERO)
+            .await
+            .expect("retry")
+    );
+    let lease = store
+        .claim("w3", LONG)
+        .await
+        .expect("claim")
+        .expect("a retried run is claimed from the queue")
+        .lease()
+        .expect("lease");
+    assert!(store.release(&lease).await.expect("release"));
+    let (read, _) = store.run(&run.id).await.expect("get").expect("present");
+    assert_eq!(
+        (read.status, read.platform_faults, read.reclaims),
+        (RunStatus::Queued, 1, 3),
+        "a queued run's claim is no reclaim; a retry is a fault"
     );
 }
 
@@ -546,6 +710,8 @@ macro_rules! script_store_suite {
             claims_take_the_oldest_run_once,
             concurrent_claims_take_each_run_once,
             writes_are_fenced_by_the_lease,
+            versions_keep_the_roles_of_their_sources_author,
+            reclaims_count_apart_from_platform_faults,
             retries_and_releases_requeue,
             cancels_end_queued_runs_and_mark_running_ones,
             retention_deletes_only_ended_runs,

@@ -144,6 +144,8 @@ struct RunRow {
     attempt: i32,
     #[diesel(sql_type = Integer)]
     platform_faults: i32,
+    #[diesel(sql_type = Integer)]
+    reclaims: i32,
     #[diesel(sql_type = Nullable<Text>)]
     lease_owner: Option<String>,
     #[diesel(sql_type = Nullable<Text>)]
@@ -198,6 +200,7 @@ impl TryFrom<RunRow> for Run {
             requested_by: row.requested_by,
             attempt: row.attempt,
             platform_faults: row.platform_faults,
+            reclaims: row.reclaims,
             lease_owner: row.lease_owner,
             host_calls: row.host_calls,
             error: row.error,
@@ -228,7 +231,7 @@ fn insert_version(
     .bind::<Text, _>(version.description)
     .bind::<Text, _>(version.params.to_string())
     .bind::<Text, _>(version.author)
-    .bind::<Text, _>(scripts::roles_json(version.author_roles).to_string())
+    .bind::<Text, _>(version.author_roles.to_string())
     .get_result(conn)
 }
 
@@ -243,6 +246,7 @@ impl ScriptStore for SqliteStore {
         script: NewScript,
     ) -> Result<(Script, ScriptVersion), CatalogError> {
         script.validate()?;
+        let author_roles = scripts::roles_json(&script.author_roles);
         let (script_row, version_row) = self
             .write(move |conn| {
                 conn.immediate_transaction(|conn| {
@@ -265,7 +269,7 @@ impl ScriptStore for SqliteStore {
                             description: &script.description,
                             params: &script.params,
                             author: &script.author,
-                            author_roles: &script.author_roles,
+                            author_roles: &author_roles,
                         },
                     )?;
                     Ok((script_row, version_row))
@@ -282,6 +286,7 @@ impl ScriptStore for SqliteStore {
         change: ScriptChange,
     ) -> Result<Option<(Script, ScriptVersion)>, CatalogError> {
         change.validate()?;
+        let editor_roles = scripts::roles_json(&change.editor_roles);
         let id = id.to_owned();
         let rows = self
             .write(move |conn| {
@@ -300,16 +305,27 @@ impl ScriptStore for SqliteStore {
                         serde_json::from_str(&current.params).unwrap_or(Value::Array(Vec::new()));
                     let description = change.description.as_ref().unwrap_or(&current.description);
                     let params = change.params.as_ref().unwrap_or(&current_params);
+                    // Only new source changes whose roles the version carries.
+                    let (source, author, author_roles) = match change.new_source(&current.source) {
+                        Some(source) => (source, change.editor.as_str(), editor_roles.clone()),
+                        None => (
+                            current.source.as_str(),
+                            current.author.as_str(),
+                            serde_json::from_str(&current.author_roles).map_err(|error| {
+                                diesel::result::Error::DeserializationError(Box::new(error))
+                            })?,
+                        ),
+                    };
                     let version_row = insert_version(
                         conn,
                         &VersionInsert {
                             script_id: &id,
                             version: current.version + 1,
-                            source: change.source.as_ref().unwrap_or(&current.source),
+                            source,
                             description,
                             params,
-                            author: &change.author,
-                            author_roles: &change.author_roles,
+                            author,
+                            author_roles: &author_roles,
                         },
                     )?;
                     let script_row = diesel::sql_query(format!(
@@ -492,7 +508,7 @@ impl ScriptStore for SqliteStore {
             diesel::sql_query(format!(
                 "UPDATE script_runs \
                     SET status = 'running', attempt = attempt + 1, \
-                        platform_faults = platform_faults \
+                        reclaims = reclaims \
                             + CASE WHEN status = 'running' THEN 1 ELSE 0 END, \
                         lease_owner = ?1, \
                         lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2), \

@@ -1,13 +1,14 @@
 -- Claims the oldest claimable run for one worker: a queued run whose not_before
 -- has come, or a running run whose lease expired (its worker died; that counts
--- as a platform fault). SKIP LOCKED lets workers on every replica claim at once
--- without waiting on, or taking, each other's rows. The attempt goes up: it is
--- the fencing token of every later write.
+-- as a reclaim, apart from platform faults, so the bridge can stop a source
+-- that keeps taking its worker down). SKIP LOCKED lets workers on every replica
+-- claim at once without waiting on, or taking, each other's rows. The attempt
+-- goes up: it is the fencing token of every later write.
 -- $1 worker, $2 lease in milliseconds.
 UPDATE script_runs AS run
    SET status = 'running',
        attempt = run.attempt + 1,
-       platform_faults = run.platform_faults
+       reclaims = run.reclaims
            + CASE WHEN run.status = 'running' THEN 1 ELSE 0 END,
        lease_owner = $1,
        lease_expires_at = now() + $2 * interval '1 millisecond',

@@ -1,0 +1,1 @@
+ALTER TABLE script_runs DROP COLUMN reclaims;
