@@ -3,6 +3,7 @@
 
 mod call;
 mod replicas;
+mod script_isolation;
 mod script_runs;
 mod support;
 mod zero_config;

@@ -24,7 +24,7 @@ const SLOW: &str = "platform.call('diagnostics_sleep', {'seconds': 3})\nprint('d
 
 /// A replica's configuration: a short lease so a dead replica's run is taken
 /// over soon, and a rate limit the polling below never reaches; `workers: false` makes a replica that queues runs but runs none.
-fn write_config(dir: &Path, name: &str, database_url: &str, workers: bool) -> String {
+pub(crate) fn write_config(dir: &Path, name: &str, database_url: &str, workers: bool) -> String {
     let path = dir.join(format!("{name}.yaml"));
     let text = format!(
         "server: {{ address: \"127.0.0.1:0\", replica_id: \"{name}\", shutdown: {{ grace_period: 3s }} }}\n\
@@ -39,7 +39,7 @@ fn write_config(dir: &Path, name: &str, database_url: &str, workers: bool) -> St
     path.to_str().expect("utf-8 path").to_owned()
 }
 
-fn start(dir: &Path, name: &str, database: &TestDatabase, workers: bool) -> Replica {
+pub(crate) fn start(dir: &Path, name: &str, database: &TestDatabase, workers: bool) -> Replica {
     Replica::start(
         dir,
         &[
@@ -50,7 +50,7 @@ fn start(dir: &Path, name: &str, database: &TestDatabase, workers: bool) -> Repl
 }
 
 /// A tool's `structuredContent`, called directly.
-async fn call(replica: &Replica, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn call(replica: &Replica, tool: &str, arguments: Value) -> Value {
     let answer = replica
         .rpc(
             "tools/call",
@@ -63,7 +63,7 @@ async fn call(replica: &Replica, tool: &str, arguments: Value) -> Value {
 }
 
 /// Saves `source` as `name` and starts it as a task; returns the run id.
-async fn start_run(replica: &Replica, name: &str, source: &str) -> String {
+pub(crate) async fn start_run(replica: &Replica, name: &str, source: &str) -> String {
     call(
         replica,
         "manage_script",
@@ -85,7 +85,7 @@ async fn start_run(replica: &Replica, name: &str, source: &str) -> String {
 }
 
 /// Polls `get_run` until the run is `status` (a hang guard, not a deadline).
-async fn wait_run(replica: &Replica, run_id: &str, status: &str) -> Value {
+pub(crate) async fn wait_run(replica: &Replica, run_id: &str, status: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         let run = call(replica, "get_run", json!({"run_id": run_id})).await;

@@ -79,9 +79,19 @@ impl Replica {
         assert!(status.success());
     }
 
-    /// Waits for the process to exit.
-    pub(crate) fn wait(&mut self) {
-        let _ = self.child.wait();
+    /// Waits for the process to exit; its exit status.
+    pub(crate) fn wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.wait().ok()
+    }
+
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub(crate) fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// One JSON-RPC request with well-formed headers and `_meta`.

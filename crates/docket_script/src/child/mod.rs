@@ -52,9 +52,12 @@ pub use frame::MAX_FRAME_BYTES;
 pub use serve::serve;
 
 /// The address space a child may use beyond its run's heap limit: the mapped binary and its
-/// libraries, the runtime's threads, and the evaluator thread's stack reservation (256 MiB,
-/// of which only the pages a script touches are ever committed).
-pub const MEMORY_MARGIN_BYTES: u64 = 512 * 1024 * 1024;
+/// libraries, the runtime's threads, the evaluator thread's stack reservation (256 MiB, of
+/// which only the pages a script touches are ever committed) — about 400 MiB before a script
+/// allocates anything — and the slack of a growing heap (a list that doubles holds its old
+/// and its new buffer at once). A single allocation larger than this margin fails in the
+/// child, whatever the heap limit; one within it is caught by the heap limit afterwards.
+pub const MEMORY_MARGIN_BYTES: u64 = 768 * 1024 * 1024;
 
 /// How long a child asked to stop has before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_millis(200);

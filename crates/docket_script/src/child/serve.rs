@@ -26,8 +26,9 @@ const PROTOCOL: u8 = 4;
 /// caller's other work: when the parent goes away it exits at once.
 #[must_use]
 pub fn serve() -> ExitCode {
+    close_inherited_descriptors();
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_time()
         .build()
     {
         Ok(runtime) => runtime,
@@ -223,5 +224,23 @@ impl Host for PipeHost {
 
     async fn export(&self, name: String, rows: Value, format: String) -> Result<Value, HostError> {
         self.ask(HostRequest::Export { name, rows, format }).await
+    }
+}
+
+/// Closes every descriptor beyond standard input, output and error. The parent opens all of
+/// its own close-on-exec, but whatever started the parent may have left it descriptors
+/// without that flag, which every child would inherit; a child holds only its pipes.
+fn close_inherited_descriptors() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let descriptors: Vec<i32> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|descriptor| *descriptor > 2)
+        .collect();
+    for descriptor in descriptors {
+        // The directory's own descriptor is among them, closed already: EBADF.
+        let _ = nix::unistd::close(descriptor);
     }
 }
