@@ -1,7 +1,8 @@
 //! Scripts cannot hurt the server: every run and draft evaluates in a child
 //! process under OS limits. On the embedded default, the bombs that used to
 //! abort or bloat the server (string and list repeats, deep nesting encoded,
-//! infinite recursion, a gigabyte string in a 64 MiB draft) each fail their
+//! infinite recursion, a call too large for its pipe, a gigabyte string in a
+//! 64 MiB draft) each fail their
 //! draft with a message while the server keeps answering and stays small; a
 //! run queued with a crashing source fails once, and two restarts find it
 //! failed and stay up; a run's process holds no socket or file of the
@@ -97,7 +98,7 @@ async fn the_server_outlives_every_bomb_a_draft_can_drop() {
     let dir = temp_dir("bombs");
     let mut server = Replica::start(&dir, &["--address", "127.0.0.1:0"]);
     answers(&server).await;
-    let bombs: [(&str, &str, &str); 5] = [
+    let bombs: [(&str, &str, &str); 6] = [
         (
             "string repeat",
             "s = 'x' * 1000000\nt = s * 2000000000\n",
@@ -117,6 +118,11 @@ async fn the_server_outlives_every_bomb_a_draft_can_drop() {
             "infinite recursion",
             "def f(n):\n    return f(n + 1)\nf(0)\n",
             "",
+        ),
+        (
+            "an oversized call",
+            "platform.call('platform_info', {'pad': 'x' * 17000000})\n",
+            "over the 16777216 bytes one call may carry",
         ),
         (
             "a gigabyte string",

@@ -330,4 +330,44 @@ mod tests {
         let torn = &torn[..torn.len() - 1];
         assert!(runtime.block_on(read::<ToChild>(&mut &*torn)).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Whatever a child writes, the parent's reader answers a message, the end, or an
+        /// error, and never allocates past the cap: it does not panic.
+        #[test]
+        fn any_bytes_read_as_a_message_the_end_or_an_error(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            length in proptest::option::of(0u32..64),
+        ) {
+            let mut input = length.map(|length| length.to_be_bytes().to_vec()).unwrap_or_default();
+            input.extend_from_slice(&bytes);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
+            let mut reader = input.as_slice();
+            for _ in 0..input.len() + 1 {
+                match runtime.block_on(read::<FromChild>(&mut reader)) {
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+
+        /// Any text and call number a reply carries crosses unchanged.
+        #[test]
+        fn replies_round_trip(call in proptest::prelude::any::<u64>(), text in ".{0,64}") {
+            let ToChild::Reply { call: back, answer: Answer::Tool(message) } =
+                round_trip(&ToChild::Reply { call, answer: Answer::Tool(text.clone()) })
+            else {
+                panic!("not a reply");
+            };
+            proptest::prop_assert_eq!((back, message), (call, text));
+        }
+    }
 }

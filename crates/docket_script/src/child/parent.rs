@@ -524,4 +524,29 @@ mod tests {
             "the script's interpreter crashed: segmentation fault"
         );
     }
+
+    #[test]
+    fn an_answer_too_large_to_send_becomes_a_tool_error_that_says_so() {
+        let huge = Value::String("x".repeat(frame::MAX_FRAME_BYTES));
+        let sent = reply(9, Ok(huge));
+        assert!(sent.len() < 1024, "only the error crosses");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let read = runtime
+            .block_on(frame::read::<ToChild>(&mut sent.as_slice()))
+            .expect("reads")
+            .expect("a message");
+        let ToChild::Reply {
+            call: 9,
+            answer: Answer::Tool(message),
+        } = read
+        else {
+            panic!("not the error reply: {read:?}");
+        };
+        assert!(
+            message.contains("a script may receive from one call"),
+            "{message}"
+        );
+    }
 }
