@@ -266,14 +266,19 @@ impl Samples {
 
     /// The `percent` percentile (nearest rank).
     pub(crate) fn percentile(&self, percent: f64) -> Duration {
-        let mut sorted = self.latencies.clone();
-        sorted.sort_unstable();
-        if sorted.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((percent / 100.0) * sorted.len() as f64).ceil() as usize;
-        sorted[rank.clamp(1, sorted.len()) - 1]
+        percentile(&self.latencies, percent)
     }
+}
+
+/// The `percent` percentile of `samples` (nearest rank); zero when there are none.
+pub(crate) fn percentile(samples: &[Duration], percent: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((percent / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// Runs `operation` `count` times, one after another, timing each; returns the

@@ -11,7 +11,11 @@
 //! named by `--docket-bin`) a million-row `trino_export` from the Trino double,
 //! against the raw page fetch, and watches the server's resident memory.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports] [--output FILE] [--commit SHA]
+//! The script suite (`scripts`) starts runs on two run bridges on SQLite, one
+//! evaluating in process and one in `docket script-child` processes, and times
+//! queue → first call and one `platform.call`'s round trip.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
 //! [--export-rounds N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
@@ -26,6 +30,7 @@ mod load;
 mod peer;
 mod phases;
 mod report;
+mod scripts;
 mod system;
 
 use std::path::PathBuf;
@@ -91,6 +96,9 @@ enum Suite {
     Tasks,
     /// The million-row export against the raw page fetch, and the server's memory.
     Exports,
+    /// Script runs in child processes against in-process evaluation: start latency and
+    /// the cost of one `platform.call`.
+    Scripts,
 }
 
 fn main() -> ExitCode {
@@ -117,6 +125,20 @@ fn run() -> anyhow::Result<()> {
             report::write_markdown(path, &results)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {}", path.display());
+        }
+    }
+    if matches!(args.suite, Suite::All | Suite::Scripts) {
+        let docket_bin = args
+            .docket_bin
+            .as_deref()
+            .context("the script benchmark needs --docket-bin PATH")?;
+        let results = runtime.block_on(scripts::run(docket_bin, &args.commit))?;
+        println!("{}", results.text());
+        if let Some(path) = &args.output {
+            results
+                .write_markdown(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote the script section of {}", path.display());
         }
     }
     if matches!(args.suite, Suite::All | Suite::Exports) {
