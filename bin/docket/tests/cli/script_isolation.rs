@@ -360,3 +360,53 @@ async fn a_heavy_tick_loop_is_cancelled_through_the_other_replica_and_released_o
     assert_eq!(run["attempt"], 1, "{run}");
     call(&b, "cancel_run", json!({"run_id": released})).await;
 }
+
+#[tokio::test]
+async fn a_draft_whose_client_goes_away_is_killed() {
+    let dir = temp_dir("draft-gone");
+    let server = Replica::start(&dir, &["--address", "127.0.0.1:0"]);
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "manage_script",
+        "arguments": {"command": "run_draft",
+                      "source": "a = list(range(1000000))\nfor i in range(100000):\n    if -1 in a:\n        pass\n"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}},
+    }});
+    let client = reqwest::Client::new();
+    let sent = client
+        .post(format!("{}/mcp", server.base))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "manage_script")
+        .json(&request)
+        .send();
+    // The client gives up once the draft's process is running.
+    let pid = server.pid();
+    let watch = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while children_of(pid).is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the draft never started"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        answer = sent => panic!("the busy draft answered: {answer:?}"),
+        () = watch => {}
+    }
+    drop(client);
+    // Few steps, each slow: only the kill ends it before its 60 s wall time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !children_of(pid).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the draft's process outlived its client"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    answers(&server).await;
+}
