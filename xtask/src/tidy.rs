@@ -57,8 +57,9 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
         ],
     ),
     // The benchmarks: a dev-only binary that serves an App through the public
-    // library API, measures the store against bare SQL through docket_storage, and
-    // exports from the Trino double against docket_export's raw page fetch.
+    // library API, measures the store against bare SQL through docket_storage,
+    // exports from the Trino double against docket_export's raw page fetch, and
+    // script runs in child processes against in-process evaluation on run bridges.
     (
         "docket_bench",
         &[
@@ -68,6 +69,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_storage",
             "docket_export",
             "docket_trino_double",
+            "docket_script",
+            "docket_run_bridge",
         ],
     ),
     // The Trino double: a dev-only coordinator double on hyper and SQLite, for
