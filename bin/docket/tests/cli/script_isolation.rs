@@ -2,13 +2,14 @@
 //! process under OS limits. On the embedded default, the bombs that used to
 //! abort or bloat the server (string and list repeats, deep nesting encoded,
 //! infinite recursion, a call too large for its pipe, a gigabyte string in a
-//! 64 MiB draft) each fail their
-//! draft with a message while the server keeps answering and stays small; a
-//! run queued with a crashing source fails once, and two restarts find it
-//! failed and stay up; a run's process holds no socket or file of the
-//! server's and carries its limits. On PostgreSQL with two replicas, a loop
-//! whose every tick takes seconds is cancelled through the other replica, and
-//! released on SIGTERM within the grace period.
+//! 64 MiB draft) each fail their draft with a message while the server keeps
+//! answering and stays small; a run queued with a crashing source fails once,
+//! and two restarts find it failed and stay up; a run's process holds no
+//! socket or file of the server's and carries its limits; a run past its wall
+//! time is killed and fails with that limit; a draft whose client leaves is
+//! killed. On PostgreSQL with two replicas, a loop whose every tick takes
+//! seconds is cancelled through the other replica, and released on SIGTERM
+//! within the grace period.
 
 use std::path::Path;
 use std::time::Duration;
@@ -409,4 +410,31 @@ async fn a_draft_whose_client_goes_away_is_killed() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     answers(&server).await;
+}
+
+#[tokio::test]
+async fn a_run_past_its_wall_time_is_killed_and_fails_with_its_limit() {
+    let dir = temp_dir("wall-time");
+    let config = dir.join("docket.yaml");
+    std::fs::write(
+        &config,
+        "server: { address: \"127.0.0.1:0\" }\n\
+         database: { url: \"sqlite://./docket-data/docket.db\" }\n\
+         auth: { allow_anonymous: true, anonymous_roles: [admin] }\n\
+         scripts: { timeout: 2s }\n",
+    )
+    .expect("config written");
+    let server = Replica::start(&dir, &["--config", config.to_str().expect("utf-8")]);
+    // Its ticks are seconds long: the interpreter would look at its clock
+    // only minutes from now.
+    let run_id = start_run(&server, "heavy", HEAVY_TICKS).await;
+    let failed = failed_run(&server, &run_id).await;
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("time limit of 2 s")),
+        "{failed}"
+    );
+    assert_eq!(failed["attempt"], 1, "a limit is never retried");
+    assert!(children_of(server.pid()).is_empty(), "its process is gone");
 }

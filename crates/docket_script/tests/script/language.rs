@@ -173,6 +173,37 @@ if json.decode(json.encode({"n": {"m": [1, "2"]}})) != {"n": {"m": [1, "2"]}}:
 }
 
 #[tokio::test]
+async fn json_refuses_values_nested_too_deep_with_an_error_not_a_crash() {
+    // 100 levels are fine, both ways.
+    assert_script_passes(
+        r#"
+x = 0
+for i in range(100):
+    x = [x]
+if json.decode(json.encode(x)) != x:
+    fail("100 levels")
+"#,
+    )
+    .await;
+    let deep = |what: &str| {
+        format!("x = []\nfor i in range(100000):\n    x = [x]\n    x = {{'k': x}}\n{what}\n")
+    };
+    for (call, binding) in [
+        ("json.encode(x)", "json.encode"),
+        ("json.encode_indent(x)", "json.encode_indent"),
+        ("platform.call('platform_info', {'x': x})", "platform.call"),
+    ] {
+        let message = script_error(&deep(call)).await;
+        assert!(
+            message.contains(binding) && message.contains("nested more than 128 levels"),
+            "{call}: {message}"
+        );
+    }
+    let message = script_error(&format!("json.decode('{}')\n", "[".repeat(100_000))).await;
+    assert!(message.contains("in json.decode"), "{message}");
+}
+
+#[tokio::test]
 async fn date_and_sum_are_predeclared_as_in_the_original() {
     assert_script_passes(
         r#"
