@@ -239,9 +239,11 @@ impl AppBuilder {
             sink: parts.sink,
             base_url: config.server.base_url(),
         });
+        let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(
             &mut registry,
             &config,
+            Arc::clone(&tool_names),
             store.is_some() && config.tasks.enabled,
             trino_connections,
             http_connections,
@@ -307,6 +309,8 @@ impl AppBuilder {
             }
             _ => None,
         };
+        // platform_info lists every tool, those registered after it included.
+        let _ = tool_names.set(registry.iter().map(|tool| tool.spec.name.clone()).collect());
         let state = AppState {
             server_info: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
             config,

@@ -71,7 +71,8 @@ pub(crate) async fn call_tool(
         to_value(&result).map(Reply::Json)
     };
 
-    // Authorization: the persona must allow the tool and any connection it names.
+    // Authorization: the persona must allow the tool and the connection the call
+    // uses — the one it names, or the tool's default when it names none.
     let Some(persona) = state.personas.resolve(&identity.roles) else {
         return refuse(error_result(
             "unauthorized",
@@ -97,7 +98,11 @@ pub(crate) async fn call_tool(
             ),
         ));
     }
-    if let Some(Value::String(connection)) = arguments.get("connection")
+    let connection = match arguments.get("connection") {
+        Some(Value::String(named)) => Some(named.clone()),
+        _ => tool.spec.default_connection.clone(),
+    };
+    if let Some(connection) = &connection
         && !persona.may_use_connection(connection)
     {
         {
@@ -136,7 +141,18 @@ pub(crate) async fn call_tool(
             ));
         }
     }
-    let declares_tasks = context.meta.client_capabilities.declares_tasks();
+    // A caller without credentials (other than the local administrator of the
+    // embedded default) shares one subject with every other such caller: it gets
+    // no task, so nobody can follow or cancel another's.
+    let anonymous = !may_own_tasks(identity, persona.is_admin);
+    if anonymous && tool.spec.task_support == TaskSupport::Required {
+        return Err(McpError::InvalidParams(format!(
+            "the tool {} runs only as a task, and callers without credentials get no tasks: \
+             authenticate",
+            params.name
+        )));
+    }
+    let declares_tasks = context.meta.client_capabilities.declares_tasks() && !anonymous;
     if tool.spec.task_support == TaskSupport::Required && !declares_tasks {
         return Err(McpError::MissingCapability {
             message: format!(
@@ -191,10 +207,6 @@ pub(crate) async fn call_tool(
         client_capabilities: &context.meta.client_capabilities,
         input: input.as_ref(),
     };
-    let connection = arguments
-        .get("connection")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
     let finish = Finish {
         app: app.clone(),
         tool: params.name.clone(),
@@ -544,7 +556,9 @@ async fn start_task(
     let new = NewTask {
         id,
         tool: finish.tool.clone(),
-        arguments: Value::Object(call.arguments.clone()),
+        // Stored at rest as the audit row keeps them: secrets passed as
+        // arguments are redacted.
+        arguments: redact_arguments(&call.arguments, &app.state.config.audit.redact_keys),
         owner: finish.subject.clone(),
         extra_follower: None,
         replica_id: app.state.replica_id.clone(),
@@ -614,4 +628,11 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// Whether `identity` may own tasks: everyone with credentials, and an anonymous
+/// caller only as an administrator (the embedded default's local user). Other
+/// anonymous callers share one subject, so a task of one would be every one's.
+pub(crate) fn may_own_tasks(identity: &crate::auth::Identity, is_admin: bool) -> bool {
+    identity.kind != crate::auth::IdentityKind::Anonymous || is_admin
 }

@@ -140,6 +140,21 @@ async fn route(
     peer: SocketAddr,
 ) -> hyper::Response<Body> {
     let path = request.uri().path().to_owned();
+    // The DNS-rebinding guard covers every route that answers with more than a
+    // liveness word: a page in a browser must not read assets or metrics.
+    if !matches!(path.as_str(), "/healthz" | "/readyz")
+        && let Err(reason) = check_origin_and_host(app, request.headers())
+    {
+        tracing::info!(
+            reason,
+            path,
+            "refused a request from a foreign origin or host"
+        );
+        if path == MCP_PATH {
+            app.state.metrics.record_request("-", 403);
+        }
+        return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
+    }
     match (request.method(), path.as_str()) {
         (&Method::POST, MCP_PATH) => {
             let started = Instant::now();
@@ -267,13 +282,6 @@ async fn handle_mcp(
 ) -> (String, hyper::Response<Body>) {
     let unknown = || "-".to_owned();
     let (parts, body) = request.into_parts();
-    if let Err(reason) = check_origin_and_host(app, &parts.headers) {
-        tracing::info!(reason, "refused a request from a foreign origin or host");
-        return (
-            unknown(),
-            plain(StatusCode::FORBIDDEN, &format!("{reason}\n")),
-        );
-    }
     let identity = match app.state.authenticator.authenticate(&parts.headers).await {
         Ok(identity) => identity,
         Err(err) => return (unknown(), auth_failure(app, &err)),

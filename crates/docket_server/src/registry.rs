@@ -51,6 +51,10 @@ pub struct ToolSpec {
     pub annotations: Option<ToolAnnotations>,
     /// Whether calls may become tasks.
     pub task_support: TaskSupport,
+    /// The connection a call uses when its `connection` argument is left out, for
+    /// tools that fall back to one. The pipeline authorizes the connection a call
+    /// actually uses: the one it names, or this one.
+    pub default_connection: Option<String>,
 }
 
 impl ToolSpec {
@@ -68,7 +72,14 @@ impl ToolSpec {
             output_schema: None,
             annotations: None,
             task_support: TaskSupport::Never,
+            default_connection: None,
         }
+    }
+
+    /// Sets the connection a call uses when it names none.
+    pub fn with_default_connection(mut self, connection: Option<String>) -> Self {
+        self.default_connection = connection;
+        self
     }
 
     /// Sets the annotations.

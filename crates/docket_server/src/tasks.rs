@@ -151,41 +151,47 @@ async fn find(
     // One answer for unknown, expired and not-yours ids: the same bytes, whatever the id.
     let unknown = || McpError::InvalidParams("Unknown task".to_owned());
     let id = TaskId::from_client(task_id).ok_or_else(unknown)?;
-    let (record, now, found) = match tasks
-        .runtime
-        .store()
-        .get(&id)
-        .await
-        .map_err(store_failure)?
-    {
-        Some((record, now)) => (record, now, Found::Task),
-        None => match &app.state.scripts {
-            Some(scripts) => match scripts.store.run(id.as_str()).await {
-                Ok(Some((run, now))) => {
-                    let record = docket_run_bridge::task::run_task(
-                        &run,
-                        now,
-                        scripts.run_retention,
-                        scripts.poll_interval_ms,
-                        crate::tools::scripts::run_task_result(&run),
-                    );
-                    (record, now, Found::Run)
-                }
-                Ok(None) => return Err(unknown()),
-                Err(error) => {
-                    return Err(McpError::Unavailable(format!(
-                        "the run store is unavailable; try again: {error}"
-                    )));
-                }
-            },
-            None => return Err(unknown()),
-        },
-    };
     let is_admin = app
         .state
         .personas
         .resolve(&context.identity.roles)
         .is_some_and(|persona| persona.is_admin);
+    // A caller without credentials owns no task, so it can follow none.
+    if !crate::call::may_own_tasks(&context.identity, is_admin) {
+        return Err(unknown());
+    }
+    // Both tables are read for every id, at once: an id that exists but is not
+    // yours takes the same path, and the same time, as one that does not exist.
+    let run_lookup = async {
+        match &app.state.scripts {
+            Some(scripts) => scripts
+                .store
+                .run(id.as_str())
+                .await
+                .map(|found| found.map(|run| (scripts, run))),
+            None => Ok(None),
+        }
+    };
+    let (task, run) = tokio::join!(tasks.runtime.store().get(&id), run_lookup);
+    let (record, now, found) = match (task.map_err(store_failure)?, run) {
+        (Some((record, now)), _) => (record, now, Found::Task),
+        (None, Ok(Some((scripts, (run, now))))) => {
+            let record = docket_run_bridge::task::run_task(
+                &run,
+                now,
+                scripts.run_retention,
+                scripts.poll_interval_ms,
+                crate::tools::scripts::run_task_result(&run),
+            );
+            (record, now, Found::Run)
+        }
+        (None, Ok(None)) => return Err(unknown()),
+        (None, Err(error)) => {
+            return Err(McpError::Unavailable(format!(
+                "the run store is unavailable; try again: {error}"
+            )));
+        }
+    };
     let caller = Caller {
         subject: context.identity.subject.clone(),
         is_admin,

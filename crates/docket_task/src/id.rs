@@ -19,11 +19,11 @@ impl TaskId {
         Ok(Self(hex::encode(bytes)))
     }
 
-    /// Accepts any client-supplied id string for lookup. Ids Docket mints are 32 hex
-    /// digits, but lookups must answer "unknown" for anything else, not fail
-    /// differently, so this only bounds the length.
+    /// A client-supplied id, when it has the shape of an id Docket mints (see
+    /// [`is_well_formed`]); `None` for anything else, which the caller answers
+    /// exactly as it answers an unknown id, without any lookup.
     pub fn from_client(text: &str) -> Option<Self> {
-        (!text.is_empty() && text.len() <= 128).then(|| Self(text.to_owned()))
+        is_well_formed(text).then(|| Self(text.to_owned()))
     }
 
     /// Wraps an id read back from storage.
@@ -35,6 +35,17 @@ impl TaskId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `text` has the shape of every id Docket mints — task, run, asset and
+/// call-record ids: 32 lower-case hex digits. Checked before any lookup, so text a
+/// store would choke on (a NUL byte, a megabyte) never reaches one.
+#[must_use]
+pub fn is_well_formed(text: &str) -> bool {
+    text.len() == 32
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
 }
 
 impl fmt::Display for TaskId {
@@ -64,12 +75,36 @@ mod tests {
     }
 
     #[test]
-    fn client_ids_are_bounded() {
-        assert!(TaskId::from_client("").is_none());
-        assert!(TaskId::from_client(&"a".repeat(129)).is_none());
-        assert_eq!(
-            TaskId::from_client("gate-test").map(|id| id.0),
-            Some("gate-test".into())
-        );
+    fn client_ids_must_have_the_minted_shape() {
+        let minted = TaskId::generate().expect("random");
+        assert_eq!(TaskId::from_client(minted.as_str()), Some(minted));
+        for refused in [
+            "",
+            "gate-test",
+            "\u{0}abc",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcde\u{0}",
+        ] {
+            assert!(TaskId::from_client(refused).is_none(), "{refused:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Whatever a client sends, an accepted id is exactly 32 lower-case hex digits.
+        #[test]
+        fn only_the_minted_shape_is_accepted(text in "\\PC{0,40}|[0-9a-f]{32}") {
+            let accepted = TaskId::from_client(&text).is_some();
+            let minted_shape = text.len() == 32
+                && text.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase());
+            proptest::prop_assert_eq!(accepted, minted_shape);
+        }
     }
 }

@@ -172,6 +172,10 @@ pub(crate) async fn visible_asset(
     subject: &str,
     is_admin: bool,
 ) -> Result<Option<Asset>, String> {
+    // Text that is no asset id reads as an unknown asset, without a lookup.
+    if !docket_task::id::is_well_formed(id) {
+        return Ok(None);
+    }
     match deps.store.get(id).await {
         Ok(Some(asset)) if is_admin || asset.owner == subject => Ok(Some(asset)),
         Ok(_) => Ok(None),

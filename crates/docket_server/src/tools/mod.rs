@@ -27,13 +27,15 @@ pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
 /// tools when Trino connections exist, the API and GraphQL tools when connections
 /// of those kinds exist, the asset tools when assets are configured, and
-/// `diagnostics_sleep` when `diagnostics.enabled`.
+/// `diagnostics_sleep` when `diagnostics.enabled`. `platform_info` lists the
+/// tools in `tool_names`, which the app fills once every tool is registered.
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
 pub fn register_platform_tools(
     registry: &mut ToolRegistry,
     config: &Config,
+    tool_names: Arc<std::sync::OnceLock<Vec<String>>>,
     tasks_enabled: bool,
     trino_connections: Vec<crate::connections::TrinoConnection>,
     http_connections: Vec<crate::connections::HttpConnection>,
@@ -66,6 +68,7 @@ pub fn register_platform_tools(
     platform::register(
         registry,
         Arc::new(config.connections.clone()),
+        tool_names,
         tasks_enabled,
     )
 }

@@ -2,7 +2,7 @@
 //! tasks are on) and `list_connections`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
@@ -28,17 +28,12 @@ fn read_only() -> ToolAnnotations {
 pub(super) fn register(
     registry: &mut ToolRegistry,
     connections: Arc<BTreeMap<String, ConnectionConfig>>,
+    tool_names: Arc<OnceLock<Vec<String>>>,
     tasks_enabled: bool,
 ) -> Result<(), RegistryError> {
-    // The tool list and connections are captured when the app is built; both are
-    // fixed for the life of the process.
-    let tool_names: Arc<Vec<String>> = Arc::new(
-        registry
-            .iter()
-            .map(|tool| tool.spec.name.clone())
-            .chain([PLATFORM_INFO.to_owned(), LIST_CONNECTIONS.to_owned()])
-            .collect(),
-    );
+    // The tool list is filled by the app once every tool (the script tools and an
+    // embedder's included) is registered; it and the connections are fixed for the
+    // life of the process.
     let no_arguments = json!({"type": "object", "properties": {}, "additionalProperties": false});
     registry.register(
         ToolSpec::new(
@@ -50,7 +45,10 @@ pub(super) fn register(
         .with_annotations(read_only()),
         move |call: ToolCall| {
             let tool_names = Arc::clone(&tool_names);
-            async move { ToolOutcome::Result(platform_info(&call, &tool_names, tasks_enabled)) }
+            async move {
+                let names = tool_names.get().map_or(&[][..], Vec::as_slice);
+                ToolOutcome::Result(platform_info(&call, names, tasks_enabled))
+            }
         },
     )?;
     registry.register(

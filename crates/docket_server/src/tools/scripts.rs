@@ -225,6 +225,10 @@ impl ScriptDeps {
 
     /// The run `id` if the caller may read it.
     async fn readable_run(&self, call: &ToolCall, id: &str) -> Result<Option<Run>, ToolOutcome> {
+        // Text that is no run id reads as an unknown run, without a lookup.
+        if !docket_task::id::is_well_formed(id) {
+            return Ok(None);
+        }
         let Some((run, _)) = self
             .store
             .run(id)

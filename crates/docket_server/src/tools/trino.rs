@@ -52,6 +52,15 @@ pub(crate) struct TrinoDeps {
 }
 
 impl TrinoDeps {
+    /// The connection a call that names none uses: the one marked default, or
+    /// the only one.
+    fn default_connection(&self) -> Option<&TrinoConnection> {
+        self.connections
+            .iter()
+            .find(|c| c.is_default)
+            .or_else(|| (self.connections.len() == 1).then(|| &self.connections[0]))
+    }
+
     /// The connection a call names, or the default one (the one marked default, or
     /// the only one).
     fn connection(&self, arguments: &JsonObject) -> Result<&TrinoConnection, CallToolResult> {
@@ -68,19 +77,14 @@ impl TrinoDeps {
                         "Call list_connections to see the connections you may use.",
                     )
                 }),
-            None => self
-                .connections
-                .iter()
-                .find(|c| c.is_default)
-                .or_else(|| (self.connections.len() == 1).then(|| &self.connections[0]))
-                .ok_or_else(|| {
-                    error_result(
-                        "connection_required",
-                        "client_input",
-                        "several trino connections exist and none is the default",
-                        "Pass the connection argument; list_connections names them.",
-                    )
-                }),
+            None => self.default_connection().ok_or_else(|| {
+                error_result(
+                    "connection_required",
+                    "client_input",
+                    "several trino connections exist and none is the default",
+                    "Pass the connection argument; list_connections names them.",
+                )
+            }),
         }
     }
 }
@@ -101,6 +105,8 @@ pub(crate) fn register(
     deps: Arc<TrinoDeps>,
 ) -> Result<(), RegistryError> {
     let connection = json!({"type": "string", "description": "The trino connection; the default one when omitted."});
+    // The connection a call without one uses; the pipeline authorizes it.
+    let default = deps.default_connection().map(|c| c.name.clone());
     registry.register(
         ToolSpec::new(
             "trino_query",
@@ -112,7 +118,8 @@ pub(crate) fn register(
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_ROWS}
             }, "required": ["sql"], "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_default_connection(default.clone()),
         QueryTool(Arc::clone(&deps)),
     )?;
     let explain_deps = Arc::clone(&deps);
@@ -125,7 +132,8 @@ pub(crate) fn register(
                 "sql": {"type": "string", "minLength": 1}
             }, "required": ["sql"], "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_default_connection(default.clone()),
         move |call: ToolCall| {
             let deps = Arc::clone(&explain_deps);
             async move { ToolOutcome::Result(explain(&deps, &call).await) }
@@ -142,7 +150,8 @@ pub(crate) fn register(
                 "schema": {"type": "string"}
             }, "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_default_connection(default.clone()),
         move |call: ToolCall| {
             let deps = Arc::clone(&browse_deps);
             async move { ToolOutcome::Result(browse(&deps, &call).await) }
@@ -158,7 +167,8 @@ pub(crate) fn register(
                 "table": {"type": "string", "minLength": 1}
             }, "required": ["table"], "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_default_connection(default.clone()),
         move |call: ToolCall| {
             let deps = Arc::clone(&describe_deps);
             async move { ToolOutcome::Result(describe(&deps, &call).await) }
@@ -189,7 +199,8 @@ pub(crate) fn register(
                 }, "required": ["sql", "format", "name"], "additionalProperties": false}),
             )
             .with_annotations(open_world_write())
-            .with_task_support(TaskSupport::Optional),
+            .with_task_support(TaskSupport::Optional)
+            .with_default_connection(default),
             ExportTool(deps),
         )?;
     }

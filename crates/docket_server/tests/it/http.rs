@@ -79,6 +79,42 @@ async fn a_foreign_origin_or_host_is_403() {
     assert_eq!(status, 200, "the server's own loopback origin is allowed");
 }
 
+/// The rebinding guard covers every route that reveals anything: a page on a
+/// rebound name reads no asset and no metrics. Only the liveness probes answer
+/// whatever the Host.
+#[tokio::test]
+async fn every_route_but_the_probes_refuses_a_foreign_origin_or_host() {
+    let server = TestServer::default_app().await;
+    let http = reqwest::Client::new();
+    let get = |path: &str, header: (&'static str, &'static str)| {
+        http.get(server.url(path)).header(header.0, header.1).send()
+    };
+    for path in [
+        "/metrics",
+        "/assets/0123456789abcdef0123456789abcdef/content",
+        "/.well-known/oauth-protected-resource",
+        "/no-such-route",
+    ] {
+        for header in [
+            ("host", "evil.example.com:80"),
+            ("origin", "http://evil.example.com"),
+        ] {
+            let response = get(path, header).await.expect("sent");
+            assert_eq!(response.status().as_u16(), 403, "{path} with {header:?}");
+        }
+    }
+    for path in ["/healthz", "/readyz"] {
+        let response = get(path, ("host", "10.0.0.7:8080")).await.expect("sent");
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+    }
+    let response = http.get(server.url("/metrics")).send().await.expect("sent");
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "the loopback host reads metrics"
+    );
+}
+
 #[tokio::test]
 async fn configured_origins_are_allowed() {
     let mut config = docket_server::Config::embedded_default();

@@ -57,6 +57,8 @@ on_both_backends!(
     a_draft_runs_as_its_caller_and_saves_nothing,
     an_administrators_metadata_edit_keeps_the_owners_roles,
     same_named_scripts_of_two_owners_share_nothing,
+    text_that_is_no_id_reads_as_an_unknown_id,
+    platform_info_lists_the_script_tools,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -784,4 +786,61 @@ async fn a_draft_runs_as_its_caller_and_saves_nothing(backend: Backend) {
         )
         .await;
     assert_eq!(missing["isError"], true, "{missing}");
+}
+
+/// An id with a NUL byte (or any other shape Docket never mints) is answered
+/// exactly as an unknown id, without reaching the database.
+async fn text_that_is_no_id_reads_as_an_unknown_id(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for bad in ["\u{0}abc", "0123456789abcdef0123456789abcde\u{0}", "../etc"] {
+        let task = f
+            .request("alice", "tasks/get", json!({"taskId": bad}), true)
+            .await;
+        let expected = f
+            .request("alice", "tasks/get", json!({"taskId": unknown}), true)
+            .await;
+        assert_eq!(task["error"], expected["error"], "{bad:?}: {task}");
+        assert_eq!(task["error"]["message"], "Unknown task");
+        let run = f.call("alice", "get_run", json!({"run_id": bad})).await;
+        let expected = f.call("alice", "get_run", json!({"run_id": unknown})).await;
+        assert_eq!(run, expected, "{bad:?}");
+        let asset = f.call("alice", "get_asset", json!({"asset_id": bad})).await;
+        let expected = f
+            .call("alice", "get_asset", json!({"asset_id": unknown}))
+            .await;
+        assert_eq!(asset["isError"], true, "{bad:?}: {asset}");
+        assert_eq!(
+            asset["structuredContent"]["error"]["code"].clone(),
+            expected["structuredContent"]["error"]["code"].clone(),
+            "{bad:?}: {asset}"
+        );
+    }
+}
+
+async fn platform_info_lists_the_script_tools(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let info = f.call("alice", "platform_info", json!({})).await;
+    let tools = info["structuredContent"]["tools"]
+        .as_array()
+        .expect("tools");
+    for tool in [
+        "manage_script",
+        "run_script",
+        "get_run",
+        "list_runs",
+        "cancel_run",
+        "platform_info",
+        "list_connections",
+        "trino_query",
+    ] {
+        assert!(
+            tools.contains(&json!(tool)),
+            "{tool} missing from {tools:?}"
+        );
+    }
 }

@@ -125,7 +125,16 @@ impl Rpc {
             _ => None,
         };
         if let Some(name) = name {
-            headers.insert("mcp-name", HeaderValue::from_str(name).expect("header"));
+            // A name a header cannot carry travels base64-wrapped, as clients send it.
+            let value = HeaderValue::from_str(name).unwrap_or_else(|_| {
+                use base64::Engine as _;
+                let wrapped = format!(
+                    "=?base64?{}?=",
+                    base64::engine::general_purpose::STANDARD.encode(name)
+                );
+                HeaderValue::from_str(&wrapped).expect("header")
+            });
+            headers.insert("mcp-name", value);
         }
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         Self {

@@ -515,7 +515,21 @@ async fn every_call_is_audited_once_when_it_ends() {
     server
         .call_tool("slow", json!({"millis": 1, "password": "hunter2"}))
         .await;
-    let id = server.start_task("slow", json!({"millis": 600000})).await;
+    let id = server
+        .start_task("slow", json!({"millis": 600000, "password": "hunter3"}))
+        .await;
+    // The task row keeps its arguments as the audit row does: redacted at rest.
+    let (record, _) = store
+        .get(&docket_task::TaskId::from_stored(id.clone()))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        record.arguments["password"], "[REDACTED]",
+        "{:?}",
+        record.arguments
+    );
+    assert_eq!(record.arguments["millis"], 600000);
     server.task_request("tasks/cancel", &id, json!({})).await;
     server.wait_for(&id, "cancelled").await;
     server.call_tool("no_such_tool", json!({})).await;
@@ -600,4 +614,64 @@ async fn an_expired_task_reads_exactly_like_an_unknown_one() {
     assert_eq!(expired.0, unknown.0);
     assert_eq!(expired.1, unknown.1, "expired and unknown answer the same");
     assert_eq!(expired.1["error"]["code"], -32602);
+}
+
+/// Callers without credentials share one subject, so they get no tasks: a
+/// task-capable call is answered directly, a task-only tool says why it
+/// refuses, and `tasks/*` reads every id as unknown. The embedded default's
+/// anonymous administrator keeps its tasks (the other tests here).
+#[tokio::test]
+async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
+    let mut config = Config::from_yaml(
+        "personas:\n  guest: { roles: [guest], tools: { allow: [\"*\"] } }\n",
+        &|_| None,
+    )
+    .expect("config");
+    config.auth.allow_anonymous = true;
+    config.auth.anonymous_roles = vec!["guest".into()];
+    let (server, store) = task_server(config).await;
+    let (status, body) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"millis": 1}}),
+        )
+        .capabilities(tasks_caps())
+        .send()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["result"]["resultType"], "task", "{body}");
+    assert_eq!(body["result"]["content"][0]["text"], "slept 1 ms");
+    let (_, refused) = server
+        .rpc("tools/call", json!({"name": "tool_error", "arguments": {}}))
+        .capabilities(tasks_caps())
+        .send()
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("callers without credentials get no tasks")),
+        "{refused}"
+    );
+    // A task stored under the anonymous subject (as one was before) is no
+    // anonymous caller's to follow.
+    let id = docket_task::TaskId::generate().expect("id");
+    store
+        .create(docket_task::NewTask {
+            id: id.clone(),
+            tool: "slow".into(),
+            arguments: json!({}),
+            owner: "anonymous".into(),
+            extra_follower: None,
+            replica_id: "elsewhere".into(),
+            status_message: None,
+            retention: None,
+            poll_interval_ms: 1000,
+            audit: docket_task::store::AuditContext::default(),
+        })
+        .await
+        .expect("created");
+    let (_, unknown) = server
+        .task_request("tasks/get", id.as_str(), json!({}))
+        .await;
+    assert_eq!(unknown["error"]["message"], "Unknown task", "{unknown}");
 }

@@ -605,3 +605,53 @@ async fn the_connection_timeout_bounds_a_page_never_a_longer_export(backend: Bac
         .collect();
     assert_eq!(names, ["slow"], "the timed-out export left no asset");
 }
+
+/// A persona's connection rules hold for the connection a call actually uses:
+/// left out, `connection` means the default one, and a persona that may not use
+/// it is refused before Trino sees anything.
+#[tokio::test]
+async fn a_persona_is_held_to_the_default_connection_a_call_falls_back_to() {
+    let double = TrinoDouble::start().await.expect("double");
+    let yaml = format!(
+        "connections:\n  \
+           secretwh: {{ kind: trino, url: \"{url}\", user: docket, catalog: memory, schema: default, default: true }}\n  \
+           publicwh: {{ kind: trino, url: \"{url}\", user: docket, catalog: memory, schema: default }}\n\
+         personas:\n  public: {{ roles: [public], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [publicwh] }} }}\n",
+        url = double.url()
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("pat", &["public"])]);
+    let server = TestServer::start(docket_server::App::builder(config).build().expect("app")).await;
+    let call = |arguments: Value| {
+        server
+            .rpc(
+                "tools/call",
+                json!({"name": "trino_query", "arguments": arguments}),
+            )
+            .header("x-api-key", &key_of("pat"))
+            .send()
+    };
+    for arguments in [
+        json!({"sql": "SELECT 1"}),
+        json!({"sql": "SELECT 1", "connection": "secretwh"}),
+    ] {
+        let (_, body) = call(arguments.clone()).await;
+        assert_eq!(body["result"]["isError"], true, "{arguments}: {body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["error"]["category"], "authorization_denied",
+            "{arguments}: {body}"
+        );
+        assert!(
+            body["result"]["structuredContent"]["error"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("connection not allowed")),
+            "{body}"
+        );
+    }
+    assert!(double.submitted().is_empty(), "Trino saw a refused call");
+    let (_, body) = call(json!({"sql": "SELECT 1", "connection": "publicwh"})).await;
+    assert_eq!(
+        body["result"]["structuredContent"]["row_count"], 1,
+        "{body}"
+    );
+}
