@@ -7,6 +7,11 @@
 //! query is visited too, so a data-modifying CTE (`WITH x AS (DELETE … RETURNING …)`),
 //! `SELECT … INTO` and locking clauses are refused wherever they hide.
 //!
+//! Table functions are refused unless the connection allows them by name
+//! ([`ReadOnlyRules::allowed_table_functions`], empty by default): a pass-through function
+//! such as `TABLE(postgresql.system.query(query => 'DELETE …'))` hands its text to the
+//! connector unchecked, so no parse of ours can tell whether it writes.
+//!
 //! The parser and Trino must also agree on where comments end, or a comment could hide
 //! from us what Trino runs. Two lexical rules differ between the generic dialect and
 //! Trino's grammar, and both are refused rather than guessed at:
@@ -20,9 +25,11 @@
 use std::fmt;
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{Query, Select, SetExpr, Statement, Visit, Visitor};
+use sqlparser::ast::{
+    Expr, ObjectName, Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor,
+};
 use sqlparser::dialect::GenericDialect;
-use sqlparser::keywords::ALL_KEYWORDS;
+use sqlparser::keywords::{ALL_KEYWORDS, Keyword};
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer, Whitespace};
 
@@ -151,15 +158,44 @@ pub enum ReadOnlyError {
 const ONLY_READS: &str =
     "only one SELECT, WITH … SELECT, VALUES, SHOW, DESCRIBE or EXPLAIN of a read is allowed";
 
+/// What a connection allows beyond plain reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOnlyRules {
+    /// Table functions a statement may call (`TABLE(f(…))`, `FROM f(…)`), by their
+    /// name as written, compared case-insensitively (`system.query`,
+    /// `postgresql.system.query`). Empty: none.
+    pub allowed_table_functions: Vec<String>,
+}
+
+impl ReadOnlyRules {
+    fn allows(&self, name: &str) -> bool {
+        self.allowed_table_functions
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    }
+}
+
+/// [`check_read_only_with`] under the default rules: no table function allowed.
+///
+/// # Errors
+///
+/// As [`check_read_only_with`].
+pub fn check_read_only(sql: &str) -> Result<ReadOnlyStatement, ReadOnlyError> {
+    check_read_only_with(sql, &ReadOnlyRules::default())
+}
+
 /// Checks that `sql` is exactly one statement that only reads, and says what kind.
 ///
 /// # Errors
 ///
 /// Returns a [`ReadOnlyError`] saying why the text is refused: it is empty or too long,
 /// does not parse (with the parser's position), has an ambiguous comment, holds several
-/// statements, or writes, changes the session or schema, or calls a procedure anywhere
-/// in it.
-pub fn check_read_only(sql: &str) -> Result<ReadOnlyStatement, ReadOnlyError> {
+/// statements, or writes, changes the session or schema, calls a procedure, or calls a
+/// table function `rules` do not allow, anywhere in it.
+pub fn check_read_only_with(
+    sql: &str,
+    rules: &ReadOnlyRules,
+) -> Result<ReadOnlyStatement, ReadOnlyError> {
     if sql.len() > MAX_SQL_BYTES {
         return Err(ReadOnlyError::TooLong { bytes: sql.len() });
     }
@@ -199,6 +235,21 @@ pub fn check_read_only(sql: &str) -> Result<ReadOnlyStatement, ReadOnlyError> {
     if significant.len() == 1 && trailing_semicolon.is_some() {
         return Err(ReadOnlyError::Empty);
     }
+    let end = match trailing_semicolon {
+        Some(location) => byte_offset(sql, location),
+        None => sql.len(),
+    };
+    let text = sql.get(..end).unwrap_or(sql).trim();
+    let statement_tokens =
+        &significant[..significant.len() - usize::from(trailing_semicolon.is_some())];
+    if is_table_shorthand(statement_tokens) {
+        // `TABLE t` is `SELECT * FROM t` (the generic dialect does not parse it).
+        return Ok(ReadOnlyStatement {
+            kind: StatementKind::Select,
+            explain_analyze: false,
+            sql: text.to_owned(),
+        });
+    }
 
     let mut statements = Parser::new(&dialect)
         .with_recursion_limit(RECURSION_LIMIT)
@@ -219,18 +270,29 @@ pub fn check_read_only(sql: &str) -> Result<ReadOnlyStatement, ReadOnlyError> {
     };
 
     let (kind, explain_analyze) = classify(&statement)?;
-    reject_nested_writes(&statement)?;
-
-    let end = match trailing_semicolon {
-        Some(location) => byte_offset(sql, location),
-        None => sql.len(),
-    };
-    let text = sql.get(..end).unwrap_or(sql).trim();
+    reject_nested_writes(&statement, rules)?;
     Ok(ReadOnlyStatement {
         kind,
         explain_analyze,
         sql: text.to_owned(),
     })
+}
+
+/// Whether the statement's tokens are exactly `TABLE name[.name…]`: nothing else.
+fn is_table_shorthand(tokens: &[&TokenWithSpan]) -> bool {
+    let Some((first, name)) = tokens.split_first() else {
+        return false;
+    };
+    let is_table = matches!(&first.token, Token::Word(word) if word.keyword == Keyword::TABLE);
+    is_table
+        && name.len() % 2 == 1
+        && name.iter().enumerate().all(|(index, token)| {
+            if index % 2 == 0 {
+                matches!(&token.token, Token::Word(_))
+            } else {
+                token.token == Token::Period
+            }
+        })
 }
 
 /// Refuses comments whose end the generic dialect and Trino would place differently
@@ -354,18 +416,64 @@ fn query_kind(query: &Query) -> StatementKind {
 }
 
 /// Walks every nested statement, query and select for anything that is not a read.
-fn reject_nested_writes(statement: &Statement) -> Result<(), ReadOnlyError> {
-    match statement.visit(&mut NestedWriteFinder) {
+fn reject_nested_writes(statement: &Statement, rules: &ReadOnlyRules) -> Result<(), ReadOnlyError> {
+    match statement.visit(&mut NestedWriteFinder { rules }) {
         ControlFlow::Continue(()) => Ok(()),
         ControlFlow::Break(error) => Err(error),
     }
 }
 
 /// The visitor behind [`reject_nested_writes`].
-struct NestedWriteFinder;
+struct NestedWriteFinder<'a> {
+    rules: &'a ReadOnlyRules,
+}
 
-impl Visitor for NestedWriteFinder {
+/// A dotted name as written, without quotes: `system.query`.
+fn dotted(name: &ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|part| {
+            part.as_ident()
+                .map_or_else(|| part.to_string(), |ident| ident.value.clone())
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+impl Visitor for NestedWriteFinder<'_> {
     type Break = ReadOnlyError;
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<Self::Break> {
+        let name = match factor {
+            TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            }
+            | TableFactor::Function { name, .. } => Some(dotted(name)),
+            TableFactor::TableFunction { expr, .. } => match expr {
+                Expr::Function(function) => Some(dotted(&function.name)),
+                // Anything else in TABLE(…) is no function we can name: refused.
+                _ => Some(String::new()),
+            },
+            _ => None,
+        };
+        match name {
+            Some(name) if !self.rules.allows(&name) => {
+                ControlFlow::Break(ReadOnlyError::NotReadOnly {
+                    what: if name.is_empty() {
+                        "a table function".to_owned()
+                    } else {
+                        format!("the table function {name}")
+                    },
+                    why: "a table function may hand its text to the data source unchecked; \
+                          the connection must allow it by name \
+                          (readonly.allowed_table_functions)",
+                })
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
 
     fn pre_visit_statement(&mut self, statement: &Statement) -> ControlFlow<Self::Break> {
         // The top-level statement was classified already; any statement met here is

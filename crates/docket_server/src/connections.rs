@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use docket_export::api::{ApiAuth, ApiClient, ApiConfig};
+use docket_export::readonly::ReadOnlyRules;
 use docket_export::trino::{TrinoAuth, TrinoClient, TrinoConfig};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -38,6 +39,15 @@ struct TrinoSettings {
     timeout: Duration,
     consent: ConsentMode,
     default: bool,
+    readonly: ReadOnlySettings,
+}
+
+/// `readonly:` of a Trino connection: what it allows beyond plain reads.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ReadOnlySettings {
+    /// Table functions statements may call, by name (`system.query`); none by default.
+    allowed_table_functions: Vec<String>,
 }
 
 impl Default for TrinoSettings {
@@ -52,6 +62,7 @@ impl Default for TrinoSettings {
             timeout: Duration::from_secs(60),
             consent: ConsentMode::Threshold,
             default: false,
+            readonly: ReadOnlySettings::default(),
         }
     }
 }
@@ -67,6 +78,8 @@ pub struct TrinoConnection {
     pub consent: ConsentMode,
     /// Whether calls without a `connection` argument use it.
     pub is_default: bool,
+    /// What the read-only gate allows on it beyond plain reads.
+    pub readonly: ReadOnlyRules,
 }
 
 /// Every Trino connection, or every problem found in their settings.
@@ -132,6 +145,9 @@ pub fn trino_connections(
                 client,
                 consent: settings.consent,
                 is_default: settings.default,
+                readonly: ReadOnlyRules {
+                    allowed_table_functions: settings.readonly.allowed_table_functions,
+                },
             }),
             Err(err) => problems.push(format!("{path}: {err}")),
         }

@@ -1,7 +1,10 @@
 //! `check_read_only`: which statements pass, which are refused and with what message,
 //! including hostile inputs (comments hiding a statement, unicode, very long input).
 
-use docket_export::readonly::{MAX_SQL_BYTES, ReadOnlyError, StatementKind, check_read_only};
+use docket_export::readonly::{
+    MAX_SQL_BYTES, ReadOnlyError, ReadOnlyRules, StatementKind, check_read_only,
+    check_read_only_with,
+};
 
 #[test]
 fn reads_are_accepted_with_their_kind() {
@@ -76,10 +79,8 @@ fn reads_are_accepted_with_their_kind() {
         ("SHOW FUNCTIONS", StatementKind::Show),
         ("SHOW SESSION", StatementKind::Show),
         ("SHOW STATS FOR tpch.tiny.nation", StatementKind::Show),
-        (
-            "SELECT * FROM TABLE(system.query(query => 'select 1'))",
-            StatementKind::Select,
-        ),
+        ("TABLE tpch.tiny.nation", StatementKind::Select),
+        ("table nation;", StatementKind::Select),
         (
             "SELECT * FROM t TABLESAMPLE BERNOULLI (10) CROSS JOIN UNNEST(ARRAY[1, 2]) AS x(v)",
             StatementKind::Select,
@@ -358,4 +359,155 @@ fn very_long_and_deeply_nested_input_is_handled() {
         check_read_only(&many),
         Err(ReadOnlyError::MultipleStatements { count: 1_000 })
     );
+}
+
+/// Pass-through table functions hand their text to the connector unchecked: refused
+/// wherever they stand, unless the connection allows the function by name.
+#[test]
+fn table_functions_pass_only_when_the_connection_allows_them_by_name() {
+    let pass_through = [
+        "SELECT * FROM TABLE(postgresql.system.query(query => 'DELETE FROM accounts RETURNING *'))",
+        "SELECT * FROM TABLE(postgresql.system.query(query => 'UPDATE accounts SET balance = 0 RETURNING *'))",
+        "SELECT * FROM TABLE(sqlserver.system.procedure(query => 'EXECUTE dbo.purge'))",
+        "SELECT * FROM t WHERE id IN (SELECT id FROM TABLE(system.query(query => 'DELETE FROM x')))",
+        "WITH x AS (SELECT * FROM TABLE(system.query(query => 'select 1'))) SELECT * FROM x",
+        "EXPLAIN SELECT * FROM TABLE(system.query(query => 'select 1'))",
+        "SELECT * FROM system.query('DELETE FROM accounts')",
+    ];
+    for sql in pass_through {
+        match check_read_only(sql) {
+            Err(ReadOnlyError::NotReadOnly { what, why }) => {
+                assert!(what.contains("table function"), "{sql}: {what}");
+                assert!(why.contains("allowed_table_functions"), "{sql}: {why}");
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    let rules = ReadOnlyRules {
+        allowed_table_functions: vec!["System.Query".into()],
+    };
+    let allowed = "SELECT * FROM TABLE(system.query(query => 'select 1'))";
+    assert_eq!(
+        check_read_only_with(allowed, &rules).map(|statement| statement.kind()),
+        Ok(StatementKind::Select)
+    );
+    assert!(
+        check_read_only_with(pass_through[0], &rules).is_err(),
+        "an allowed name allows that name only, not the same name in another catalog"
+    );
+}
+
+/// What passes the gate is what Trino receives: the checked statement, without the
+/// trailing `;` and what follows it.
+#[test]
+fn the_checked_text_drops_the_trailing_semicolon_and_what_follows() {
+    for (sql, sent) in [
+        ("SELECT 1;\n-- c", "SELECT 1"),
+        ("  SELECT 1 ;  -- trailing comment\n", "SELECT 1"),
+        ("SELECT 1 -- c", "SELECT 1 -- c"),
+    ] {
+        assert_eq!(check_read_only(sql).expect("read").sql(), sent, "{sql:?}");
+    }
+}
+
+mod generated {
+    //! Property tests: writes hidden at every nesting level never pass; whatever
+    //! passes is sent as checked; no input makes the gate panic.
+
+    use docket_export::readonly::check_read_only;
+    use proptest::prelude::*;
+
+    /// Statements that write, or hand text to the data source unchecked.
+    fn write() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("DELETE FROM accounts".to_owned()),
+            Just("UPDATE accounts SET balance = 0".to_owned()),
+            Just("INSERT INTO accounts VALUES (1)".to_owned()),
+            Just("DROP TABLE accounts".to_owned()),
+            Just("CREATE TABLE x AS SELECT 1 AS a".to_owned()),
+            Just("TRUNCATE TABLE accounts".to_owned()),
+            Just("CALL system.flush()".to_owned()),
+            Just("SELECT * FROM TABLE(system.query(query => 'DELETE FROM a'))".to_owned()),
+            Just("SELECT * INTO copy FROM accounts".to_owned()),
+            Just("SELECT * FROM accounts FOR UPDATE".to_owned()),
+        ]
+    }
+
+    /// A place to hide a statement in: wrappers that are reads around it, and
+    /// separators that add a statement after a read.
+    fn hide(inner: BoxedStrategy<String>) -> impl Strategy<Value = String> {
+        let wrap = |template: &'static str| {
+            inner
+                .clone()
+                .prop_map(move |inner| template.replace("{}", &inner))
+        };
+        prop_oneof![
+            wrap("WITH x AS ({}) SELECT * FROM x"),
+            wrap("SELECT * FROM ({}) AS t"),
+            wrap("SELECT * FROM t WHERE id IN ({})"),
+            wrap("SELECT (SELECT count(*) FROM ({}) AS s)"),
+            wrap("SELECT 1 UNION ALL SELECT * FROM ({}) AS u"),
+            wrap("EXPLAIN ANALYZE {}"),
+            wrap("EXPLAIN {}"),
+            wrap("SELECT 1; {}"),
+            wrap("SELECT 1 -- note\n; {}"),
+            wrap("/* a; comment */ {}"),
+            wrap("{} -- SELECT 1"),
+            wrap("  {};  "),
+        ]
+    }
+
+    fn hidden_write() -> impl Strategy<Value = String> {
+        write().prop_recursive(4, 64, 1, |inner| hide(inner.boxed()))
+    }
+
+    /// Reads, nested the same ways.
+    fn read() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("SELECT 1".to_owned()),
+            Just("SELECT a, b FROM t WHERE a = 'x;y' -- c\n".to_owned()),
+            Just("VALUES (1), (2)".to_owned()),
+        ];
+        leaf.prop_recursive(4, 32, 1, |inner| {
+            let wrap = move |template: &'static str| {
+                inner
+                    .clone()
+                    .prop_map(move |inner| template.replace("{}", &inner))
+            };
+            prop_oneof![
+                wrap("SELECT * FROM ({}) AS t"),
+                wrap("WITH x AS ({}) SELECT * FROM x"),
+                wrap("SELECT 1 UNION ALL SELECT * FROM ({}) AS u"),
+                wrap("/* comment */ {}"),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn a_hidden_write_never_passes(sql in hidden_write()) {
+            prop_assert!(check_read_only(&sql).is_err(), "{sql:?} passed");
+        }
+
+        /// The text sent is the input without surrounding blanks and one trailing `;`.
+        #[test]
+        fn a_read_passes_and_is_sent_as_checked(sql in read(), tail in prop_oneof![Just(""), Just(";"), Just(" ;  ")]) {
+            let input = format!("  {sql}{tail}");
+            let statement = check_read_only(&input);
+            prop_assert!(statement.is_ok(), "{input:?}: {statement:?}");
+            let sent = statement.map(|statement| statement.sql().to_owned()).unwrap_or_default();
+            prop_assert_eq!(sent.as_str(), sql.trim());
+        }
+
+        #[test]
+        fn no_input_makes_the_gate_panic(sql in "\\PC{0,200}") {
+            let _ = check_read_only(&sql);
+        }
+    }
 }

@@ -255,36 +255,45 @@ impl Host for ScriptHost {
     }
 }
 
-/// `sql` with each `:name` replaced by `params[name]` as an SQL literal. Text
-/// inside quotes and `::` casts are left alone.
+/// `sql` with each `:name` replaced by `params[name]` as an SQL literal. Text inside
+/// quotes, comments (`--` to the end of the line, `/* … */`, ended where Trino ends
+/// them) and `::` casts is left alone.
 pub(crate) fn bind(sql: &str, params: &Map<String, Value>) -> Result<String, String> {
     let mut out = String::with_capacity(sql.len());
     let chars: Vec<char> = sql.chars().collect();
     let mut index = 0;
-    let mut quote: Option<char> = None;
     while index < chars.len() {
         let c = chars[index];
-        match quote {
-            Some(open) => {
-                out.push(c);
-                if c == open {
-                    quote = None;
-                }
-                index += 1;
-                continue;
-            }
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                out.push(c);
-                index += 1;
-                continue;
-            }
-            None => {}
+        let next = chars.get(index + 1).copied();
+        // A span copied as it is: a quoted literal or identifier, or a comment.
+        let verbatim_end = match (c, next) {
+            ('\'' | '"', _) => Some(
+                chars[index + 1..]
+                    .iter()
+                    .position(|&d| d == c)
+                    .map_or(chars.len(), |at| index + 1 + at + 1),
+            ),
+            ('-', Some('-')) => Some(
+                chars[index..]
+                    .iter()
+                    .position(|&d| d == '\n' || d == '\r')
+                    .map_or(chars.len(), |at| index + at),
+            ),
+            ('/', Some('*')) => Some(
+                chars[index + 2..]
+                    .windows(2)
+                    .position(|pair| pair == ['*', '/'])
+                    .map_or(chars.len(), |at| index + 2 + at + 2),
+            ),
+            _ => None,
+        };
+        if let Some(end) = verbatim_end {
+            out.extend(&chars[index..end]);
+            index = end;
+            continue;
         }
         let starts_name = c == ':'
-            && chars
-                .get(index + 1)
-                .is_some_and(|next| next.is_ascii_alphabetic() || *next == '_')
+            && next.is_some_and(|next| next.is_ascii_alphabetic() || next == '_')
             && (index == 0 || chars[index - 1] != ':');
         if !starts_name {
             out.push(c);
@@ -335,5 +344,59 @@ mod tests {
             Ok("SELECT ':day', x::date FROM t WHERE d = 'it''s' AND n > 3 AND f = TRUE".into())
         );
         assert!(bind("SELECT :missing", &params).is_err());
+    }
+
+    #[test]
+    fn comments_and_literals_are_not_bound() {
+        let params = json!({"a": 1}).as_object().cloned().unwrap_or_default();
+        assert_eq!(
+            bind(
+                "SELECT :a -- where :b\n, ':b', \"x:b\" /* :b */ FROM t -- :b",
+                &params
+            ),
+            Ok("SELECT 1 -- where :b\n, ':b', \"x:b\" /* :b */ FROM t -- :b".into())
+        );
+        // Trino ends a line comment at a carriage return, and does not nest block comments.
+        assert_eq!(
+            bind("-- :b\r:a /* /* :b */ :a", &params),
+            Ok("-- :b\r1 /* /* :b */ 1".into())
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Statements built from pieces bind exactly the parameters outside quotes and
+        /// comments, and leave every other piece as it was.
+        #[test]
+        fn only_parameters_outside_quotes_and_comments_are_bound(
+            pieces in proptest::collection::vec(0usize..7, 0..24),
+        ) {
+            let params = json!({"p": "it's"}).as_object().cloned().unwrap_or_default();
+            let (mut sql, mut expected) = (String::new(), String::new());
+            for piece in pieces {
+                let (text, bound) = match piece {
+                    0 => (" :p ", " 'it''s' "),
+                    1 => (" ':q' ", " ':q' "),
+                    2 => (" -- :q\n", " -- :q\n"),
+                    3 => (" /* :q */ ", " /* :q */ "),
+                    4 => (" \":q\" ", " \":q\" "),
+                    5 => (" x::int ", " x::int "),
+                    _ => (" SELECT a FROM t ", " SELECT a FROM t "),
+                };
+                sql.push_str(text);
+                expected.push_str(bound);
+            }
+            proptest::prop_assert_eq!(bind(&sql, &params), Ok(expected));
+        }
+
+        #[test]
+        fn no_text_makes_the_binder_panic(sql in "\\PC{0,200}") {
+            let _ = bind(&sql, &Map::new());
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use docket_export::export::{ExportError, ExportLimits, export_query};
 use docket_export::format::Format;
-use docket_export::readonly::{StatementKind, check_read_only};
+use docket_export::readonly::{ReadOnlyStatement, StatementKind, check_read_only_with};
 use docket_export::trino::{Collected, TrinoClient, TrinoError, explain_estimated_rows};
 use docket_protocol::JsonObject;
 use docket_protocol::meta::ClientCapabilities;
@@ -214,18 +214,20 @@ fn sql_argument(arguments: &JsonObject) -> &str {
         .unwrap_or_default()
 }
 
-/// The read-only check as a tool result.
-fn check_sql(sql: &str) -> Result<StatementKind, CallToolResult> {
-    check_read_only(sql)
-        .map(|statement| statement.kind())
-        .map_err(|err| {
-            error_result(
-                "read_only",
-                "client_input",
-                &format!("only read-only SQL is allowed: {err}"),
-                "Send one SELECT, WITH … SELECT, VALUES, SHOW, DESCRIBE or EXPLAIN statement.",
-            )
-        })
+/// The call's statement as the read-only gate checked it under `connection`'s rules;
+/// its [`ReadOnlyStatement::sql`] is exactly what Trino receives.
+fn check_sql(
+    arguments: &JsonObject,
+    connection: &TrinoConnection,
+) -> Result<ReadOnlyStatement, CallToolResult> {
+    check_read_only_with(sql_argument(arguments), &connection.readonly).map_err(|err| {
+        error_result(
+            "read_only",
+            "client_input",
+            &format!("only read-only SQL is allowed: {err}"),
+            "Send one SELECT, WITH … SELECT, VALUES, SHOW, DESCRIBE or EXPLAIN statement.",
+        )
+    })
 }
 
 fn trino_failure(err: &TrinoError) -> CallToolResult {
@@ -245,7 +247,6 @@ async fn consent(
     answer: Option<Value>,
     owner: String,
 ) -> Consent {
-    let sql = sql_argument(&arguments).to_owned();
     // An export whose idempotency key already produced an asset runs nothing, so
     // there is nothing to consent to (and no EXPLAIN to send).
     if let (Some(assets), Some(key)) = (
@@ -256,12 +257,13 @@ async fn consent(
         return Consent::Proceed;
     }
     // Anything malformed is refused by the handler itself, with a better message.
-    let Ok(kind) = check_read_only(&sql).map(|statement| statement.kind()) else {
-        return Consent::Proceed;
-    };
     let Ok(connection) = deps.connection(&arguments) else {
         return Consent::Proceed;
     };
+    let Ok(statement) = check_sql(&arguments, connection) else {
+        return Consent::Proceed;
+    };
+    let (kind, sql) = (statement.kind(), statement.sql());
     if connection.consent == ConsentMode::Never
         || matches!(
             kind,
@@ -284,7 +286,7 @@ async fn consent(
             ))
         };
     }
-    let estimate = estimate_rows(&connection.client, &sql).await;
+    let estimate = estimate_rows(&connection.client, sql).await;
     let message = match (connection.consent, estimate) {
         (ConsentMode::Always, Some(rows)) => {
             format!(
@@ -371,14 +373,15 @@ impl ToolHandler for QueryTool {
 }
 
 async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
-    let sql = sql_argument(&call.arguments);
-    if let Err(refusal) = check_sql(sql) {
-        return refusal;
-    }
     let connection = match deps.connection(&call.arguments) {
         Ok(connection) => connection,
         Err(refusal) => return refusal,
     };
+    let statement = match check_sql(&call.arguments, connection) {
+        Ok(statement) => statement,
+        Err(refusal) => return refusal,
+    };
+    let sql = statement.sql();
     let limit = call
         .arguments
         .get("limit")
@@ -445,14 +448,15 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
 }
 
 async fn explain(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
-    let sql = sql_argument(&call.arguments);
-    if let Err(refusal) = check_sql(sql) {
-        return refusal;
-    }
     let connection = match deps.connection(&call.arguments) {
         Ok(connection) => connection,
         Err(refusal) => return refusal,
     };
+    let statement = match check_sql(&call.arguments, connection) {
+        Ok(statement) => statement,
+        Err(refusal) => return refusal,
+    };
+    let sql = statement.sql();
     match explain_plan(&connection.client, sql).await {
         Ok(plan) => {
             let estimate = explain_estimated_rows(&plan);
@@ -586,10 +590,6 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Err(refusal) => return refusal,
     };
     let arguments = &call.arguments;
-    let sql = sql_argument(arguments);
-    if let Err(refusal) = check_sql(sql) {
-        return refusal;
-    }
     let format = match arguments
         .get("format")
         .and_then(Value::as_str)
@@ -609,6 +609,11 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Ok(connection) => connection,
         Err(refusal) => return refusal,
     };
+    let statement = match check_sql(arguments, connection) {
+        Ok(statement) => statement,
+        Err(refusal) => return refusal,
+    };
+    let sql = statement.sql();
     let limits = &deps.exports;
     let max_rows = match arguments.get("limit").and_then(Value::as_u64) {
         Some(limit) if limit > limits.max_rows => {

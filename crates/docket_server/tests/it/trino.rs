@@ -157,6 +157,9 @@ async fn writes_and_hostile_sql_are_refused_before_trino_sees_them() {
         "WITH gone AS (DELETE FROM memory.default.orders RETURNING *) SELECT * FROM gone",
         "CREATE TABLE x AS SELECT 1",
         "CALL system.runtime.kill_query('x')",
+        "SELECT * FROM TABLE(postgresql.system.query(query => 'DELETE FROM accounts RETURNING *'))",
+        "SELECT * FROM TABLE(postgresql.system.query(query => 'UPDATE accounts SET a = 1 RETURNING *'))",
+        "SELECT * FROM TABLE(sqlserver.system.procedure(query => 'EXECUTE dbo.purge'))",
     ] {
         for (tool, arguments) in [
             ("trino_query", json!({"sql": sql})),
@@ -174,6 +177,27 @@ async fn writes_and_hostile_sql_are_refused_before_trino_sees_them() {
         }
     }
     assert!(f.double.submitted().is_empty(), "nothing reached Trino");
+
+    // What Trino receives is the statement the gate checked, not the raw text.
+    for tool in ["trino_query", "trino_explain"] {
+        let (_, body) = f
+            .call("alice", tool, json!({"sql": "SELECT 1;\n-- c"}), json!({}))
+            .await;
+        assert_ne!(body["result"]["isError"], true, "{tool}: {body}");
+    }
+    let sent: Vec<String> = f
+        .double
+        .submitted()
+        .into_iter()
+        .map(|request| request.body)
+        .collect();
+    // The query, its consent estimate and the explain: each the checked statement.
+    assert!(sent.contains(&"SELECT 1".to_owned()), "{sent:?}");
+    assert!(
+        sent.iter()
+            .all(|body| body == "SELECT 1" || body == "EXPLAIN SELECT 1"),
+        "{sent:?}"
+    );
 }
 
 async fn a_direct_export_writes_an_asset_only_its_owner_can_download(backend: Backend) {
