@@ -386,10 +386,10 @@ impl ApiClient {
     /// [`ApiError::Query`] saying what is refused.
     pub fn check(&self, request: &ApiRequest) -> Result<(Method, Url, HeaderMap), ApiError> {
         let method = parse_method(&request.method)?;
-        check_path(&request.path)?;
+        let path = normalize_path(&request.path)?;
         let base_path = self.base.path().trim_end_matches('/');
         let mut url = self.base.clone();
-        url.set_path(&format!("{base_path}{}", request.path));
+        url.set_path(&format!("{base_path}{path}"));
         // Setting a path cannot change the origin, but the check is cheap and makes
         // the rule explicit: every request stays on the connection's scheme, host
         // and port, below its base path.
@@ -672,15 +672,41 @@ fn parse_method(method: &str) -> Result<Method, ApiError> {
     })
 }
 
-/// Checks a caller's path: it starts with `/`; it has no empty segment (`//`), no
-/// `.` or `..` segment (also percent-encoded), no `@`, no backslash, no encoded
-/// `/` or `\`, no `?` or `#` (query parameters go in the query), no control
-/// character (CR, LF, NUL, also percent-encoded), and is at most
-/// [`MAX_PATH_BYTES`] long. An absolute URL fails the first rule.
+/// Checks a caller's path; see [`normalize_path`], whose form is what every rule
+/// matches and what is sent.
 ///
 /// # Errors
 /// [`ApiError::Path`] saying which rule it breaks.
 pub fn check_path(path: &str) -> Result<(), ApiError> {
+    normalize_path(path).map(drop)
+}
+
+/// Characters a path carries as they are: RFC 3986's unreserved characters, the
+/// sub-delimiters, `:` and the `/` between segments.
+fn is_plain_path_byte(byte: u8) -> bool {
+    is_unreserved(byte) || b"!$&'()*+,;=:/".contains(&byte)
+}
+
+fn is_unreserved(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~".contains(&byte)
+}
+
+/// The one form of a caller's path that every rule (the connection's `paths`, a
+/// persona's `api_routes`) matches and that is sent upstream: percent-escapes of
+/// unreserved characters decoded (`%69` is `i`), every other escape in upper case
+/// (a reserved character and its escape stay different paths, as RFC 3986 says),
+/// and characters a path cannot carry (a space, non-ASCII) escaped.
+///
+/// Refused: a path that does not start with `/` (an absolute URL, say); an empty
+/// (`//`), `.` or `..` segment, however encoded; `@`, a backslash, `?` or `#`, raw or
+/// encoded (query parameters go in the query); an encoded `/` or `%` (a separator or
+/// a second round of decoding upstream could change what the rules saw); a control
+/// character (CR, LF, NUL), raw or encoded; a malformed escape; more than
+/// [`MAX_PATH_BYTES`].
+///
+/// # Errors
+/// [`ApiError::Path`] saying which rule it breaks.
+pub fn normalize_path(path: &str) -> Result<String, ApiError> {
     let refuse = |reason: &str| {
         Err(ApiError::Path {
             reason: reason.to_owned(),
@@ -692,34 +718,50 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
     if !path.starts_with('/') {
         return refuse("it must start with / (a path below the connection, not a URL)");
     }
-    if path.chars().any(char::is_control) {
-        return refuse("it contains a control character");
-    }
-    if path.contains('@') {
-        return refuse("it contains @");
-    }
-    if path.contains('\\') {
-        return refuse("it contains a backslash");
-    }
-    if path.contains('?') || path.contains('#') {
-        return refuse("it contains ? or #; pass query parameters in query_params");
-    }
-    if path.contains("//") {
-        return refuse("it contains //");
-    }
-    let lower = path.to_ascii_lowercase();
-    for encoded in ["%2f", "%5c", "%00", "%0a", "%0d", "%40"] {
-        if lower.contains(encoded) {
-            return refuse("it contains an encoded separator or control character");
+    let bytes = path.as_bytes();
+    let mut normal = String::with_capacity(path.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        let (value, encoded) = if byte == b'%' {
+            let hex = bytes
+                .get(index + 1..index + 3)
+                .and_then(|pair| std::str::from_utf8(pair).ok())
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok());
+            let Some(value) = hex else {
+                return refuse("it contains a malformed percent escape");
+            };
+            index += 3;
+            (value, true)
+        } else {
+            index += 1;
+            (byte, false)
+        };
+        match value {
+            0..=0x1f | 0x7f => return refuse("it contains a control character"),
+            b'@' => return refuse("it contains @"),
+            b'\\' => return refuse("it contains a backslash"),
+            b'?' | b'#' => {
+                return refuse("it contains ? or #; pass query parameters in query_params");
+            }
+            b'/' | b'%' if encoded => {
+                return refuse("it contains an encoded / or %, which could be read twice");
+            }
+            value if is_unreserved(value) || (!encoded && is_plain_path_byte(value)) => {
+                normal.push(char::from(value));
+            }
+            value => normal.push_str(&format!("%{value:02X}")),
         }
     }
-    for segment in lower.split('/').skip(1) {
-        let decoded = segment.replace("%2e", ".");
-        if decoded == "." || decoded == ".." {
+    for segment in normal.split('/').skip(1) {
+        if segment == "." || segment == ".." {
             return refuse("it contains a . or .. segment");
         }
     }
-    Ok(())
+    if normal.contains("//") {
+        return refuse("it contains //");
+    }
+    Ok(normal)
 }
 
 #[cfg(test)]
@@ -763,6 +805,109 @@ mod tests {
             assert!(check_path(path).is_ok(), "{path:?} was refused");
         }
         assert!(check_path(&format!("/{}", "a".repeat(MAX_PATH_BYTES))).is_err());
+    }
+
+    #[test]
+    fn paths_have_one_form() {
+        for (path, normal) in [
+            ("/items/%69nternal", "/items/internal"),
+            ("/items/%69%6E%74ernal/x", "/items/internal/x"),
+            ("/%7e/%2D", "/~/-"),
+            ("/search%20x", "/search%20x"),
+            ("/search x", "/search%20x"),
+            ("/caf\u{e9}", "/caf%C3%A9"),
+            ("/a%3ab", "/a%3Ab"),
+            ("/a:b;c=d", "/a:b;c=d"),
+        ] {
+            assert_eq!(
+                normalize_path(path).ok().as_deref(),
+                Some(normal),
+                "{path:?}"
+            );
+        }
+        for path in [
+            "/a/%2e%2E/b",
+            "/a/%2E",
+            "/a%2Fb",
+            "/a%25b",
+            "/a%40b",
+            "/a%3Fb",
+            "/a%23b",
+            "/a%5cb",
+            "/a%zzb",
+            "/a%2",
+            "/a%7f",
+            "/a%09b",
+        ] {
+            assert!(normalize_path(path).is_err(), "{path:?} was accepted");
+        }
+    }
+
+    /// Every way of writing a character of a path that means that character: escaped
+    /// in lower or upper case, and, for an unreserved character, as it is. (A reserved
+    /// character and its escape are different paths, RFC 3986 §6.2.2.2.)
+    fn spellings(byte: u8) -> Vec<String> {
+        let mut ways = vec![format!("%{byte:02x}"), format!("%{byte:02X}")];
+        if is_unreserved(byte) {
+            ways.push(char::from(byte).to_string());
+        }
+        ways
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// However a path is spelled, it has one normal form; that form is its own
+        /// normal form, and holds no way to leave the base path or split a segment.
+        #[test]
+        fn every_spelling_of_a_path_normalises_alike(
+            segments in proptest::collection::vec(
+                proptest::collection::vec(
+                    (proptest::sample::select(b"abcxyzABC019-._~!$&'()*+,;=: ".to_vec()), 0usize..3),
+                    1..6,
+                ),
+                1..5,
+            ),
+        ) {
+            let plain: String = segments
+                .iter()
+                .map(|segment| {
+                    let text: String = segment.iter().map(|(byte, _)| spellings(*byte)[0].clone()).collect();
+                    format!("/{text}")
+                })
+                .collect();
+            let spelled: String = segments
+                .iter()
+                .map(|segment| {
+                    let text: String = segment
+                        .iter()
+                        .map(|(byte, way)| {
+                            let ways = spellings(*byte);
+                            ways[way % ways.len()].clone()
+                        })
+                        .collect();
+                    format!("/{text}")
+                })
+                .collect();
+            let normal = normalize_path(&plain).ok();
+            proptest::prop_assert_eq!(normalize_path(&spelled).ok(), normal.clone());
+            if let Some(normal) = normal {
+                proptest::prop_assert_eq!(normalize_path(&normal).ok(), Some(normal.clone()));
+                proptest::prop_assert!(!normal.contains("//"));
+                proptest::prop_assert!(normal.split('/').skip(1).all(|s| s != "." && s != ".."));
+                let lower = normal.to_ascii_lowercase();
+                proptest::prop_assert!(!lower.contains("%2f") && !lower.contains("%25"));
+            }
+        }
+
+        #[test]
+        fn no_text_makes_the_normaliser_panic(path in "/\\PC{0,100}") {
+            let _ = normalize_path(&path);
+        }
     }
 
     fn client(base: &str, auth: ApiAuth) -> ApiClient {

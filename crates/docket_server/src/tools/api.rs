@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use docket_export::api::{
-    ApiError, ApiExportLimits, ApiRequest, ApiResponse, RequestBody, check_path, export_response,
-    extension_for, is_textual, pagination_hint,
+    ApiError, ApiExportLimits, ApiRequest, ApiResponse, RequestBody, export_response,
+    extension_for, is_textual, normalize_path, pagination_hint,
 };
 use docket_protocol::JsonObject;
 use docket_protocol::tools::CallToolResult;
@@ -248,8 +248,9 @@ fn prepare<'a>(
     persona: &Persona,
 ) -> Result<(&'a HttpConnection, ApiRequest), CallToolResult> {
     let connection = deps.connection(arguments, ConnectionKind::Api)?;
-    let request = request_from(arguments)?;
-    check_path(&request.path).map_err(|err| api_failure(&err))?;
+    let mut request = request_from(arguments)?;
+    // One form of the path: what every rule below matches is what is sent.
+    request.path = normalize_path(&request.path).map_err(|err| api_failure(&err))?;
     if !connection.methods.contains(&request.method) {
         return Err(error_result(
             "not_allowed",

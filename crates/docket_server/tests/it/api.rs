@@ -480,6 +480,9 @@ async fn persona_routes_and_connection_rules_apply_to_calls_and_exports(backend:
     assert_eq!(structured(&allowed)["status"], 200, "{allowed}");
     for (method, path) in [
         ("GET", "/items/secret/1"),
+        // Encoded forms of the denied path are the denied path.
+        ("GET", "/items/%73ecret/1"),
+        ("GET", "/items/%73%65%63%72%65%74"),
         ("POST", "/items"),
         ("GET", "/orders"),
     ] {
@@ -542,8 +545,18 @@ async fn persona_routes_and_connection_rules_apply_to_calls_and_exports(backend:
             "{connection} {method}: {refused}"
         );
     }
+    // The connection's own path globs match the normal form too: `/%69tems` is
+    // `/items`, which `limited` allows, and is sent as `/items`.
+    let encoded = f
+        .result(
+            "alice",
+            "api_invoke_endpoint",
+            for_tool("api_invoke_endpoint", call("limited", "GET", "/%69tems")),
+        )
+        .await;
+    assert_eq!(structured(&encoded)["status"], 200, "{encoded}");
     let seen: Vec<String> = f.upstream.seen().iter().map(|s| s.path.clone()).collect();
-    assert_eq!(seen, ["/v1/items", "/v1/echo"]);
+    assert_eq!(seen, ["/v1/items", "/v1/echo", "/v1/items"]);
 }
 
 async fn a_direct_export_stores_the_response_with_its_type_and_status(backend: Backend) {
