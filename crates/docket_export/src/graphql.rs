@@ -431,6 +431,9 @@ async fn write_pages(
     let mut has_more = false;
     let mut status;
     let write = async |chunk: Vec<u8>, upload: &mut dyn Upload| {
+        // Every record is serialized whole into one chunk, so scrubbing each chunk
+        // finds every secret a field echoed back.
+        let chunk = client.scrubber().scrub_bytes(&chunk);
         if upload.bytes_written() + chunk.len() as u64 > limits.max_bytes {
             return Err(GraphqlError::TooLarge {
                 limit: limits.max_bytes,

@@ -158,6 +158,9 @@ async fn stream_into(
     let mut head = BytesMut::new();
     let mut received: u64 = 0;
     let mut finished = false;
+    // What is stored passes the scrub too: an upstream that echoes the request
+    // echoes the connection's credentials.
+    let mut scrub = client.scrubber().stream();
     while !finished {
         let chunk = tokio::select! {
             biased;
@@ -165,13 +168,15 @@ async fn stream_into(
             chunk = response.chunk() => chunk.map_err(|error| client.transport(&error))?,
         };
         let chunk = match chunk {
-            Some(chunk) => chunk,
+            Some(chunk) => {
+                received += chunk.len() as u64;
+                scrub.push(&chunk)
+            }
             None => {
                 finished = true;
-                Bytes::new()
+                scrub.finish()
             }
         };
-        received += chunk.len() as u64;
         if received > limits.max_bytes {
             return Err(too_large().into());
         }

@@ -28,11 +28,13 @@ use crate::sink::SinkError;
 mod content;
 mod export;
 mod pagination;
+mod scrub;
 
 pub use content::{declared_content_type, extension_for, is_textual, stored_content_type};
 pub(crate) use export::commit_or_abort;
 pub use export::{ApiExportError, ApiExportLimits, ApiExportReport, KeyFor, export_response};
 pub use pagination::{PaginationHint, pagination_hint};
+pub use scrub::{REDACTED, Scrubber, StreamScrubber};
 
 /// The longest path accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 2048;
@@ -88,7 +90,8 @@ impl ApiAuth {
     }
 
     /// Every secret it holds, in the forms it is sent in, so callers can scrub
-    /// them from text they show (an upstream may echo a request back).
+    /// them from what they show or store (an upstream may echo a request back);
+    /// [`Scrubber`] adds their URL-encoded forms.
     fn secrets(&self) -> Vec<String> {
         use base64::Engine as _;
         match self {
@@ -244,6 +247,7 @@ pub struct ApiClient {
     http: reqwest::Client,
     base: Url,
     auth: ApiAuth,
+    scrubber: Scrubber,
     static_headers: HeaderMap,
     call_timeout: Duration,
 }
@@ -333,6 +337,7 @@ impl ApiClient {
         Ok(Self {
             http,
             base,
+            scrubber: Scrubber::new(&config.auth.secrets()),
             auth: config.auth,
             static_headers,
             call_timeout: config.call_timeout,
@@ -370,13 +375,14 @@ impl ApiClient {
     /// text that came from elsewhere (an upstream error message) and is shown.
     #[must_use]
     pub fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in self.auth.secrets() {
-            if !secret.is_empty() {
-                text = text.replace(&secret, "[REDACTED]");
-            }
-        }
-        text
+        self.scrubber.scrub(text)
+    }
+
+    /// The scrub of this connection's secrets, for bytes that are stored: every path
+    /// from an upstream to a caller goes through it.
+    #[must_use]
+    pub fn scrubber(&self) -> &Scrubber {
+        &self.scrubber
     }
 
     /// Checks `request` and builds its URL, without any I/O.

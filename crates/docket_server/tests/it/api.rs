@@ -266,6 +266,45 @@ async fn every_auth_mode_reaches_the_upstream_and_no_secret_comes_back(backend: 
         structured(&echoed)["body"]["headers"]["authorization"],
         "Bearer [REDACTED]"
     );
+    // Stored bytes pass the same scrub: an export of the echo, and a GraphQL
+    // field that echoes the token, keep no credential in any form.
+    for connection in ["shop", "basic", "keyed", "queried"] {
+        let exported = f
+            .result(
+                "alice",
+                "api_export",
+                json!({"connection": connection, "method": "GET", "path": "/echo", "name": "echo"}),
+            )
+            .await;
+        let stored = f
+            .download(
+                "alice",
+                structured(&exported)["asset_id"].as_str().expect("id"),
+            )
+            .await
+            .text()
+            .await
+            .expect("text");
+        no_secret_in(&stored);
+        assert!(stored.contains("[REDACTED]"), "{connection}: {stored}");
+    }
+    let exported = f
+        .result(
+            "alice",
+            "graphql_export",
+            json!({"connection": "catalog", "query": "{ authorization }", "name": "who", "format": "json"}),
+        )
+        .await;
+    let stored = f
+        .download(
+            "alice",
+            structured(&exported)["asset_id"].as_str().expect("id"),
+        )
+        .await
+        .text()
+        .await
+        .expect("text");
+    assert!(stored.contains("Bearer [REDACTED]"), "{stored}");
     // An unreachable upstream whose key travels in the query: the error names no
     // URL and no key.
     let down = f

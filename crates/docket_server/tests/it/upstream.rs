@@ -181,7 +181,14 @@ async fn route(
                 Ok(request) => request,
                 Err(_) => return respond(400, Some("text/plain"), "not a GraphQL request"),
             };
-            let response = schema.execute(request).await;
+            let authorization = headers
+                .iter()
+                .find(|(name, _)| name == "authorization")
+                .map(|(_, value)| value.clone())
+                .unwrap_or_default();
+            let response = schema
+                .execute(request.data(EchoedAuthorization(authorization)))
+                .await;
             respond(
                 200,
                 Some("application/json"),
@@ -313,10 +320,21 @@ struct ItemConnection {
 
 const ITEMS: i32 = 5;
 
+/// The `Authorization` header a GraphQL request came with.
+struct EchoedAuthorization(String);
+
 #[Object]
 impl Query {
     async fn hello(&self) -> &str {
         "world"
+    }
+
+    /// The request's `Authorization` header, echoed: an upstream that leaks it.
+    async fn authorization(&self, context: &async_graphql::Context<'_>) -> String {
+        context
+            .data_opt::<EchoedAuthorization>()
+            .map(|echoed| echoed.0.clone())
+            .unwrap_or_default()
     }
 
     /// Answers after ten minutes: only a cancel ends a query of it in a test.
