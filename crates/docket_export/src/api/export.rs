@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
 use super::{
