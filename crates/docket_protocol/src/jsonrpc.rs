@@ -203,3 +203,102 @@ impl<'de> Deserialize<'de> for JsonRpcVersion {
         }
     }
 }
+
+#[cfg(test)]
+mod generated {
+    //! Property tests at the envelope parser: no input panics it, and what it
+    //! accepts is what JSON-RPC 2.0 allows.
+
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+    use crate::meta::RequestMeta;
+
+    /// Arbitrary JSON, nested a few levels.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|n| json!(n)),
+            "\\PC{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z_/.]{0,10}", inner, 0..5)
+                    .prop_map(|map| Value::Object(map.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    /// Envelopes close to valid ones, with fields that are right, wrong or missing.
+    fn envelope() -> impl Strategy<Value = Value> {
+        (
+            prop_oneof![Just(json!("2.0")), Just(json!("1.0")), json_value()],
+            proptest::option::of(prop_oneof![
+                any::<i64>().prop_map(|n| json!(n)),
+                json_value()
+            ]),
+            prop_oneof![
+                Just(json!("tools/call")),
+                Just(json!("tasks/get")),
+                json_value()
+            ],
+            proptest::option::of(json_value()),
+            any::<bool>(),
+        )
+            .prop_map(|(version, id, method, params, response)| {
+                let mut object = Map::new();
+                object.insert("jsonrpc".into(), version);
+                if let Some(id) = id {
+                    object.insert("id".into(), id);
+                }
+                object.insert("method".into(), method);
+                if let Some(params) = params {
+                    object.insert("params".into(), params);
+                }
+                if response {
+                    object.insert("result".into(), json!({}));
+                }
+                Value::Object(object)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn no_bytes_panic_the_parser(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = ClientMessage::parse(&bytes);
+        }
+
+        /// An accepted message was a JSON-RPC 2.0 request or notification: version
+        /// "2.0", a string method, no result or error; a request's id is a string or
+        /// an integer.
+        #[test]
+        fn only_requests_and_notifications_are_accepted(value in envelope()) {
+            let text = value.to_string();
+            if ClientMessage::parse(text.as_bytes()).is_ok() {
+                prop_assert_eq!(value.get("jsonrpc"), Some(&json!("2.0")));
+                prop_assert!(value.get("method").is_some_and(Value::is_string));
+                prop_assert!(value.get("result").is_none());
+                if let Some(id) = value.get("id") {
+                    prop_assert!(id.is_string() || id.is_i64() || id.is_u64(), "{id}");
+                }
+            }
+        }
+
+        #[test]
+        fn no_params_panic_the_meta_reader(params in proptest::option::of(json_value())) {
+            let _ = RequestMeta::from_params(params.as_ref());
+            let wrapped = params.map(|meta| json!({"_meta": meta}));
+            let _ = RequestMeta::from_params(wrapped.as_ref());
+        }
+    }
+}

@@ -977,4 +977,78 @@ mod tests {
         assert!(!printed.contains("hunter2"), "{printed}");
         assert_eq!(config.connections["shop"].kind, ConnectionKind::Api);
     }
+
+    /// YAML built from the keys the loader knows, with values of every shape.
+    fn config_yaml() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            Just("true".to_owned()),
+            Just("0".to_owned()),
+            Just("-1".to_owned()),
+            Just("18446744073709551616".to_owned()),
+            Just("\"10s\"".to_owned()),
+            Just("\"${UNSET}\"".to_owned()),
+            Just("[]".to_owned()),
+            Just("{}".to_owned()),
+            Just("[a, {b: c}]".to_owned()),
+            Just("~".to_owned()),
+            "[a-z0-9 :]{0,8}".prop_map(|text| format!("\"{text}\"")),
+        ];
+        let key = proptest::sample::select(vec![
+            "server.address",
+            "server.shutdown.grace_period",
+            "database.url",
+            "tasks.heartbeat_interval",
+            "tasks.stale_after",
+            "scripts.lease",
+            "scripts.max_reclaims",
+            "auth.allow_anonymous",
+            "auth.api_keys",
+            "personas.p.roles",
+            "personas.p.tools",
+            "connections.c.kind",
+            "connections.c.url",
+            "exports.max_bytes",
+            "rate_limit.burst",
+            "unknown.key",
+        ]);
+        proptest::collection::vec((key, value), 0..8).prop_map(|pairs| {
+            let mut text = String::new();
+            for (key, value) in pairs {
+                let parts: Vec<&str> = key.split('.').collect();
+                let (last, parents) = parts.split_last().unwrap_or((&"x", &[]));
+                let nested = parents
+                    .iter()
+                    .rev()
+                    .fold(format!("{last}: {value}"), |inner, parent| {
+                        format!("{parent}: {{ {inner} }}")
+                    });
+                text.push_str(&nested);
+                text.push('\n');
+            }
+            text
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Whatever a configuration file holds, the loader answers a configuration
+        /// or its problems; it never panics.
+        #[test]
+        fn no_configuration_panics_the_loader(text in config_yaml()) {
+            if let Ok(config) = Config::from_yaml(&text, &env) {
+                let _ = config.problems();
+            }
+        }
+
+        #[test]
+        fn no_text_panics_the_loader(text in "\\PC{0,200}") {
+            let _ = Config::from_yaml(&text, &env);
+        }
+    }
 }

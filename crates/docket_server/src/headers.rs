@@ -180,4 +180,30 @@ mod tests {
             check_param_headers(&headers(&[("mcp-param-limit", "10")]), &schema, args).is_err()
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any header bytes read as a value or a reason, never a panic.
+        #[test]
+        fn no_header_bytes_panic_the_reader(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+                let mut map = HeaderMap::new();
+                map.insert("mcp-name", value);
+                let _ = read(&map, "mcp-name");
+            }
+        }
+
+        /// Any text travels base64-wrapped and reads back as itself.
+        #[test]
+        fn wrapped_values_read_back_as_sent(text in "\\PC{0,40}") {
+            let wrapped = format!("=?base64?{}?=", STANDARD.encode(&text));
+            let map = headers(&[("mcp-name", &wrapped)]);
+            proptest::prop_assert_eq!(read(&map, "mcp-name"), Ok(Some(text)));
+        }
+    }
 }
