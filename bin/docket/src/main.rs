@@ -181,6 +181,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
                 .await
                 .with_context(|| format!("cannot open the database {}", redact_url(url)))?;
             tracing::info!(database = %redact_url(url), backend = ?store.backend(), "database ready");
+            remove_stale_uploads(&config.storage).await;
             builder = builder
                 .task_store(store.task_store())
                 .scripts(store.script_store())
@@ -244,5 +245,16 @@ fn init_tracing(format: LogFormat, level: &str) {
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Pretty => builder.init(),
+    }
+}
+
+/// Removes what uploads of a filesystem store killed mid-export left behind.
+async fn remove_stale_uploads(storage: &docket_server::config::StorageConfig) {
+    match docket_server::config::remove_stale_uploads(storage).await {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, path = storage.path, "removed unfinished uploads"),
+        Err(error) => {
+            tracing::warn!(%error, path = storage.path, "could not look for unfinished uploads");
+        }
     }
 }

@@ -170,6 +170,13 @@ pub(crate) async fn call_tool(
             params.name
         ))
     })?;
+    // A draining replica starts no new long work, task or direct, whatever the
+    // tool: the caller is sent to another replica, every tool alike.
+    if tool.spec.task_support != TaskSupport::Never && app.is_draining() {
+        return Err(McpError::Unavailable(
+            docket_task::runtime::SpawnError::Draining.to_string(),
+        ));
+    }
 
     // Consent and other multi round-trip input: the state must be ours, for this
     // caller and this very call.

@@ -120,8 +120,10 @@ impl ServerConfig {
 #[derive(Clone, Deserialize)]
 #[serde(default)]
 pub struct DatabaseConfig {
-    /// `postgres://user@host:5432/db` or `sqlite://PATH`; `None` runs without a
-    /// database (and so without tasks or audit).
+    /// `postgres://user@host:5432/db` or `sqlite://PATH`; without a `database:`
+    /// section, the embedded SQLite database of the zero-configuration default
+    /// ([`EMBEDDED_DATABASE_URL`]). `None` (only an embedder sets it) runs without
+    /// a database, and so without tasks, scripts, audit or exports.
     pub url: Option<String>,
     /// The connection pool's size.
     pub max_connections: u32,
@@ -132,7 +134,7 @@ pub struct DatabaseConfig {
 impl Default for DatabaseConfig {
     fn default() -> Self {
         Self {
-            url: None,
+            url: Some(EMBEDDED_DATABASE_URL.to_owned()),
             max_connections: 16,
             migrate_on_start: true,
         }
@@ -345,6 +347,10 @@ pub struct StorageConfig {
     pub allow_http: bool,
     /// Whether the retention pass deletes an export's asset with its task.
     pub delete_with_task: bool,
+    /// The filesystem store's unfinished upload files (left by a process killed
+    /// mid-export) older than this are removed at start-up.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub stale_parts_after: Duration,
 }
 
 impl Default for StorageConfig {
@@ -360,6 +366,7 @@ impl Default for StorageConfig {
             secret_access_key: None,
             allow_http: false,
             delete_with_task: false,
+            stale_parts_after: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -394,6 +401,24 @@ pub enum StorageKind {
     Filesystem,
     /// An S3 bucket.
     S3,
+}
+
+/// Removes the unfinished upload files of a filesystem store older than
+/// `storage.stale_parts_after` (a process killed mid-export leaves them); an S3
+/// store's incomplete multipart uploads are the bucket's lifecycle rule's to abort.
+/// Returns how many were removed.
+///
+/// # Errors
+/// When the folder cannot be read.
+pub async fn remove_stale_uploads(storage: &StorageConfig) -> std::io::Result<usize> {
+    match storage.kind {
+        StorageKind::Filesystem => {
+            docket_export::sink::FilesystemSink::new(&storage.path)
+                .remove_stale_parts(storage.stale_parts_after)
+                .await
+        }
+        StorageKind::S3 => Ok(0),
+    }
 }
 
 /// The object sink `storage:` describes.
@@ -630,6 +655,19 @@ impl Config {
             }
         };
         expand_env(&mut value, "", env, &mut problems);
+        if value
+            .get("database")
+            .and_then(yaml_serde::Value::as_str)
+            .is_some_and(|text| text.eq_ignore_ascii_case("none"))
+        {
+            return Err(ConfigError {
+                problems: vec![format!(
+                    "database: none is not supported: tasks, scripts, audit and exports need \
+                     a database; leave database: out to use the embedded SQLite database \
+                     ({EMBEDDED_DATABASE_URL}), or set database.url"
+                )],
+            });
+        }
 
         let mut unknown = Vec::new();
         let parsed: Result<Config, _> =
@@ -859,6 +897,18 @@ mod tests {
             "ALICE_KEY" => Some("s3cret-alice".into()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn without_a_database_section_the_embedded_database_is_used_and_none_is_refused() {
+        let config =
+            Config::from_yaml("server: { address: \"127.0.0.1:9000\" }\n", &env).expect("valid");
+        assert_eq!(config.database.url.as_deref(), Some(EMBEDDED_DATABASE_URL));
+        let refused = Config::from_yaml("database: none\n", &env).expect_err("refused");
+        assert!(
+            refused.problems[0].starts_with("database: none is not supported"),
+            "{refused:?}"
+        );
     }
 
     #[test]

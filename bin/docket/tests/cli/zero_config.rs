@@ -54,3 +54,28 @@ async fn the_embedded_default_keeps_tasks_across_a_restart() {
             .is_some_and(|m| m.contains("call the tool again"))
     );
 }
+
+/// A configuration file without `database:` runs on the same embedded SQLite
+/// database as no file at all: tasks are offered and kept in `./docket-data/`.
+#[tokio::test]
+async fn a_configuration_without_a_database_uses_the_embedded_one() {
+    let dir = temp_dir("no-database-key");
+    let config = dir.join("docket.yaml");
+    std::fs::write(
+        &config,
+        "server: { address: \"127.0.0.1:0\" }\n\
+         auth: { allow_anonymous: true, anonymous_roles: [admin] }\n\
+         diagnostics: { enabled: true }\n",
+    )
+    .expect("config written");
+    let server = Replica::start(&dir, &["--config", config.to_str().expect("utf-8")]);
+    let discover = server.rpc("server/discover", json!({}), false).await;
+    assert_eq!(
+        discover["result"]["capabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}}),
+        "{discover}"
+    );
+    let id = server.start_sleep(0.1).await;
+    server.wait_for(&id, "completed").await;
+    assert!(dir.join("docket-data/docket.db").exists());
+}

@@ -3,6 +3,7 @@
 //! filesystem, so a reader sees either nothing or the whole object.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -36,6 +37,21 @@ impl FilesystemSink {
         &self.root
     }
 
+    /// Removes the temporary files (`.<name>.<random>.part`) of uploads that never
+    /// finished — a process killed mid-export leaves them — when they were last
+    /// written more than `older_than` ago, so uploads still running (on this or
+    /// another replica sharing the folder) are left alone. Returns how many were
+    /// removed; a missing root is nothing to clean.
+    ///
+    /// # Errors
+    /// When the folder cannot be read.
+    pub async fn remove_stale_parts(&self, older_than: Duration) -> std::io::Result<usize> {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || remove_stale_parts_under(&root, older_than))
+            .await
+            .map_err(std::io::Error::other)?
+    }
+
     /// The file of a key, after checking the key stays under the root.
     fn path_of(&self, key: &str) -> Result<PathBuf, SinkError> {
         validate_key(key)?;
@@ -47,6 +63,48 @@ impl Default for FilesystemSink {
     fn default() -> Self {
         Self::new(Self::DEFAULT_ROOT)
     }
+}
+
+/// The walk behind [`FilesystemSink::remove_stale_parts`].
+fn remove_stale_parts_under(root: &Path, older_than: Duration) -> std::io::Result<usize> {
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                folders.push(entry.path());
+                continue;
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !kind.is_file() || !name.starts_with('.') || !name.ends_with(".part") {
+                continue;
+            }
+            let age = entry
+                .metadata()?
+                .modified()
+                .ok()
+                .and_then(|modified| now.duration_since(modified).ok())
+                .unwrap_or_default();
+            if age > older_than {
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    // Finished (renamed) or removed by another replica meanwhile.
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+    }
+    Ok(removed)
 }
 
 fn io_error(operation: &'static str, key: &str) -> impl FnOnce(std::io::Error) -> SinkError {

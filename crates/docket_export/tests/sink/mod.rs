@@ -152,6 +152,59 @@ async fn filesystem_abort_and_drop_leave_nothing() {
     assert_eq!(files_under(root.path()), Vec::<String>::new());
 }
 
+/// A process killed mid-upload leaves its `.part` file; the start-up clean-up
+/// removes the ones older than its age, and nothing else.
+#[tokio::test]
+async fn stale_part_files_are_removed_and_nothing_else() {
+    let root = TempDir::new("fs-stale-parts");
+    let sink = FilesystemSink::new(root.path());
+    let mut upload = sink.begin("a/done.csv").await.expect("begin");
+    upload
+        .write(Bytes::from_static(b"x\n"))
+        .await
+        .expect("write");
+    upload.commit().await.expect("commit");
+    // A running upload, as another replica would hold it.
+    let mut running = sink.begin("a/running.csv").await.expect("begin");
+    running
+        .write(Bytes::from_static(b"x"))
+        .await
+        .expect("write");
+    let folder = root.path().join("a/b");
+    std::fs::create_dir_all(&folder).expect("folder");
+    let stale = folder.join(".killed.csv.0011223344556677.part");
+    std::fs::write(&stale, b"half an export").expect("stale");
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .expect("open")
+        .set_modified(an_hour_ago)
+        .expect("mtime");
+    let before = files_under(root.path());
+
+    let removed = sink
+        .remove_stale_parts(std::time::Duration::from_secs(600))
+        .await
+        .expect("clean-up");
+    assert_eq!(removed, 1);
+    let after = files_under(root.path());
+    assert_eq!(after.len(), before.len() - 1, "{before:?} → {after:?}");
+    assert!(!stale.exists());
+    assert_eq!(read_back(&sink, "a/done.csv").await, b"x\n");
+    running
+        .commit()
+        .await
+        .expect("the running upload is untouched");
+    assert_eq!(
+        FilesystemSink::new(root.path().join("missing"))
+            .remove_stale_parts(std::time::Duration::ZERO)
+            .await
+            .expect("nothing to clean"),
+        0
+    );
+}
+
 #[tokio::test]
 async fn filesystem_commit_replaces_an_object_whole() {
     let root = TempDir::new("fs-replace");

@@ -59,6 +59,7 @@ on_both_backends!(
     same_named_scripts_of_two_owners_share_nothing,
     text_that_is_no_id_reads_as_an_unknown_id,
     platform_info_lists_the_script_tools,
+    a_draining_replica_refuses_every_task_capable_tool_alike,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -843,4 +844,44 @@ async fn platform_info_lists_the_script_tools(backend: Backend) {
             "{tool} missing from {tools:?}"
         );
     }
+}
+
+/// While the replica drains, no task-capable tool starts new work, as a task or
+/// directly, and each refuses the same way; other tools still answer.
+async fn a_draining_replica_refuses_every_task_capable_tool_alike(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    f.create("alice", "mine", "print('hi')").await;
+    f.server.app.start_draining();
+    let mut refusals = Vec::new();
+    for (tool, arguments) in [
+        ("run_script", json!({"name": "mine"})),
+        (
+            "trino_export",
+            json!({"sql": "SELECT 1", "format": "csv", "name": "x"}),
+        ),
+    ] {
+        for tasks in [true, false] {
+            let body = f
+                .request(
+                    "alice",
+                    "tools/call",
+                    json!({"name": tool, "arguments": arguments}),
+                    tasks,
+                )
+                .await;
+            assert!(body.get("result").is_none(), "{tool}: {body}");
+            refusals.push(body["error"].clone());
+        }
+    }
+    assert!(
+        refusals.iter().all(|error| *error == refusals[0]
+            && error["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("shutting down"))),
+        "{refusals:?}"
+    );
+    let listed = f.call("alice", "list_runs", json!({})).await;
+    assert_eq!(listed["structuredContent"]["count"], 0, "{listed}");
 }
