@@ -309,8 +309,12 @@ impl AppBuilder {
             }
             _ => None,
         };
-        // platform_info lists every tool, those registered after it included.
-        let _ = tool_names.set(registry.iter().map(|tool| tool.spec.name.clone()).collect());
+        // platform_info lists every tool, those registered after it included; the
+        // metrics count exactly these by name.
+        let names: Vec<String> = registry.iter().map(|tool| tool.spec.name.clone()).collect();
+        let metrics = Metrics::default();
+        metrics.set_known_tools(names.iter().cloned());
+        let _ = tool_names.set(names);
         let state = AppState {
             server_info: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
             config,
@@ -319,7 +323,7 @@ impl AppBuilder {
             personas,
             rate_limiter,
             state_key,
-            metrics: Metrics::default(),
+            metrics,
             draining: AtomicBool::new(false),
             sse_keepalive,
             tasks,

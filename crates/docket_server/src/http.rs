@@ -184,7 +184,9 @@ async fn route(
             let mut response = full(StatusCode::OK, app.state.metrics.render());
             response.headers_mut().insert(
                 CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
             );
             response
         }

@@ -1,35 +1,114 @@
-//! Prometheus metrics, written by hand: a few counters and one histogram do not
-//! justify a metrics framework. Served as text at `GET /metrics`.
+//! Prometheus metrics through `prometheus-client`, served at `GET /metrics` in the
+//! OpenMetrics text format.
+//!
+//! Every label value comes from a closed set, so no request can add a series: a
+//! JSON-RPC method is one the server knows or `other`, a tool is one registered when
+//! the app was built or `other`, a status is one the server answers with, an outcome
+//! is a [`CallOutcome`].
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
 /// Upper bounds of the duration histogram buckets, in seconds.
-const BUCKETS: &[f64] = &[
+const BUCKETS: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
+/// The JSON-RPC methods counted by name; any other is counted as `other`.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/list",
+    "tasks/result",
+    "resources/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "-",
+];
+
+/// The label of anything outside a closed set.
+const OTHER: &str = "other";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+    outcome: &'static str,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
 /// The server's metrics.
-#[derive(Debug, Default)]
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    tool_calls: Family<ToolLabels, Counter>,
+    tool_durations: Family<ToolLabels, Histogram, fn() -> Histogram>,
+    /// The tools counted by name, fixed when the app is built.
+    known_tools: OnceLock<BTreeSet<String>>,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    /// (method, status) → count.
-    requests: BTreeMap<(String, u16), u64>,
-    /// (tool, outcome) → histogram.
-    tool_calls: BTreeMap<(String, &'static str), Histogram>,
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
-#[derive(Debug, Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let tool_calls = Family::<ToolLabels, Counter>::default();
+        let tool_durations =
+            Family::<ToolLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                duration_histogram,
+            );
+        registry.register(
+            "docket_http_requests",
+            "MCP requests by JSON-RPC method and HTTP status",
+            requests.clone(),
+        );
+        registry.register(
+            "docket_tool_calls",
+            "Tool calls by tool and outcome",
+            tool_calls.clone(),
+        );
+        registry.register(
+            "docket_tool_call_duration_seconds",
+            "Tool call duration by tool and outcome",
+            tool_durations.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            tool_calls,
+            tool_durations,
+            known_tools: OnceLock::new(),
+        }
+    }
 }
 
 /// How a tool call ended, as a metric label.
@@ -63,102 +142,48 @@ impl CallOutcome {
 }
 
 impl Metrics {
-    /// Counts one HTTP request to `/mcp` by JSON-RPC method (or `-`) and status.
+    /// Fixes the tools counted by name (the app's registry, once built); calls of any
+    /// other name count as `other`. Only the first call counts.
+    pub fn set_known_tools(&self, tools: impl IntoIterator<Item = String>) {
+        let _ = self.known_tools.set(tools.into_iter().collect());
+    }
+
+    /// Counts one HTTP request to `/mcp` by JSON-RPC method (a known one, or
+    /// `other`) and status.
     pub fn record_request(&self, method: &str, status: u16) {
-        if let Ok(mut inner) = self.inner.lock() {
-            *inner
-                .requests
-                .entry((method.to_owned(), status))
-                .or_default() += 1;
-        }
+        let method = KNOWN_METHODS
+            .iter()
+            .find(|known| **known == method)
+            .copied()
+            .unwrap_or(OTHER);
+        self.requests
+            .get_or_create(&RequestLabels { method, status })
+            .inc();
     }
 
-    /// Records one tool call.
+    /// Records one tool call (a known tool by name, any other as `other`).
     pub fn record_tool_call(&self, tool: &str, outcome: CallOutcome, elapsed: Duration) {
-        if let Ok(mut inner) = self.inner.lock() {
-            let histogram = inner
-                .tool_calls
-                .entry((tool.to_owned(), outcome.label()))
-                .or_default();
-            if histogram.counts.is_empty() {
-                histogram.counts = vec![0; BUCKETS.len()];
-            }
-            let seconds = elapsed.as_secs_f64();
-            for (count, bound) in histogram.counts.iter_mut().zip(BUCKETS) {
-                if seconds <= *bound {
-                    *count += 1;
-                }
-            }
-            histogram.sum += seconds;
-            histogram.count += 1;
-        }
+        let known = self
+            .known_tools
+            .get()
+            .is_some_and(|tools| tools.contains(tool));
+        let labels = ToolLabels {
+            tool: if known { tool } else { OTHER }.to_owned(),
+            outcome: outcome.label(),
+        };
+        self.tool_calls.get_or_create(&labels).inc();
+        self.tool_durations
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The OpenMetrics text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let Ok(inner) = self.inner.lock() else {
-            return out;
-        };
-        out.push_str(
-            "# HELP docket_http_requests_total MCP requests by JSON-RPC method and HTTP status.\n",
-        );
-        out.push_str("# TYPE docket_http_requests_total counter\n");
-        for ((method, status), count) in &inner.requests {
-            let _ = writeln!(
-                out,
-                "docket_http_requests_total{{method=\"{}\",status=\"{status}\"}} {count}",
-                escape(method)
-            );
-        }
-        out.push_str("# HELP docket_tool_calls_total Tool calls by tool and outcome.\n");
-        out.push_str("# TYPE docket_tool_calls_total counter\n");
-        for ((tool, outcome), histogram) in &inner.tool_calls {
-            let _ = writeln!(
-                out,
-                "docket_tool_calls_total{{tool=\"{}\",outcome=\"{outcome}\"}} {}",
-                escape(tool),
-                histogram.count
-            );
-        }
-        out.push_str(
-            "# HELP docket_tool_call_duration_seconds Tool call duration by tool and outcome.\n",
-        );
-        out.push_str("# TYPE docket_tool_call_duration_seconds histogram\n");
-        for ((tool, outcome), histogram) in &inner.tool_calls {
-            let labels = format!("tool=\"{}\",outcome=\"{outcome}\"", escape(tool));
-            for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
-                let _ = writeln!(
-                    out,
-                    "docket_tool_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "docket_tool_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                histogram.count
-            );
-            let _ = writeln!(
-                out,
-                "docket_tool_call_duration_seconds_sum{{{labels}}} {}",
-                histogram.sum
-            );
-            let _ = writeln!(
-                out,
-                "docket_tool_call_duration_seconds_count{{{labels}}} {}",
-                histogram.count
-            );
-        }
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-}
-
-/// Escapes a label value.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -168,6 +193,7 @@ mod tests {
     #[test]
     fn counters_and_histograms_render() {
         let metrics = Metrics::default();
+        metrics.set_known_tools(["greet".to_owned()]);
         metrics.record_request("tools/call", 200);
         metrics.record_request("tools/call", 200);
         metrics.record_tool_call("greet", CallOutcome::Ok, Duration::from_millis(30));
@@ -180,7 +206,41 @@ mod tests {
             text.contains("docket_tool_calls_total{tool=\"greet\",outcome=\"ok\"} 1"),
             "{text}"
         );
-        assert!(text.contains("le=\"0.025\"} 0"), "{text}");
-        assert!(text.contains("le=\"0.05\"} 1"), "{text}");
+        assert!(
+            text.contains("{le=\"0.025\",tool=\"greet\",outcome=\"ok\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("{le=\"0.05\",tool=\"greet\",outcome=\"ok\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn labels_come_from_closed_sets() {
+        let metrics = Metrics::default();
+        metrics.set_known_tools(["greet".to_owned()]);
+        for index in 0..100 {
+            metrics.record_request(&format!("method-{index}-{}", "x".repeat(index)), 400);
+            metrics.record_tool_call(
+                &format!("tool-{index}"),
+                CallOutcome::Refused,
+                Duration::ZERO,
+            );
+        }
+        let text = metrics.render();
+        let series = |name: &str| {
+            text.lines()
+                .filter(|line| line.starts_with(name))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            series("docket_http_requests_total"),
+            ["docket_http_requests_total{method=\"other\",status=\"400\"} 100"]
+        );
+        assert_eq!(
+            series("docket_tool_calls_total"),
+            ["docket_tool_calls_total{tool=\"other\",outcome=\"refused\"} 100"]
+        );
     }
 }

@@ -346,6 +346,50 @@ async fn unknown_tools_are_invalid_params() {
     );
 }
 
+/// Whatever a caller sends — random methods, unknown tools, hostile names — the
+/// metrics keep the same series: every label comes from a closed set.
+#[tokio::test]
+async fn no_request_adds_a_metric_series() {
+    let server = TestServer::default_app().await;
+    let series = || async {
+        let text = server
+            .http
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .expect("sent")
+            .text()
+            .await
+            .expect("text");
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(|line| {
+                line.rsplit_once(' ')
+                    .map_or(line, |(name, _)| name)
+                    .to_owned()
+            })
+            .collect::<std::collections::BTreeSet<String>>()
+    };
+    // One of each kind first, so the series that may exist do.
+    server.call_tool("platform_info", json!({})).await;
+    server.rpc("no/such/method", json!({})).send().await;
+    server.call_tool("no_such_tool", json!({})).await;
+    let before = series().await;
+    for index in 0..40 {
+        let noise = format!("m-{index}-\"{}", "x".repeat(index * 100));
+        server.rpc(&noise, json!({})).send().await;
+        server.call_tool(&format!("tool-{index}"), json!({})).await;
+    }
+    let after = series().await;
+    assert_eq!(before, after);
+    assert!(
+        after
+            .iter()
+            .any(|series| series.contains("method=\"other\"")),
+        "{after:?}"
+    );
+}
+
 #[tokio::test]
 async fn health_readiness_and_metrics() {
     let mut server = TestServer::default_app().await;
