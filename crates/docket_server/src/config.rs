@@ -70,6 +70,16 @@ pub struct ServerConfig {
     pub shutdown: ShutdownConfig,
     /// The largest request body accepted, in bytes.
     pub max_request_bytes: usize,
+    /// How long a client has to send a request's headers — also how long a kept-alive
+    /// connection may sit idle waiting for its next request — before it is closed.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub header_read_timeout: Duration,
+    /// How long a client has to send a request's body once its headers are in.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub body_timeout: Duration,
+    /// Connections served at once. Beyond it a new connection is answered at once —
+    /// `/healthz` with 200, anything else with 503 — and closed; it never waits.
+    pub max_connections: usize,
     /// The secret that protects `requestState`; every replica needs the same one.
     /// When unset, a random secret is drawn per process (fine for one replica).
     pub request_state_secret: Option<String>,
@@ -84,6 +94,9 @@ impl Default for ServerConfig {
             replica_id: String::new(),
             shutdown: ShutdownConfig::default(),
             max_request_bytes: 4 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(20),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
             request_state_secret: None,
         }
     }
@@ -98,6 +111,9 @@ impl fmt::Debug for ServerConfig {
             .field("replica_id", &self.replica_id)
             .field("shutdown", &self.shutdown)
             .field("max_request_bytes", &self.max_request_bytes)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("body_timeout", &self.body_timeout)
+            .field("max_connections", &self.max_connections)
             .field(
                 "request_state_secret",
                 &self.request_state_secret.as_ref().map(|_| "<redacted>"),
@@ -758,6 +774,14 @@ impl Config {
         }
         if self.storage.kind == StorageKind::S3 && self.storage.bucket.is_none() {
             problems.push("storage.bucket: required when storage.kind is s3".into());
+        }
+        if self.server.max_connections == 0 {
+            problems.push("server.max_connections: must be greater than zero".into());
+        }
+        if self.server.header_read_timeout.is_zero() || self.server.body_timeout.is_zero() {
+            problems.push(
+                "server.header_read_timeout, server.body_timeout: must be longer than zero".into(),
+            );
         }
         if self.server.max_request_bytes == 0 {
             problems.push("server.max_request_bytes: must be greater than zero".into());

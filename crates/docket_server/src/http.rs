@@ -11,6 +11,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -27,11 +28,11 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::app::App;
 use crate::auth::AuthError;
@@ -63,7 +64,20 @@ pub async fn serve(
     if let Some(bridge) = app.run_bridge() {
         bridge.start();
     }
-    let builder = hyper::server::conn::http1::Builder::new();
+    let limits = &app.config().server;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The header timer also closes kept-alive connections that send nothing more.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    // A connection over the cap is answered at once and closed, so it gets only a
+    // short while to say what it wants.
+    let mut overflow = hyper::server::conn::http1::Builder::new();
+    overflow
+        .timer(TokioTimer::new())
+        .header_read_timeout(OVERFLOW_HEADER_TIMEOUT.min(limits.header_read_timeout))
+        .keep_alive(false);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -81,17 +95,26 @@ pub async fn serve(
                 if let Err(err) = stream.set_nodelay(true) {
                     tracing::debug!(error = %err, "could not set TCP_NODELAY");
                 }
+                let io = TokioIo::new(stream);
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    let connection = overflow.serve_connection(io, service_fn(over_capacity));
+                    tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    continue;
+                };
                 let app = app.clone();
                 let service = service_fn(move |request| {
                     let app = app.clone();
                     async move { Ok::<_, Infallible>(route(&app, request, peer).await) }
                 });
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                let connection = builder.serve_connection(io, service);
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(err) = connection.await {
                         tracing::debug!(error = %err, "connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,
@@ -131,6 +154,27 @@ pub async fn serve(
     };
     tokio::join!(tasks, requests);
     Ok(())
+}
+
+/// How long a connection over the cap has to send its request's headers.
+const OVERFLOW_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The answer on a connection over `server.max_connections`: `/healthz` still says
+/// the process is alive; anything else is told to come back, and the connection closes.
+async fn over_capacity(
+    request: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Body>, Infallible> {
+    if request.method() == Method::GET && request.uri().path() == "/healthz" {
+        return Ok(plain(StatusCode::OK, "ok\n"));
+    }
+    let mut response = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the server is at its connection limit; try again shortly\n",
+    );
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    Ok(response)
 }
 
 /// Routes one HTTP request.
@@ -309,7 +353,17 @@ async fn handle_mcp(
         }
     }
     let limit = app.config().server.max_request_bytes;
-    let bytes = match Limited::new(body, limit).collect().await {
+    let body_timeout = app.config().server.body_timeout;
+    let Ok(collected) =
+        tokio::time::timeout(body_timeout, Limited::new(body, limit).collect()).await
+    else {
+        let message = format!(
+            "the request body did not arrive within {} s\n",
+            body_timeout.as_secs_f64()
+        );
+        return (unknown(), plain(StatusCode::REQUEST_TIMEOUT, &message));
+    };
+    let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
             let message = format!("the request body is larger than {limit} bytes\n");

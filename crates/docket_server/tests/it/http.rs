@@ -475,3 +475,121 @@ async fn every_result_carries_result_type_and_server_info() {
         );
     }
 }
+
+/// A server with small connection limits.
+async fn limited_server(
+    configure: impl FnOnce(&mut docket_server::config::ServerConfig),
+) -> TestServer {
+    let mut config = docket_server::Config::embedded_default();
+    configure(&mut config.server);
+    TestServer::start(docket_server::App::builder(config).build().expect("app")).await
+}
+
+/// Reads until the server closes the connection (a hang guard, not a deadline);
+/// what it sent before closing.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(30), stream.read(&mut buffer))
+                .await
+                .expect("the server closed the connection");
+        match read {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&received).into_owned(),
+            Ok(count) => received.extend_from_slice(&buffer[..count]),
+        }
+    }
+}
+
+/// A socket that sends half a request, and one that sends nothing, are closed
+/// once the header timeout passes; a body that stops coming is answered 408.
+#[tokio::test]
+async fn slow_and_silent_connections_are_closed() {
+    use tokio::io::AsyncWriteExt as _;
+    let server = limited_server(|server| {
+        server.header_read_timeout = std::time::Duration::from_millis(300);
+        server.body_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut half = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    half.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .expect("write");
+    let mut silent = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    read_until_closed(&mut half).await;
+    read_until_closed(&mut silent).await;
+
+    let mut slow_body = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    slow_body
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\"",
+        )
+        .await
+        .expect("write");
+    let answer = read_until_closed(&mut slow_body).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
+/// Beyond `max_connections`, a new connection is answered at once — `/healthz` with
+/// 200, the rest with 503 — and the server serves again as soon as a slot frees.
+#[tokio::test]
+async fn connections_over_the_cap_are_answered_not_queued() {
+    let server = limited_server(|server| server.max_connections = 2).await;
+    let held = [
+        tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect"),
+        tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect"),
+    ];
+    // The accept loop takes the two held connections before the next ones.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let refused = loop {
+        let fresh = reqwest::Client::new();
+        let (status, _) = server.rpc("server/discover", json!({})).send().await;
+        if status == 503 {
+            break fresh;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cap never applied"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let health = refused
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(health.status().as_u16(), 200);
+    let mcp = refused
+        .post(server.url("/mcp"))
+        .body("{}")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(mcp.status().as_u16(), 503);
+    assert_eq!(mcp.headers()["retry-after"], "1");
+    drop(held);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, _) = server.rpc("server/discover", json!({})).send().await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slots never freed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
