@@ -27,6 +27,13 @@ pub const RUN_SCRIPT_TOOL: &str = "run_script";
 /// How many ended runs one retention statement deletes at most.
 const RETENTION_BATCH: u32 = 1000;
 
+/// The first wait before writing a run's ending again; it doubles up to
+/// [`LAST_ENDING_RETRY`].
+const FIRST_ENDING_RETRY: Duration = Duration::from_millis(100);
+
+/// The longest wait between two attempts to write a run's ending.
+const LAST_ENDING_RETRY: Duration = Duration::from_secs(2);
+
 /// How the bridge runs.
 #[derive(Clone, Debug)]
 pub struct BridgeConfig {
@@ -612,7 +619,27 @@ impl RunBridge {
 
     /// Writes a run's ending, fenced; audits it when the write landed.
     async fn end(&self, run: &Run, lease: &Lease, ending: RunEnding, started: Instant) {
-        match self.store.finish(lease, ending.clone()).await {
+        // An outage of the store loses no outcome: the ending is written again, with
+        // backoff, until the store answers. The write is fenced by the lease, so if
+        // the outage outlasted it and another worker took the run, this changes
+        // nothing. Only shutdown stops trying; the lease then expires and the run
+        // is taken again.
+        let mut delay = FIRST_ENDING_RETRY;
+        let written = loop {
+            match self.store.finish(lease, ending.clone()).await {
+                Ok(written) => break Ok(written),
+                Err(error) if self.stop.is_cancelled() => break Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, run = run.id, retry_in = ?delay, "could not end a run yet; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.stop.cancelled() => {}
+                    }
+                    delay = (delay * 2).min(LAST_ENDING_RETRY);
+                }
+            }
+        };
+        match written {
             Ok(true) => {
                 let mut ended = run.clone();
                 ended.status = ending.status;

@@ -22,6 +22,7 @@ use docket_storage::scripts::testing::{new_run, new_script};
 use docket_storage::scripts::{
     CancelOutcome, Run, RunErrorKind, RunStatus, ScriptStore, ScriptVersion,
 };
+use docket_storage::test_db::FaultProxy;
 use docket_storage::test_db::TestDatabase;
 use docket_task::{TaskStatus, TaskStore};
 use serde_json::json;
@@ -90,6 +91,10 @@ impl ScriptRunner for StandIn {
                 report(Err(ScriptFailure::Platform("a hiccup".into())))
             }
             "fault-once" => report(Ok(json!("recovered"))),
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                report(Ok(json!("slept")))
+            }
             _ => {
                 cancel.cancelled().await;
                 report(Err(ScriptFailure::Cancelled))
@@ -132,6 +137,29 @@ impl Harness {
     /// A started bridge on a store (and pool) of its own: another replica.
     async fn replica(&self, config: BridgeConfig) -> Arc<RunBridge> {
         let store = self.database.connect().await.script_store();
+        let bridge = RunBridge::new(
+            store,
+            Some(Arc::clone(&self.audit)),
+            Arc::clone(&self.runner) as Arc<dyn ScriptRunner>,
+            config,
+        );
+        bridge.start();
+        bridge
+    }
+
+    /// A started bridge whose store reaches the database through `proxy`.
+    async fn replica_through(&self, proxy: &FaultProxy, config: BridgeConfig) -> Arc<RunBridge> {
+        let url = self.database.url_through(proxy).expect("a server to proxy");
+        let store = docket_storage::connect(
+            &url,
+            docket_storage::ConnectOptions {
+                max_connections: 4,
+                migrate: false,
+            },
+        )
+        .await
+        .expect("connect through the proxy")
+        .script_store();
         let bridge = RunBridge::new(
             store,
             Some(Arc::clone(&self.audit)),
@@ -390,6 +418,30 @@ async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
     );
     assert_eq!(h.runner.executions(&run.id), 0, "the source never ran");
     survivor.shutdown(Duration::ZERO).await;
+    idle.shutdown(Duration::ZERO).await;
+}
+
+/// A run that ends while its worker cannot reach the database keeps its outcome:
+/// the ending is written once the database answers again, and the run is not
+/// taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ends_during_a_database_outage_keeps_its_outcome() {
+    let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
+        return;
+    };
+    let h = Harness::new(database).await;
+    let proxy = FaultProxy::start(h.database.server_authority().expect("postgres")).await;
+    let idle = h.idle("idle").await;
+    let worker = h.replica_through(&proxy, Harness::config("worker")).await;
+    let run = h.queue(&idle, "slow").await;
+    h.running(&worker, &run).await;
+    proxy.cut(Duration::from_secs(3));
+    let ended = h.ended(&idle, &run).await;
+    assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
+    assert_eq!(ended.result, Some(json!("slept")));
+    assert_eq!(ended.attempt, 1, "the run was not taken again");
+    assert_eq!(h.runner.executions(&run.id), 1);
+    worker.shutdown(Duration::ZERO).await;
     idle.shutdown(Duration::ZERO).await;
 }
 

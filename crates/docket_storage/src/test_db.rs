@@ -131,6 +131,33 @@ impl TestDatabase {
         &self.url
     }
 
+    /// The URL with its server's `host:port` replaced by `proxy`'s address, so
+    /// connections go through the proxy. `None` for SQLite, which has no server.
+    #[must_use]
+    pub fn url_through(&self, proxy: &FaultProxy) -> Option<String> {
+        let (scheme, rest) = self.url.split_once("://")?;
+        let (credentials, rest) = rest.rsplit_once('@').map_or(("", rest), |(c, r)| (c, r));
+        let path_at = rest.find(['/', '?']).unwrap_or(rest.len());
+        let at = if credentials.is_empty() { "" } else { "@" };
+        (self.backend() == Backend::Postgres).then(|| {
+            format!(
+                "{scheme}://{credentials}{at}{}{}",
+                proxy.addr(),
+                &rest[path_at..]
+            )
+        })
+    }
+
+    /// The `host:port` of its server, for a [`FaultProxy`] to forward to. `None` for
+    /// SQLite.
+    #[must_use]
+    pub fn server_authority(&self) -> Option<String> {
+        let (_, rest) = self.url.split_once("://")?;
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        (self.backend() == Backend::Postgres).then(|| rest[..end].to_owned())
+    }
+
     /// Which backend it is.
     pub fn backend(&self) -> Backend {
         match self.cleanup {
@@ -246,5 +273,93 @@ mod tests {
             with_search_path("postgres://u@h/db?sslmode=disable", "s"),
             "postgres://u@h/db?sslmode=disable&options=-csearch_path%3Ds"
         );
+    }
+}
+
+/// A TCP proxy a test puts between a store and its database server, to inject an
+/// outage without touching the server other tests share: [`FaultProxy::cut`] drops
+/// every open connection and refuses new ones for a while; then connections pass
+/// again.
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: std::net::SocketAddr,
+    state: Arc<ProxyState>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct ProxyState {
+    /// Refuse (close at once) connections accepted before this instant.
+    refuse_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Bumped by a cut: open connections end when it changes.
+    cuts: tokio::sync::watch::Sender<u64>,
+}
+
+impl FaultProxy {
+    /// A proxy on a free loopback port forwarding to `target` (`host:port`).
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|error| panic!("the proxy could not bind: {error}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|error| panic!("the proxy has no address: {error}"));
+        let state = Arc::new(ProxyState {
+            refuse_until: std::sync::Mutex::new(None),
+            cuts: tokio::sync::watch::channel(0).0,
+        });
+        let accepting = Arc::clone(&state);
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let refusing = accepting
+                    .refuse_until
+                    .lock()
+                    .map(|until| until.is_some_and(|until| tokio::time::Instant::now() < until))
+                    .unwrap_or(false);
+                if refusing {
+                    drop(client);
+                    continue;
+                }
+                let target = target.clone();
+                let mut cut = accepting.cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            state,
+            accept,
+        }
+    }
+
+    /// Where clients connect.
+    #[must_use]
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Drops every open connection and refuses new ones for `outage`.
+    pub fn cut(&self, outage: Duration) {
+        if let Ok(mut until) = self.state.refuse_until.lock() {
+            *until = Some(tokio::time::Instant::now() + outage);
+        }
+        self.state.cuts.send_modify(|cuts| *cuts += 1);
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
     }
 }

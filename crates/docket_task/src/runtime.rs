@@ -86,6 +86,13 @@ struct Running {
     input_ready: Arc<Notify>,
 }
 
+/// The first wait before writing a task's ending again; it doubles up to
+/// [`LAST_ENDING_RETRY`].
+const FIRST_ENDING_RETRY: Duration = Duration::from_millis(100);
+
+/// The longest wait between two attempts to write a task's ending.
+const LAST_ENDING_RETRY: Duration = Duration::from_secs(2);
+
 /// Runs task work on this replica.
 pub struct TaskRuntime {
     store: Arc<dyn TaskStore>,
@@ -297,17 +304,37 @@ impl TaskRuntime {
                 () = runtime.shutdown.cancelled() => Outcome::Failed(TaskError::shut_down()),
                 outcome = work => outcome,
             };
-            // Compare-and-set: if another replica already ended it (stale sweep), this
-            // write loses and changes nothing.
-            match runtime.store.finish(&id, outcome).await {
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::error!(task = %id, error = %err, "could not record how a task ended")
-                }
-            }
+            // Still heartbeated while its ending is being written, so a short outage
+            // of the store never makes it look abandoned.
+            runtime.record_ending(&id, outcome).await;
             lock(&runtime.running).remove(&id);
         });
         Ok(record)
+    }
+
+    /// Writes how a task ended, retrying with backoff while the store is
+    /// unavailable, so an outage shorter than `stale_after` loses no outcome. The
+    /// write is a compare-and-set: if another replica recorded the task failed
+    /// meanwhile (a longer outage), this one changes nothing, so a task never holds
+    /// both a result and a failure. Gives up only when the runtime shuts down.
+    async fn record_ending(&self, id: &TaskId, outcome: Outcome) {
+        let mut delay = FIRST_ENDING_RETRY;
+        loop {
+            let error = match self.store.finish(id, outcome.clone()).await {
+                Ok(_) => return,
+                Err(error) => error,
+            };
+            if self.shutdown.is_cancelled() {
+                tracing::error!(task = %id, %error, "could not record how a task ended");
+                return;
+            }
+            tracing::warn!(task = %id, %error, retry_in = ?delay, "could not record how a task ended yet; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.shutdown.cancelled() => {}
+            }
+            delay = (delay * 2).min(LAST_ENDING_RETRY);
+        }
     }
 
     /// Asks a task to stop: records the request (so the replica running it learns

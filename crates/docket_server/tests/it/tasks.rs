@@ -675,3 +675,55 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
         .await;
     assert_eq!(unknown["error"]["message"], "Unknown task", "{unknown}");
 }
+
+/// A task that ends while PostgreSQL is out of reach (every connection dropped,
+/// new ones refused for 3 s, through a proxy so the shared server is never
+/// stopped) keeps its outcome: it reads completed with its result afterwards,
+/// never failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome() {
+    let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
+        return;
+    };
+    let proxy =
+        docket_storage::test_db::FaultProxy::start(database.server_authority().expect("postgres"))
+            .await;
+    let store = docket_storage::connect(
+        &database.url_through(&proxy).expect("url"),
+        docket_storage::ConnectOptions {
+            max_connections: 4,
+            migrate: false,
+        },
+    )
+    .await
+    .expect("connect through the proxy");
+    let mut config = fast_tasks(Config::embedded_default());
+    config.diagnostics.enabled = true;
+    config.tasks.stale_after = Duration::from_secs(5);
+    let app = App::builder(config)
+        .task_store(store.task_store())
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let id = server
+        .start_task("diagnostics_sleep", json!({"seconds": 1.5}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.cut(Duration::from_secs(3));
+    // Reads fail while the database is away; poll until the task has ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let ended = loop {
+        let (_, body) = server.task_request("tasks/get", &id, json!({})).await;
+        let status = body["result"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if ["completed", "failed", "cancelled"].contains(&status.as_str()) {
+            break body["result"].clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(ended["result"]["structuredContent"]["slept_seconds"], 1.5);
+}
