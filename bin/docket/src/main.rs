@@ -185,6 +185,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             builder = builder
                 .task_store(store.task_store())
                 .scripts(store.script_store())
+                .retention(store.retention())
                 .assets(
                     store.asset_store(),
                     Some(store.call_catalog()),

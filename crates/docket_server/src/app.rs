@@ -56,6 +56,8 @@ pub(crate) struct AppState {
     pub(crate) replica_id: String,
     /// Asset rows and bytes, for downloads.
     pub(crate) assets: Option<AssetDeps>,
+    /// Deletes audit rows, call records and assets past their retention.
+    pub(crate) retention: Option<Arc<dyn docket_storage::retention::Retention>>,
     /// The script tools' store and run bridge, when a database is configured
     /// and `scripts.enabled`.
     pub(crate) scripts: Option<Arc<crate::tools::scripts::ScriptDeps>>,
@@ -87,6 +89,7 @@ pub struct AppBuilder {
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
     scripts: Option<Arc<dyn ScriptStore>>,
+    retention: Option<Arc<dyn docket_storage::retention::Retention>>,
     script_isolation: Isolation,
 }
 
@@ -107,6 +110,7 @@ impl App {
             store: None,
             assets: None,
             scripts: None,
+            retention: None,
             script_isolation: Isolation::InProcess,
         }
     }
@@ -194,6 +198,13 @@ impl AppBuilder {
         self
     }
 
+    /// The store the retention pass deletes audit rows, call records and assets
+    /// from ([`App::delete_expired`]; `docket serve` runs it hourly).
+    pub fn retention(mut self, retention: Arc<dyn docket_storage::retention::Retention>) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
     /// Where runs and drafts are evaluated. The default, [`Isolation::InProcess`], is for tests
     /// and trusted scripts only: a script can abort the process it runs in. `docket serve` runs
     /// every script in a child process ([`Isolation::Child`]: itself, with its hidden
@@ -223,6 +234,7 @@ impl AppBuilder {
             store,
             assets,
             scripts,
+            retention,
             script_isolation,
         } = self;
         let problems = config.problems();
@@ -330,6 +342,7 @@ impl AppBuilder {
             audit,
             replica_id,
             assets,
+            retention,
             scripts,
         };
         let state = Arc::new(state);

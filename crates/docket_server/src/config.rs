@@ -40,6 +40,8 @@ pub struct Config {
     pub tasks: TasksConfig,
     /// The audit log.
     pub audit: AuditConfig,
+    /// Call records.
+    pub calls: CallsConfig,
     /// Tools for checking a deployment.
     pub diagnostics: DiagnosticsConfig,
     /// Limits on exports.
@@ -289,6 +291,8 @@ impl Default for ScriptWorkerConfig {
 pub struct AuditConfig {
     /// Whether tool calls are audited (when a database is configured).
     pub enabled: bool,
+    /// Audit rows are deleted this long after they were written; 0 keeps them.
+    pub retention_days: u32,
     /// Argument keys whose values are replaced by `[REDACTED]`, besides the built-in
     /// ones (password, secret, token, api_key, authorization, credentials).
     pub redact_keys: Vec<String>,
@@ -298,8 +302,23 @@ impl Default for AuditConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            retention_days: 90,
             redact_keys: Vec::new(),
         }
+    }
+}
+
+/// The `calls:` section: the call records behind `list_calls`-style history.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct CallsConfig {
+    /// Call records are deleted this long after they were written; 0 keeps them.
+    pub retention_days: u32,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        Self { retention_days: 90 }
     }
 }
 
@@ -361,8 +380,12 @@ pub struct StorageConfig {
     pub secret_access_key: Option<String>,
     /// Whether plain-HTTP endpoints are allowed (local S3-compatible servers).
     pub allow_http: bool,
-    /// Whether the retention pass deletes an export's asset with its task.
+    /// Whether the retention pass deletes an export's asset (bytes, then row) once
+    /// its task (or script run) was deleted.
     pub delete_with_task: bool,
+    /// Assets are deleted (bytes, then row) this long after they were created; 0
+    /// keeps them.
+    pub retention_days: u32,
     /// The filesystem store's unfinished upload files (left by a process killed
     /// mid-export) older than this are removed at start-up.
     #[serde(deserialize_with = "deserialize_duration")]
@@ -382,6 +405,7 @@ impl Default for StorageConfig {
             secret_access_key: None,
             allow_http: false,
             delete_with_task: false,
+            retention_days: 30,
             stale_parts_after: Duration::from_secs(24 * 3600),
         }
     }

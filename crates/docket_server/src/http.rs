@@ -64,6 +64,20 @@ pub async fn serve(
     if let Some(bridge) = app.run_bridge() {
         bridge.start();
     }
+    let retention = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let ages = crate::retention::RetentionAges::from_config(app.config());
+            tokio::time::sleep(crate::retention::FIRST_PASS_AFTER).await;
+            loop {
+                let report = app.delete_expired(ages).await;
+                if report != crate::retention::RetentionReport::default() {
+                    tracing::info!(?report, "retention pass deleted expired rows");
+                }
+                tokio::time::sleep(crate::retention::INTERVAL).await;
+            }
+        })
+    };
     let limits = &app.config().server;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The header timer also closes kept-alive connections that send nothing more.
@@ -121,6 +135,7 @@ pub async fn serve(
         }
     }
     drop(listener);
+    retention.abort();
     app.start_draining();
     let grace = app.config().server.shutdown.grace_period;
     tracing::info!(

@@ -23,6 +23,7 @@ mod call;
 mod dispatch;
 mod error;
 mod http;
+mod retention;
 mod tasks;
 
 pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
@@ -34,3 +35,4 @@ pub use docket_script::{ChildProcess, Isolation};
 pub use error::McpError;
 pub use http::{Body, MCP_PATH, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
+pub use retention::{RetentionAges, RetentionReport};

@@ -32,6 +32,7 @@ mod error;
 mod migrations;
 mod pg;
 pub mod probe;
+pub mod retention;
 pub mod scripts;
 mod shared;
 mod sqlite;
@@ -106,6 +107,14 @@ impl Store {
         match self {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
+        }
+    }
+
+    /// The store as the retention pass of audit rows, call records and assets uses it.
+    pub fn retention(&self) -> Arc<dyn retention::Retention> {
+        match self {
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn retention::Retention>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn retention::Retention>,
         }
     }
 

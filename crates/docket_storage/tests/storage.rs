@@ -878,3 +878,154 @@ mod scripts {
         });
     }
 }
+
+/// Retention of audit rows, call records and assets, on both backends: bounded
+/// batches of what is older than the age, nothing younger; and the assets whose
+/// task is gone.
+mod retention {
+    use docket_storage::Store;
+    use docket_storage::catalog::testing::{new_asset, new_call_record};
+    use docket_task::store::{AuditContext, AuditEntry};
+
+    use super::*;
+
+    async fn retention_deletes_in_batches_and_only_what_is_due(store: Store) {
+        let tasks = store.task_store();
+        let retention = store.retention();
+        for index in 0..3 {
+            tasks
+                .record_audit(AuditEntry {
+                    tool: "trino_query".into(),
+                    subject: format!("apikey:user-{index}"),
+                    context: AuditContext::default(),
+                    success: true,
+                    outcome: "completed".into(),
+                    error_message: None,
+                    duration_ms: 1,
+                })
+                .await
+                .expect("audit");
+            store
+                .call_catalog()
+                .record(new_call_record("apikey:alice"))
+                .await
+                .expect("record");
+        }
+        let kept_task = tasks.create(new_task("trino_export")).await.expect("task");
+        let mut with_task = new_asset("apikey:alice", "kept-with-its-task.csv");
+        with_task.task_id = Some(kept_task.id.to_string());
+        let mut orphan = new_asset("apikey:alice", "orphan.csv");
+        orphan.task_id = Some(TaskId::generate().expect("id").to_string());
+        let mut direct = new_asset("apikey:alice", "direct.csv");
+        direct.task_id = None;
+        let assets = store.asset_store();
+        for asset in [&with_task, &orphan, &direct] {
+            assets.create_or_get(asset.clone()).await.expect("asset");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        let hour = Duration::from_secs(3600);
+        assert_eq!(
+            retention
+                .delete_audit_older_than(hour, 10)
+                .await
+                .expect("audit"),
+            0
+        );
+        assert_eq!(
+            retention
+                .delete_calls_older_than(hour, 10)
+                .await
+                .expect("calls"),
+            0
+        );
+        assert!(
+            retention
+                .assets_older_than(hour, 10)
+                .await
+                .expect("assets")
+                .is_empty()
+        );
+
+        let due = Duration::ZERO;
+        assert_eq!(
+            retention
+                .delete_audit_older_than(due, 2)
+                .await
+                .expect("audit"),
+            2
+        );
+        assert_eq!(
+            retention
+                .delete_audit_older_than(due, 2)
+                .await
+                .expect("audit"),
+            1
+        );
+        assert_eq!(
+            retention
+                .delete_audit_older_than(due, 2)
+                .await
+                .expect("audit"),
+            0
+        );
+        assert_eq!(
+            retention
+                .delete_calls_older_than(due, 2)
+                .await
+                .expect("calls"),
+            2
+        );
+        assert_eq!(
+            retention
+                .delete_calls_older_than(due, 2)
+                .await
+                .expect("calls"),
+            1
+        );
+        assert!(
+            store
+                .call_catalog()
+                .recent(None, 10)
+                .await
+                .expect("recent")
+                .is_empty()
+        );
+        let old: Vec<String> = retention
+            .assets_older_than(due, 10)
+            .await
+            .expect("assets")
+            .into_iter()
+            .map(|asset| asset.id)
+            .collect();
+        assert_eq!(old.len(), 3, "{old:?}");
+        let orphaned = retention
+            .assets_without_their_task(10)
+            .await
+            .expect("orphans");
+        assert_eq!(
+            orphaned
+                .iter()
+                .map(|asset| asset.id.as_str())
+                .collect::<Vec<_>>(),
+            vec![orphan.id.as_str()]
+        );
+        assert_eq!(orphaned[0].storage_key, orphan.storage_key);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let _light = light().await;
+        let Some(database) = TestDatabase::postgres().await else {
+            return;
+        };
+        retention_deletes_in_batches_and_only_what_is_due(database.connect().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        let _light = light().await;
+        let database = TestDatabase::sqlite().await;
+        retention_deletes_in_batches_and_only_what_is_due(database.connect().await).await;
+    }
+}

@@ -245,7 +245,9 @@ impl StoredServer {
             "docket-assets-{}",
             docket_storage::catalog::generate_id().expect("id")
         ));
-        let mut builder = App::builder(config).task_store(store.task_store());
+        let mut builder = App::builder(config)
+            .task_store(store.task_store())
+            .retention(store.retention());
         if scripts {
             builder = builder.scripts(store.script_store());
         }
@@ -366,4 +368,24 @@ impl TestServer {
             .await
             .expect("sent")
     }
+}
+
+/// Every file below `root`, recursively (none when it does not exist).
+pub(crate) fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

@@ -31,6 +31,7 @@ on_both_backends!(
     an_expensive_export_asks_first_and_no_task_exists_until_accepted,
     a_connection_marked_consent_always_asks_even_for_one_row,
     the_connection_timeout_bounds_a_page_never_a_longer_export,
+    the_retention_pass_deletes_audit_calls_and_assets_with_their_bytes,
 );
 
 /// A fixture on SQLite with the `warehouse` connection's default settings.
@@ -677,5 +678,96 @@ async fn a_persona_is_held_to_the_default_connection_a_call_falls_back_to() {
     assert_eq!(
         body["result"]["structuredContent"]["row_count"], 1,
         "{body}"
+    );
+}
+
+/// The retention pass deletes audit rows and call records past their age, assets
+/// (bytes first, then the row) past theirs, and with `delete_with_task` the assets
+/// whose task is gone; nothing is deleted while the ages keep it.
+async fn the_retention_pass_deletes_audit_calls_and_assets_with_their_bytes(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let double = TrinoDouble::start().await.expect("double");
+    let yaml = format!(
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default }}\n",
+        double.url()
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["admin"])]);
+    let stored = StoredServer::start(config, &database, false).await;
+    let export = |name: &str| {
+        let server = &stored.server;
+        let name = name.to_owned();
+        async move {
+            let (_, body) = server
+                .rpc(
+                    "tools/call",
+                    json!({"name": "trino_export", "arguments": {
+                        "sql": "SELECT orderkey FROM memory.default.orders", "format": "csv", "name": name}}),
+                )
+                .header("x-api-key", &key_of("alice"))
+                .send()
+                .await;
+            body["result"]["structuredContent"]["asset_id"]
+                .as_str()
+                .expect("asset id")
+                .to_owned()
+        }
+    };
+    let kept = export("kept").await;
+    let orphan = export("orphan").await;
+    // The orphan's task is gone (as after the task retention pass).
+    let assets = stored.store.asset_store();
+    let mut row = docket_storage::catalog::testing::new_asset("apikey:alice", "of-a-gone-task.csv");
+    row.storage_key = assets
+        .get(&orphan)
+        .await
+        .expect("get")
+        .expect("row")
+        .storage_key;
+    assets.delete(&orphan).await.expect("re-keyed");
+    let orphan = assets
+        .create_or_get(row)
+        .await
+        .expect("orphan")
+        .into_asset()
+        .id;
+    let app = &stored.server.app;
+    let files = || crate::support::files_under(&stored.files);
+    assert_eq!(files().len(), 2);
+
+    let keep_all = docket_server::RetentionAges::default();
+    assert_eq!(
+        app.delete_expired(keep_all).await,
+        docket_server::RetentionReport::default()
+    );
+    let report = app
+        .delete_expired(docket_server::RetentionAges {
+            audit: Some(Duration::ZERO),
+            calls: Some(Duration::ZERO),
+            assets: None,
+            assets_with_their_task: true,
+        })
+        .await;
+    assert_eq!(report.assets, 1, "{report:?}");
+    assert!(report.calls >= 2, "{report:?}");
+    assert!(assets.get(&orphan).await.expect("get").is_none());
+    assert_eq!(files().len(), 1, "the orphan's bytes went with it");
+    assert_eq!(
+        stored.server.download_as("alice", &kept).await.status(),
+        200
+    );
+    let report = app
+        .delete_expired(docket_server::RetentionAges {
+            assets: Some(Duration::ZERO),
+            ..docket_server::RetentionAges::default()
+        })
+        .await;
+    assert_eq!(report.assets, 1, "{report:?}");
+    assert!(files().is_empty());
+    assert_eq!(
+        stored.server.download_as("alice", &kept).await.status(),
+        404
     );
 }

@@ -112,7 +112,7 @@ impl PgStore {
     }
 
     /// [`PgStore::conn`] for the catalog's operations.
-    async fn catalog_conn(&self) -> Result<Object<AsyncPgConnection>, CatalogError> {
+    pub(crate) async fn catalog_conn(&self) -> Result<Object<AsyncPgConnection>, CatalogError> {
         self.conn().await.map_err(CatalogError::from_store)
     }
 }

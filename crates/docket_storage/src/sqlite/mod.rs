@@ -109,7 +109,7 @@ impl SqliteStore {
     }
 
     /// Runs `work` on a reading connection, on a blocking thread.
-    async fn read<R, F>(&self, work: F) -> Result<R, StoreError>
+    pub(crate) async fn read<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         F: FnOnce(&mut SqliteConnection) -> QueryResult<R> + Send + 'static,
         R: Send + 'static,
@@ -119,7 +119,7 @@ impl SqliteStore {
     }
 
     /// Runs `work` on the one writing connection, on a blocking thread.
-    async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
+    pub(crate) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         F: FnOnce(&mut SqliteConnection) -> QueryResult<R> + Send + 'static,
         R: Send + 'static,

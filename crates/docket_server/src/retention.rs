@@ -1,0 +1,171 @@
+//! The retention pass for what grows besides tasks and runs (their own passes live
+//! with them): audit rows after `audit.retention_days`, call records after
+//! `calls.retention_days`, assets after `storage.retention_days` and, with
+//! `storage.delete_with_task`, once their task is gone. An asset's bytes are
+//! deleted before its row, so a crash in between leaves a row whose download is
+//! gone (and is deleted again next pass), never bytes nobody can find.
+//!
+//! It runs on every replica, hourly, in batches of [`BATCH`]; the store makes
+//! concurrent passes take disjoint rows.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_storage::retention::{DueAsset, Retention};
+
+use crate::app::App;
+use crate::tools::AssetDeps;
+
+/// Rows one statement deletes or names at most.
+const BATCH: u32 = 1000;
+
+/// How often the pass runs.
+pub(crate) const INTERVAL: Duration = Duration::from_secs(3600);
+
+/// How long after start-up the first pass runs.
+pub(crate) const FIRST_PASS_AFTER: Duration = Duration::from_secs(60);
+
+/// How long each kind of row is kept; `None` keeps it forever.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionAges {
+    /// Audit rows.
+    pub audit: Option<Duration>,
+    /// Call records.
+    pub calls: Option<Duration>,
+    /// Assets.
+    pub assets: Option<Duration>,
+    /// Whether assets whose task (or run) is gone are deleted.
+    pub assets_with_their_task: bool,
+}
+
+/// What one pass deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Audit rows.
+    pub audit: u64,
+    /// Call records.
+    pub calls: u64,
+    /// Assets, bytes and row.
+    pub assets: u64,
+}
+
+fn days(days: u32) -> Option<Duration> {
+    (days > 0).then(|| Duration::from_secs(u64::from(days) * 86_400))
+}
+
+impl RetentionAges {
+    /// The ages the configuration gives.
+    pub fn from_config(config: &crate::Config) -> Self {
+        Self {
+            audit: days(config.audit.retention_days),
+            calls: days(config.calls.retention_days),
+            assets: days(config.storage.retention_days),
+            assets_with_their_task: config.storage.delete_with_task,
+        }
+    }
+}
+
+/// Deletes batch after batch until one comes back short; the total.
+async fn drain_batches<F, Fut>(what: &str, mut batch: F) -> u64
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<u64, docket_storage::CatalogError>>,
+{
+    let mut total = 0;
+    loop {
+        match batch().await {
+            Ok(deleted) => {
+                total += deleted;
+                if deleted < u64::from(BATCH) {
+                    return total;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, what, "retention pass failed");
+                return total;
+            }
+        }
+    }
+}
+
+/// Deletes `due` assets: bytes first, then the row. Bytes already gone are fine.
+async fn delete_assets(assets: &AssetDeps, due: Vec<DueAsset>) -> u64 {
+    let mut deleted = 0;
+    for asset in due {
+        match assets.sink.delete(&asset.storage_key).await {
+            Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
+            Err(error) => {
+                tracing::warn!(%error, asset = asset.id, "could not delete an asset's bytes");
+                continue;
+            }
+        }
+        match assets.store.delete(&asset.id).await {
+            Ok(_) => deleted += 1,
+            Err(error) => tracing::warn!(%error, asset = asset.id, "could not delete an asset"),
+        }
+    }
+    deleted
+}
+
+/// One pass over everything `retention` holds, with `ages`.
+pub(crate) async fn pass(
+    retention: &Arc<dyn Retention>,
+    assets: Option<&AssetDeps>,
+    ages: RetentionAges,
+) -> RetentionReport {
+    let mut report = RetentionReport::default();
+    if let Some(age) = ages.audit {
+        report.audit = drain_batches("audit rows", || {
+            retention.delete_audit_older_than(age, BATCH)
+        })
+        .await;
+    }
+    if let Some(age) = ages.calls {
+        report.calls = drain_batches("call records", || {
+            retention.delete_calls_older_than(age, BATCH)
+        })
+        .await;
+    }
+    let Some(assets) = assets else {
+        return report;
+    };
+    loop {
+        let mut due = Vec::new();
+        if let Some(age) = ages.assets {
+            match retention.assets_older_than(age, BATCH).await {
+                Ok(found) => due.extend(found),
+                Err(error) => tracing::warn!(%error, "retention pass failed: assets"),
+            }
+        }
+        if ages.assets_with_their_task {
+            match retention.assets_without_their_task(BATCH).await {
+                Ok(found) => due.extend(found),
+                Err(error) => {
+                    tracing::warn!(%error, "retention pass failed: assets of deleted tasks")
+                }
+            }
+        }
+        due.sort_by(|a, b| a.id.cmp(&b.id));
+        due.dedup_by(|a, b| a.id == b.id);
+        let found = due.len();
+        let deleted = delete_assets(assets, due).await;
+        report.assets += deleted;
+        // A short batch, or one whose rows could not be deleted, ends the pass.
+        if found < BATCH as usize || deleted == 0 {
+            return report;
+        }
+    }
+}
+
+impl App {
+    /// Runs the retention pass of audit rows, call records and assets once with
+    /// `ages` (the server runs it hourly with [`RetentionAges::from_config`]); what
+    /// it deleted. Without a store for it (no database), nothing.
+    pub async fn delete_expired(&self, ages: RetentionAges) -> RetentionReport {
+        match &self.state.retention {
+            Some(retention) => pass(retention, self.state.assets.as_ref(), ages).await,
+            None => RetentionReport::default(),
+        }
+    }
+}

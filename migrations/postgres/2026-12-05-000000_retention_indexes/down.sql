@@ -1,0 +1,2 @@
+DROP INDEX assets_task_id;
+DROP INDEX audit_logs_created_at;
