@@ -4,7 +4,7 @@
 //! Environment lookups are passed in as a function, because only the binary reads
 //! the process environment; tests pass a map.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -709,20 +709,8 @@ impl Config {
             });
         }
 
-        let mut unknown = Vec::new();
-        let parsed: Result<Config, _> =
-            serde_ignored::deserialize(value, |path| unknown.push(path.to_string()));
-        problems.extend(
-            unknown
-                .into_iter()
-                .map(|path| format!("{path}: unknown key")),
-        );
-        let config = match parsed {
-            Ok(config) => config,
-            Err(err) => {
-                problems.push(err.to_string());
-                return Err(ConfigError { problems });
-            }
+        let Some(config) = typed(value, text, &mut problems) else {
+            return Err(ConfigError { problems });
         };
         problems.extend(config.problems());
         if problems.is_empty() {
@@ -936,6 +924,116 @@ pub fn deserialize_duration<'de, D: Deserializer<'de>>(
     }
 }
 
+/// Deserializes one configuration document, reporting every unknown key and the type
+/// error it met, each with its key path and line.
+fn deserialize_piece(
+    piece: yaml_serde::Value,
+    text: &str,
+    problems: &mut BTreeSet<String>,
+) -> Option<Config> {
+    let mut unknown = Vec::new();
+    let parsed: Result<Config, _> = serde_path_to_error::deserialize(
+        serde_ignored::Deserializer::new(piece, &mut |path: serde_ignored::Path<'_>| {
+            unknown.push(path.to_string());
+        }),
+    );
+    for path in unknown {
+        problems.insert(format!("{}: unknown key", at_line(text, &path)));
+    }
+    match parsed {
+        Ok(config) => Some(config),
+        Err(error) => {
+            let path = error.path().to_string();
+            problems.insert(format!("{}: {}", at_line(text, &path), error.into_inner()));
+            None
+        }
+    }
+}
+
+/// The typed configuration, or every problem with it. When the whole document does not
+/// deserialize, each key below each section is tried on its own, so one bad value never
+/// hides another.
+fn typed(value: yaml_serde::Value, text: &str, problems: &mut Vec<String>) -> Option<Config> {
+    let mut found = BTreeSet::new();
+    if let Some(config) = deserialize_piece(value.clone(), text, &mut found) {
+        problems.extend(found);
+        return Some(config);
+    }
+    // Without the values that fail, the rest is checked too (its consistency
+    // problems are reported alongside).
+    let mut pruned = value.clone();
+    if let yaml_serde::Value::Mapping(top) = &value {
+        for (key, section) in top {
+            let single = |inner: yaml_serde::Value| {
+                let mut mapping = yaml_serde::Mapping::new();
+                mapping.insert(key.clone(), inner);
+                yaml_serde::Value::Mapping(mapping)
+            };
+            match section {
+                yaml_serde::Value::Mapping(entries) if !entries.is_empty() => {
+                    for (inner_key, inner_value) in entries {
+                        let mut mapping = yaml_serde::Mapping::new();
+                        mapping.insert(inner_key.clone(), inner_value.clone());
+                        let piece = single(yaml_serde::Value::Mapping(mapping));
+                        if deserialize_piece(piece, text, &mut found).is_none()
+                            && let Some(yaml_serde::Value::Mapping(entries)) = pruned.get_mut(key)
+                        {
+                            entries.remove(inner_key);
+                        }
+                    }
+                }
+                other => {
+                    if deserialize_piece(single(other.clone()), text, &mut found).is_none()
+                        && let yaml_serde::Value::Mapping(top) = &mut pruned
+                    {
+                        top.remove(key);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(rest) = deserialize_piece(pruned, text, &mut BTreeSet::new()) {
+        found.extend(rest.problems());
+    }
+    problems.extend(found);
+    None
+}
+
+/// `path` with the line of the file it is on, when it can be found: `tasks.enabled
+/// (line 3)`. Each segment is looked for after the line of the one before it, as a
+/// key (`segment:`) in block or flow style.
+fn at_line(text: &str, path: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut from = 0;
+    let mut found = None;
+    for segment in path.split('.').filter(|segment| !segment.is_empty()) {
+        let segment = segment.split('[').next().unwrap_or(segment);
+        if segment.is_empty() || segment == "?" {
+            continue;
+        }
+        let key = format!("{segment}:");
+        let at = lines.iter().enumerate().skip(from).find(|(_, line)| {
+            line.match_indices(&key).any(|(index, _)| {
+                line[..index]
+                    .chars()
+                    .last()
+                    .is_none_or(|before| matches!(before, ' ' | '{' | ',' | '-' | '"'))
+            })
+        });
+        match at {
+            Some((index, _)) => {
+                from = index;
+                found = Some(index + 1);
+            }
+            None => break,
+        }
+    }
+    match found {
+        Some(line) => format!("{path} (line {line})"),
+        None => path.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -957,6 +1055,34 @@ mod tests {
             refused.problems[0].starts_with("database: none is not supported"),
             "{refused:?}"
         );
+    }
+
+    /// Every problem is reported with its key path and line; one bad value hides
+    /// no other, type errors included.
+    #[test]
+    fn every_problem_names_its_key_and_line() {
+        let text = "tasks: { enabled: maybe }\n\
+                    database:\n  url: \"mysql://db/docket\"\n\
+                    server:\n  max_connections: many\n  shutdown: { grace_period: soon }\n\
+                    connections:\n  w: { kind: trino, url: \"not a url\", user: docket }\n  \
+                    x: { kind: trino, url: \"http://trino:8080\" }\n\
+                    nonsense: 1\n";
+        let problems = Config::from_yaml(text, &env).expect_err("invalid").problems;
+        let expect = [
+            "tasks.enabled (line 1): invalid type: string \"maybe\", expected a boolean",
+            "server.max_connections (line 5): invalid type",
+            "server.shutdown.grace_period (line 6):",
+            "database.url: mysql://db/docket must start with",
+            "connections.w.url: \"not a url\" is not an http:// or https:// URL",
+            "connections.x.user: required",
+            "nonsense (line 10): unknown key",
+        ];
+        for expected in expect {
+            assert!(
+                problems.iter().any(|problem| problem.starts_with(expected)),
+                "{expected:?} missing from {problems:#?}"
+            );
+        }
     }
 
     #[test]
@@ -985,8 +1111,8 @@ mod tests {
         let text = "server:\n  adress: 1\n  shutdown: { grace_period: 3s }\nfoo: 1\nauth:\n  api_keys:\n    - { name: bob, key: \"${MISSING}\" }\n";
         let err = Config::from_yaml(text, &env).expect_err("invalid");
         let all = err.problems.join("\n");
-        assert!(all.contains("server.adress: unknown key"), "{all}");
-        assert!(all.contains("foo: unknown key"), "{all}");
+        assert!(all.contains("server.adress (line 2): unknown key"), "{all}");
+        assert!(all.contains("foo (line 4): unknown key"), "{all}");
         assert!(
             all.contains("auth.api_keys[0].key: environment variable MISSING is not set"),
             "{all}"

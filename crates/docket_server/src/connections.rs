@@ -105,6 +105,15 @@ pub fn trino_connections(
             problems.push(format!("{path}.url: required for a trino connection"));
             continue;
         }
+        if !reqwest::Url::parse(&settings.url)
+            .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+        {
+            problems.push(format!(
+                "{path}.url: {:?} is not an http:// or https:// URL",
+                settings.url
+            ));
+            continue;
+        }
         if settings.user.is_empty() {
             problems.push(format!(
                 "{path}.user: required (the X-Trino-User queries run as)"
