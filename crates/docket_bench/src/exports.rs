@@ -284,9 +284,10 @@ async fn export(
 }
 
 /// A `docket serve` child process, killed when dropped.
-struct Server {
+/// A `docket serve` process of the benchmarks; killed when dropped.
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Server {
@@ -296,9 +297,14 @@ impl Server {
         trino_url: &str,
         api_url: &str,
     ) -> anyhow::Result<Self> {
+        Self::start_with(docket_bin, dir, &server_config(dir, trino_url, api_url))
+    }
+
+    /// `docket serve` in `dir` with the configuration `config`.
+    pub(crate) fn start_with(docket_bin: &Path, dir: &Path, config: &str) -> anyhow::Result<Self> {
+        let text = config;
         let config = dir.join("docket.yaml");
-        std::fs::write(&config, server_config(dir, trino_url, api_url))
-            .context("cannot write the server's configuration")?;
+        std::fs::write(&config, text).context("cannot write the server's configuration")?;
         let mut child = Command::new(docket_bin)
             .args(["serve", "--address", "127.0.0.1:0", "--config"])
             .arg(&config)
@@ -336,7 +342,7 @@ impl Server {
         Ok(Self { child, url })
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -415,7 +421,7 @@ async fn start_upstream() -> anyhow::Result<String> {
     Ok(format!("http://{address}"))
 }
 
-fn temp_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn temp_dir() -> anyhow::Result<PathBuf> {
     let mut suffix = [0u8; 8];
     getrandom::fill(&mut suffix).context("no OS randomness")?;
     let name: String = suffix.iter().map(|byte| format!("{byte:02x}")).collect();
@@ -425,7 +431,7 @@ fn temp_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// A `kB` field of `/proc/<pid>/status`, in bytes.
-fn status_field(pid: u32, field: &str) -> anyhow::Result<u64> {
+pub(crate) fn status_field(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("cannot read /proc/{pid}/status"))?;
     status
@@ -489,7 +495,7 @@ fn rows_per_second(elapsed: Duration) -> f64 {
     TABLE_ROWS as f64 / elapsed.as_secs_f64().max(f64::EPSILON)
 }
 
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 

@@ -81,6 +81,15 @@ pub(crate) fn create_request() -> anyhow::Result<Prepared> {
     )
 }
 
+/// `tools/call` of `tool` declaring the tasks extension.
+pub(crate) fn task_call_request(tool: &str, arguments: Value) -> anyhow::Result<Prepared> {
+    prepare(
+        "tools/call",
+        tool,
+        json!({ "name": tool, "arguments": arguments, "_meta": meta() }),
+    )
+}
+
 /// `tasks/get` for `task_id`.
 pub(crate) fn get_request(task_id: &str) -> anyhow::Result<Prepared> {
     prepare(

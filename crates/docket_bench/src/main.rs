@@ -15,7 +15,10 @@
 //! evaluating in process and one in `docket script-child` processes, and times
 //! queue → first call and one `platform.call`'s round trip.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts] [--output FILE] [--commit SHA]
+//! The flood suite (`flood`) floods a `docket serve` process with reads, half-open
+//! sockets and task creations and compares its footprint before and after.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
 //! [--export-rounds N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
@@ -25,6 +28,7 @@
 mod counting;
 mod docket;
 mod exports;
+mod flood;
 mod gate;
 mod load;
 mod peer;
@@ -99,6 +103,9 @@ enum Suite {
     /// Script runs in child processes against in-process evaluation: start latency and
     /// the cost of one `platform.call`.
     Scripts,
+    /// Floods a `docket serve` process (reads, half-open sockets, task creations) and
+    /// compares its memory and descriptors before and after.
+    Flood,
 }
 
 fn main() -> ExitCode {
@@ -139,6 +146,20 @@ fn run() -> anyhow::Result<()> {
                 .write_markdown(path)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote the script section of {}", path.display());
+        }
+    }
+    if matches!(args.suite, Suite::All | Suite::Flood) {
+        let docket_bin = args
+            .docket_bin
+            .as_deref()
+            .context("the flood benchmark needs --docket-bin PATH")?;
+        let results = runtime.block_on(flood::run(docket_bin, &args.commit))?;
+        println!("{}", results.text());
+        if let Some(path) = &args.output {
+            results
+                .write_markdown(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote the flood section of {}", path.display());
         }
     }
     if matches!(args.suite, Suite::All | Suite::Exports) {
