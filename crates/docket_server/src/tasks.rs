@@ -311,6 +311,10 @@ pub(crate) fn task_outcome(outcome: ToolOutcome) -> Outcome {
 pub(crate) fn spawn_failure(error: SpawnError) -> McpError {
     match error {
         SpawnError::Draining => McpError::Unavailable(error.to_string()),
+        // The task row could not be written: the database is away; nothing started.
+        SpawnError::Store(store) => McpError::Unavailable(format!(
+            "the task store is unavailable, so no task was started; try again: {store}"
+        )),
         other => McpError::Internal(other.to_string()),
     }
 }

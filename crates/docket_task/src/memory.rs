@@ -330,3 +330,89 @@ impl TaskStore for MemoryStore {
         *lock(&self.listener) = Some(listener);
     }
 }
+
+/// A [`MemoryStore`] that fails every call on demand, as a database that went
+/// away would: for tests of what callers do when the store is unavailable.
+#[derive(Default)]
+pub struct FlakyStore {
+    inner: MemoryStore,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl FlakyStore {
+    /// From now on every call fails (`true`) or is served (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.failing
+            .store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(StoreError::Unavailable(
+                "the test made the store fail".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl TaskStore for FlakyStore {
+    async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        self.check()?;
+        self.inner.create(task).await
+    }
+    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
+        self.check()?;
+        self.inner.get(id).await
+    }
+    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.finish(id, outcome).await
+    }
+    async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.request_cancel(id).await
+    }
+    async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
+        self.check()?;
+        self.inner.heartbeat(replica_id, beats).await
+    }
+    async fn require_input(
+        &self,
+        id: &TaskId,
+        requests: Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.require_input(id, requests).await
+    }
+    async fn answer_input(
+        &self,
+        id: &TaskId,
+        responses: &Map<String, Value>,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.answer_input(id, responses).await
+    }
+    async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
+        self.check()?;
+        self.inner.take_answers(id).await
+    }
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+        self.check()?;
+        self.inner.fail_stale(stale_after).await
+    }
+    async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
+        self.check()?;
+        self.inner.delete_expired(limit).await
+    }
+    async fn record_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.record_audit(entry).await
+    }
+    async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        self.check()?;
+        self.inner.audit_for_tool(tool, limit).await
+    }
+}

@@ -727,3 +727,48 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome() {
     assert_eq!(ended["status"], "completed", "{ended}");
     assert_eq!(ended["result"]["structuredContent"]["slept_seconds"], 1.5);
 }
+
+/// While the task store is unavailable every task method answers a clear
+/// "unavailable" error (and nothing is lost or half-written); once it is back, the
+/// same task reads and cancels as before.
+#[tokio::test]
+async fn every_task_method_answers_unavailable_while_the_store_is_down() {
+    let store = Arc::new(docket_task::memory::FlakyStore::default());
+    let app = with_task_tools(App::builder(fast_tasks(Config::embedded_default())))
+        .task_store(Arc::clone(&store) as Arc<dyn TaskStore>)
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let id = server.start_task("slow", json!({"millis": 600000})).await;
+    store.set_failing(true);
+    let unavailable = |body: &Value| {
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("unavailable"))
+    };
+    for (method, extra) in [
+        ("tasks/get", json!({})),
+        ("tasks/cancel", json!({})),
+        (
+            "tasks/update",
+            json!({"inputResponses": {"x": {"action": "accept", "content": {}}}}),
+        ),
+    ] {
+        let (_, body) = server.task_request(method, &id, extra).await;
+        assert!(unavailable(&body), "{method}: {body}");
+    }
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"millis": 1}}),
+        )
+        .capabilities(tasks_caps())
+        .send()
+        .await;
+    assert!(unavailable(&created), "{created}");
+    store.set_failing(false);
+    let (_, read) = server.task_request("tasks/get", &id, json!({})).await;
+    assert_eq!(read["result"]["status"], "working", "{read}");
+    server.task_request("tasks/cancel", &id, json!({})).await;
+    server.wait_for(&id, "cancelled").await;
+}
