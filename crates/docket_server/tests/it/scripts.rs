@@ -60,6 +60,7 @@ on_both_backends!(
     text_that_is_no_id_reads_as_an_unknown_id,
     platform_info_lists_the_script_tools,
     a_draining_replica_refuses_every_task_capable_tool_alike,
+    every_script_tool_answers_unavailable_while_the_run_store_is_down,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -884,4 +885,95 @@ async fn a_draining_replica_refuses_every_task_capable_tool_alike(backend: Backe
     );
     let listed = f.call("alice", "list_runs", json!({})).await;
     assert_eq!(listed["structuredContent"]["count"], 0, "{listed}");
+}
+
+/// While the script store is unavailable, every script tool and a run's task
+/// answer a clear "unavailable" (no panic, nothing half-written); once it is back,
+/// the same script runs.
+async fn every_script_tool_answers_unavailable_while_the_run_store_is_down(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let flaky = Arc::new(docket_storage::scripts::testing::FlakyScripts::new(
+        store.script_store(),
+    ));
+    let mut config = Config::from_yaml(
+        "tasks: { heartbeat_interval: 100ms }\nscripts: { heartbeat_interval: 100ms, lease: 5s }\n",
+        &|_| None,
+    )
+    .expect("config");
+    config.auth = users(&[("alice", &["admin"])]);
+    let app = docket_server::App::builder(config)
+        .task_store(store.task_store())
+        .scripts(Arc::clone(&flaky) as Arc<dyn docket_storage::ScriptStore>)
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let call = |tool: &'static str, arguments: Value, tasks: bool| {
+        let capabilities = if tasks {
+            json!({"extensions": {TASKS: {}}})
+        } else {
+            json!({})
+        };
+        server.call_as("alice", tool, arguments, capabilities)
+    };
+    let saved = call(
+        "manage_script",
+        json!({"command": "create", "name": "mine", "source": "print('hi')"}),
+        false,
+    )
+    .await;
+    assert_eq!(saved["result"]["isError"], Value::Null, "{saved}");
+    let ran = call("run_script", json!({"name": "mine"}), false).await;
+    let run_id = ran["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+
+    flaky.set_failing(true);
+    let unavailable = |answer: &Value| {
+        let text = answer.to_string();
+        text.contains("unavailable") && !text.contains("panicked")
+    };
+    for (tool, arguments, tasks) in [
+        (
+            "manage_script",
+            json!({"command": "get", "name": "mine"}),
+            false,
+        ),
+        ("manage_script", json!({"command": "list"}), false),
+        (
+            "manage_script",
+            json!({"command": "update", "name": "mine", "description": "x"}),
+            false,
+        ),
+        (
+            "manage_script",
+            json!({"command": "delete", "name": "mine"}),
+            false,
+        ),
+        ("run_script", json!({"name": "mine"}), false),
+        ("run_script", json!({"name": "mine"}), true),
+        ("get_run", json!({"run_id": run_id}), false),
+        ("list_runs", json!({}), false),
+        ("cancel_run", json!({"run_id": run_id}), false),
+    ] {
+        let answer = call(tool, arguments.clone(), tasks).await;
+        assert!(unavailable(&answer), "{tool} {arguments}: {answer}");
+    }
+    let (_, task) = server
+        .rpc("tasks/get", json!({"taskId": run_id}))
+        .capabilities(json!({"extensions": {TASKS: {}}}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert!(unavailable(&task), "{task}");
+
+    flaky.set_failing(false);
+    let again = call("run_script", json!({"name": "mine"}), false).await;
+    assert_eq!(
+        again["result"]["structuredContent"]["status"], "succeeded",
+        "{again}"
+    );
 }

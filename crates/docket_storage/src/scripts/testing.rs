@@ -728,3 +728,152 @@ macro_rules! script_store_suite {
         )*
     };
 }
+
+/// A [`ScriptStore`] that forwards to another and fails every call on demand, as
+/// a database that went away would: for tests of what callers do then.
+pub struct FlakyScripts {
+    inner: Arc<dyn ScriptStore>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl FlakyScripts {
+    /// Forwards to `inner` until told to fail.
+    pub fn new(inner: Arc<dyn ScriptStore>) -> Self {
+        Self {
+            inner,
+            failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// From now on every call fails (`true`) or is forwarded (`false`).
+    pub fn set_failing(&self, failing: bool) {
+        self.failing
+            .store(failing, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), CatalogError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(CatalogError::Unavailable(
+                "the test made the store fail".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ScriptStore for FlakyScripts {
+    async fn create_script(
+        &self,
+        script: NewScript,
+    ) -> Result<(super::Script, super::ScriptVersion), CatalogError> {
+        self.check()?;
+        self.inner.create_script(script).await
+    }
+    async fn update_script(
+        &self,
+        id: &str,
+        change: ScriptChange,
+    ) -> Result<Option<(super::Script, super::ScriptVersion)>, CatalogError> {
+        self.check()?;
+        self.inner.update_script(id, change).await
+    }
+    async fn find_script(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<Option<super::Script>, CatalogError> {
+        self.check()?;
+        self.inner.find_script(owner, name).await
+    }
+    async fn script(&self, id: &str) -> Result<Option<super::Script>, CatalogError> {
+        self.check()?;
+        self.inner.script(id).await
+    }
+    async fn list_scripts(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<super::Script>, CatalogError> {
+        self.check()?;
+        self.inner.list_scripts(owner, limit).await
+    }
+    async fn delete_script(&self, id: &str) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.delete_script(id).await
+    }
+    async fn script_version(
+        &self,
+        script_id: &str,
+        version: i32,
+    ) -> Result<Option<super::ScriptVersion>, CatalogError> {
+        self.check()?;
+        self.inner.script_version(script_id, version).await
+    }
+    async fn enqueue(&self, run: NewRun) -> Result<Run, CatalogError> {
+        self.check()?;
+        self.inner.enqueue(run).await
+    }
+    async fn run(&self, id: &str) -> Result<Option<(Run, time::OffsetDateTime)>, CatalogError> {
+        self.check()?;
+        self.inner.run(id).await
+    }
+    async fn list_runs(
+        &self,
+        filter: &super::RunFilter,
+        limit: u32,
+    ) -> Result<Vec<Run>, CatalogError> {
+        self.check()?;
+        self.inner.list_runs(filter, limit).await
+    }
+    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+        self.check()?;
+        self.inner.claim(worker, lease).await
+    }
+    async fn renew(
+        &self,
+        lease: &super::Lease,
+        duration: Duration,
+        host_calls: i64,
+    ) -> Result<super::Renewal, CatalogError> {
+        self.check()?;
+        self.inner.renew(lease, duration, host_calls).await
+    }
+    async fn finish(
+        &self,
+        lease: &super::Lease,
+        ending: super::RunEnding,
+    ) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.finish(lease, ending).await
+    }
+    async fn retry(
+        &self,
+        lease: &super::Lease,
+        error: &str,
+        delay: Duration,
+    ) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.retry(lease, error, delay).await
+    }
+    async fn release(&self, lease: &super::Lease) -> Result<bool, CatalogError> {
+        self.check()?;
+        self.inner.release(lease).await
+    }
+    async fn cancel_run(&self, id: &str) -> Result<Option<super::CancelOutcome>, CatalogError> {
+        self.check()?;
+        self.inner.cancel_run(id).await
+    }
+    async fn delete_finished_runs(
+        &self,
+        retention: Duration,
+        limit: u32,
+    ) -> Result<Vec<String>, CatalogError> {
+        self.check()?;
+        self.inner.delete_finished_runs(retention, limit).await
+    }
+    fn set_run_listener(&self, listener: super::RunSignalListener) {
+        self.inner.set_run_listener(listener);
+    }
+}
