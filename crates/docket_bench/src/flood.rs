@@ -40,9 +40,12 @@ const CREATORS: usize = 8;
 /// How long the readers read.
 const FLOOD: Duration = Duration::from_secs(30);
 
-/// The warm-up flood: as long, and as many creations, as this.
-const WARM_UP: Duration = Duration::from_secs(5);
-const WARM_UP_CREATIONS: usize = 200;
+/// The warm-up flood: the same as the measured one. The server's resident memory
+/// grows during the first flood to its working size (connection pools, SQLite's
+/// page caches over a larger database) and stays there over later ones, so the
+/// baseline is taken after one.
+const WARM_UP: Duration = FLOOD;
+const WARM_UP_CREATIONS: usize = CREATIONS;
 
 /// How long the server may settle after the flood before it is measured again:
 /// past its header timeout, so every half-open socket it held is gone.
@@ -91,28 +94,22 @@ pub(crate) async fn run(docket_bin: &Path, commit: &str) -> anyhow::Result<Flood
     let sleep = task_call_request("diagnostics_sleep", json!({"seconds": 0}))?;
     let warm = McpClient::new(&url)?;
     let task_id = warm.create(&sleep).await?;
-    // A short flood of the same shape first, so pools and caches reach the size the
-    // load needs before anything is measured: what grows after that is what the
-    // flood leaves behind.
-    let get = get_request(&task_id)?;
-    readers_and_creators(&url, &get, &sleep, WARM_UP, WARM_UP_CREATIONS).await?;
-    tokio::time::sleep(SETTLE).await;
-    let before = footprint(server.pid())?;
-
     let address: std::net::SocketAddr = url
         .trim_start_matches("http://")
         .trim_end_matches(docket_server::MCP_PATH)
         .parse()
         .context("the server's address")?;
-    let mut half_open = Vec::with_capacity(HALF_OPEN);
-    for _ in 0..HALF_OPEN {
-        let mut socket = tokio::net::TcpStream::connect(address).await?;
-        socket
-            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: app")
-            .await?;
-        half_open.push(socket);
-    }
+    let get = get_request(&task_id)?;
+    // A flood of the same shape and size first, half-open sockets included, so pools,
+    // caches and the allocator reach the size the load needs before anything is
+    // measured: what grows after that is what the flood leaves behind.
+    let warm_up_sockets = half_open_sockets(address).await?;
+    readers_and_creators(&url, &get, &sleep, WARM_UP, WARM_UP_CREATIONS).await?;
+    drop(warm_up_sockets);
+    tokio::time::sleep(SETTLE).await;
+    let before = footprint(server.pid())?;
 
+    let half_open = half_open_sockets(address).await?;
     let flood = readers_and_creators(&url, &get, &sleep, FLOOD, CREATIONS).await?;
     let during = footprint(server.pid())?;
     // How many half-open sockets the server closed by itself (its header timeout).
@@ -140,6 +137,21 @@ pub(crate) async fn run(docket_bin: &Path, commit: &str) -> anyhow::Result<Flood
         create_errors: flood.create_errors,
         half_open_closed,
     })
+}
+
+/// [`HALF_OPEN`] sockets that each send half a request's headers, then nothing.
+async fn half_open_sockets(
+    address: std::net::SocketAddr,
+) -> anyhow::Result<Vec<tokio::net::TcpStream>> {
+    let mut sockets = Vec::with_capacity(HALF_OPEN);
+    for _ in 0..HALF_OPEN {
+        let mut socket = tokio::net::TcpStream::connect(address).await?;
+        socket
+            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: app")
+            .await?;
+        sockets.push(socket);
+    }
+    Ok(sockets)
 }
 
 /// What the readers and creators saw.
@@ -303,8 +315,8 @@ impl FloodResults {
         format!(
             "## Latest flood run\n\n\
              Commit `{}` on {} × {} ({}), load average {}. A `docket serve` process on its \
-             embedded SQLite database, loopback only: {}. Measured after a 5 s warm-up flood of \
-             the same shape (so pools and caches are at their working size), at the end of the flood, and {} s after it.\n\n### Targets\n\n{}\n\
+             embedded SQLite database, loopback only: {}. Measured after a warm-up flood of \
+             the same shape and size (so pools and caches are at their working size), at the end of the flood, and {} s after it.\n\n### Targets\n\n{}\n\
              ### Footprint\n\n{}",
             self.commit,
             self.machine.cpus,
