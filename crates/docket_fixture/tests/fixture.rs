@@ -940,7 +940,7 @@ async fn a_temporary_sqlite_store_is_removed_with_the_fixture_store() {
 }
 
 #[tokio::test]
-async fn a_database_url_that_is_not_postgres_is_refused() {
+async fn a_database_url_of_another_kind_is_refused() {
     let result = fixture_store(FixtureDatabase::Postgres("sqlite:///tmp/x.db".into())).await;
     assert!(
         matches!(result, Err(docket_fixture::FixtureStoreError::NotPostgres)),

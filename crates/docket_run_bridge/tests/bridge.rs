@@ -425,7 +425,7 @@ async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
 /// the ending is written once the database answers again, and the run is not
 /// taken again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_that_ends_during_a_database_outage_keeps_its_outcome() {
+async fn a_run_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
     let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
         return;
     };

@@ -47,7 +47,7 @@ async fn two_replicas(label: &str) -> Option<(TestDatabase, Replica, Replica)> {
 }
 
 #[tokio::test]
-async fn a_task_created_on_one_replica_is_read_on_another_at_once() {
+async fn a_task_created_on_one_replica_is_read_on_another_at_once_on_postgres() {
     let Some((_database, a, b)) = two_replicas("read-anywhere").await else {
         return;
     };
@@ -63,7 +63,7 @@ async fn a_task_created_on_one_replica_is_read_on_another_at_once() {
 }
 
 #[tokio::test]
-async fn a_cancel_taken_by_another_replica_stops_the_work() {
+async fn a_cancel_taken_by_another_replica_stops_the_work_on_postgres() {
     let Some((_database, a, b)) = two_replicas("cross-cancel").await else {
         return;
     };
@@ -77,7 +77,7 @@ async fn a_cancel_taken_by_another_replica_stops_the_work() {
 }
 
 #[tokio::test]
-async fn a_killed_replicas_task_reads_as_failed_and_a_survivor_audits_it() {
+async fn a_killed_replicas_task_reads_as_failed_and_a_survivor_audits_it_on_postgres() {
     let Some((database, mut a, b)) = two_replicas("kill").await else {
         return;
     };
@@ -114,7 +114,7 @@ async fn a_killed_replicas_task_reads_as_failed_and_a_survivor_audits_it() {
 }
 
 #[tokio::test]
-async fn sigterm_lets_short_work_finish_and_records_long_work_as_failed() {
+async fn sigterm_lets_short_work_finish_and_records_long_work_as_failed_on_postgres() {
     let Some((_database, mut a, b)) = two_replicas("sigterm").await else {
         return;
     };

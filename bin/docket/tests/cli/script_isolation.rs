@@ -313,7 +313,8 @@ async fn a_runs_process_holds_only_its_pipes_and_its_limits() {
 }
 
 #[tokio::test]
-async fn a_heavy_tick_loop_is_cancelled_through_the_other_replica_and_released_on_sigterm() {
+async fn a_heavy_tick_loop_is_cancelled_through_the_other_replica_and_released_on_sigterm_on_postgres()
+ {
     let Some(database) = TestDatabase::postgres().await else {
         return;
     };

@@ -131,7 +131,7 @@ fn wait_until_listening(child: &mut Child, address: SocketAddr) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_multipart_upload_is_invisible_until_commit_then_reads_back_and_deletes() {
+async fn s3_multipart_upload_is_invisible_until_commit_then_reads_back_and_deletes_on_s3s_fs() {
     let Some(server) = S3Server::start("multipart") else {
         return;
     };
@@ -174,7 +174,7 @@ async fn s3_multipart_upload_is_invisible_until_commit_then_reads_back_and_delet
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_abort_and_drop_leave_nothing() {
+async fn s3_abort_and_drop_leave_nothing_on_s3s_fs() {
     let Some(server) = S3Server::start("abort") else {
         return;
     };
@@ -238,7 +238,7 @@ async fn s3_abort_and_drop_leave_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_small_and_empty_objects_land_under_the_prefix() {
+async fn s3_small_and_empty_objects_land_under_the_prefix_on_s3s_fs() {
     let Some(server) = S3Server::start("small") else {
         return;
     };
@@ -286,7 +286,7 @@ async fn s3_small_and_empty_objects_land_under_the_prefix() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_requests_with_a_wrong_secret_are_refused() {
+async fn s3_requests_with_a_wrong_secret_are_refused_on_s3s_fs() {
     let Some(server) = S3Server::start("auth") else {
         return;
     };

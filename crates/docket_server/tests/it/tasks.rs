@@ -681,7 +681,7 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
 /// stopped) keeps its outcome: it reads completed with its result afterwards,
 /// never failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome() {
+async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
     let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
         return;
     };
