@@ -622,13 +622,20 @@ impl RunBridge {
         // An outage of the store loses no outcome: the ending is written again, with
         // backoff, until the store answers. The write is fenced by the lease, so if
         // the outage outlasted it and another worker took the run, this changes
-        // nothing. Only shutdown stops trying; the lease then expires and the run
-        // is taken again.
+        // nothing. Trying stops once the lease has run out (the run is anyone's
+        // then, and a store that keeps refusing this ending must not hold its worker
+        // forever) or on shutdown.
+        let give_up_at = tokio::time::Instant::now() + self.config.lease;
         let mut delay = FIRST_ENDING_RETRY;
         let written = loop {
             match self.store.finish(lease, ending.clone()).await {
                 Ok(written) => break Ok(written),
-                Err(error) if self.stop.is_cancelled() => break Err(error),
+                Err(error)
+                    if self.stop.is_cancelled()
+                        || tokio::time::Instant::now() + delay > give_up_at =>
+                {
+                    break Err(error);
+                }
                 Err(error) => {
                     tracing::warn!(%error, run = run.id, retry_in = ?delay, "could not end a run yet; retrying");
                     tokio::select! {

@@ -316,15 +316,19 @@ impl TaskRuntime {
     /// unavailable, so an outage shorter than `stale_after` loses no outcome. The
     /// write is a compare-and-set: if another replica recorded the task failed
     /// meanwhile (a longer outage), this one changes nothing, so a task never holds
-    /// both a result and a failure. Gives up only when the runtime shuts down.
+    /// both a result and a failure. Gives up after `stale_after` — a store that
+    /// keeps refusing this one ending (an outcome it cannot hold) must not keep the
+    /// task alive forever; the stale sweep then records it failed — or when the
+    /// runtime shuts down.
     async fn record_ending(&self, id: &TaskId, outcome: Outcome) {
+        let give_up_at = tokio::time::Instant::now() + self.config.stale_after;
         let mut delay = FIRST_ENDING_RETRY;
         loop {
             let error = match self.store.finish(id, outcome.clone()).await {
                 Ok(_) => return,
                 Err(error) => error,
             };
-            if self.shutdown.is_cancelled() {
+            if self.shutdown.is_cancelled() || tokio::time::Instant::now() + delay > give_up_at {
                 tracing::error!(task = %id, %error, "could not record how a task ended");
                 return;
             }

@@ -102,6 +102,53 @@ async fn wait_for_status(store: &dyn TaskStore, id: &TaskId, status: TaskStatus)
     }
 }
 
+/// An ending the store keeps refusing is retried for `stale_after`, not forever:
+/// then the task leaves the heartbeat, so the stale sweep can record it failed.
+/// One written as soon as the store answers again keeps its outcome.
+#[tokio::test]
+async fn an_ending_is_retried_through_an_outage_but_not_forever() {
+    let store = Arc::new(docket_task::memory::FlakyStore::default());
+    let runtime = TaskRuntime::new(
+        Arc::clone(&store) as Arc<dyn TaskStore>,
+        RuntimeConfig {
+            stale_after: Duration::from_millis(500),
+            ..config()
+        },
+    );
+    let (release, released) = oneshot::channel::<()>();
+    let kept = new_task("kept");
+    runtime
+        .spawn(kept.clone(), |_context| async move {
+            let _ = released.await;
+            Outcome::Completed(json!({"content": []}))
+        })
+        .await
+        .expect("spawned");
+    store.set_failing(true);
+    release.send(()).expect("work waiting");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    store.set_failing(false);
+    wait_for_status(&*store, &kept.id, TaskStatus::Completed).await;
+
+    let refused = new_task("refused");
+    runtime
+        .spawn(refused.clone(), |_context| async move {
+            Outcome::Completed(json!({"content": []}))
+        })
+        .await
+        .expect("spawned");
+    store.set_failing(true);
+    // A guard against hanging, not a speed assertion.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while runtime.running_count() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ending was retried forever"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_row_is_committed_before_spawn_returns_and_work_completes() {
     let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
