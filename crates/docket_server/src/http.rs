@@ -92,6 +92,9 @@ pub async fn serve(
         .header_read_timeout(OVERFLOW_HEADER_TIMEOUT.min(limits.header_read_timeout))
         .keep_alive(false);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // Connections answered over the cap are few at a time too: beyond these, a new
+    // connection is closed at once, so a flood of sockets never piles up.
+    let overflow_slots = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -111,9 +114,14 @@ pub async fn serve(
                 }
                 let io = TokioIo::new(stream);
                 let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    let Ok(overflow_slot) = Arc::clone(&overflow_slots).try_acquire_owned() else {
+                        drop(io);
+                        continue;
+                    };
                     let connection = overflow.serve_connection(io, service_fn(over_capacity));
                     tokio::spawn(async move {
                         let _ = connection.await;
+                        drop(overflow_slot);
                     });
                     continue;
                 };
@@ -170,6 +178,9 @@ pub async fn serve(
     tokio::join!(tasks, requests);
     Ok(())
 }
+
+/// Connections over the cap answered at once; beyond them a connection is closed.
+const OVERFLOW_CONNECTIONS: usize = 64;
 
 /// How long a connection over the cap has to send its request's headers.
 const OVERFLOW_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -593,3 +593,37 @@ async fn connections_over_the_cap_are_answered_not_queued() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Connections over the cap are answered a few at a time: with 64 of them waiting
+/// to send their request, one more is closed without an answer.
+#[tokio::test]
+async fn a_flood_over_the_cap_is_closed_not_piled_up() {
+    use tokio::io::AsyncWriteExt as _;
+    let server = limited_server(|server| server.max_connections = 1).await;
+    let _held = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    // The accept loop takes the held connection first; then 64 wait over the cap.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut waiting = Vec::new();
+    for _ in 0..64 {
+        waiting.push(
+            tokio::net::TcpStream::connect(server.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut one_more = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let _ = one_more
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await;
+    assert_eq!(
+        read_until_closed(&mut one_more).await,
+        "",
+        "closed unanswered"
+    );
+    drop(waiting);
+}
