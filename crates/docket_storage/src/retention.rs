@@ -80,6 +80,56 @@ fn unavailable(error: diesel::result::Error) -> CatalogError {
     CatalogError::from_store(query_error(error))
 }
 
+/// Deletes up to `limit` rows of `table` (one of this module's own names, never
+/// input) written more than `age` ago, oldest first; how many.
+async fn pg_delete_older_than(
+    store: &PgStore,
+    table: &'static str,
+    age: Duration,
+    limit: u32,
+) -> Result<u64, CatalogError> {
+    let mut conn = store.catalog_conn().await?;
+    diesel::sql_query(format!(
+        "DELETE FROM {table} WHERE id IN (\
+             SELECT id FROM {table} \
+              WHERE created_at < now() - $1 * interval '1 second' \
+              ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+    ))
+    .bind::<BigInt, _>(seconds(age))
+    .bind::<BigInt, _>(i64::from(limit))
+    .execute(&mut *conn)
+    .await
+    .map(count)
+    .map_err(unavailable)
+}
+
+/// [`pg_delete_older_than`] on SQLite.
+async fn sqlite_delete_older_than(
+    store: &SqliteStore,
+    table: &'static str,
+    age: Duration,
+    limit: u32,
+) -> Result<u64, CatalogError> {
+    let age = sqlite_age(age);
+    store
+        .write(move |conn| {
+            diesel::RunQueryDsl::execute(
+                diesel::sql_query(format!(
+                    "DELETE FROM {table} WHERE id IN (\
+                         SELECT id FROM {table} \
+                          WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
+                          ORDER BY created_at LIMIT ?2)"
+                ))
+                .bind::<Text, _>(age)
+                .bind::<BigInt, _>(i64::from(limit)),
+                conn,
+            )
+        })
+        .await
+        .map(count)
+        .map_err(CatalogError::from_store)
+}
+
 #[async_trait]
 impl Retention for PgStore {
     async fn delete_audit_older_than(
@@ -87,19 +137,7 @@ impl Retention for PgStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        let mut conn = self.catalog_conn().await?;
-        diesel::sql_query(
-            "DELETE FROM audit_logs WHERE id IN (\
-                 SELECT id FROM audit_logs \
-                  WHERE created_at < now() - $1 * interval '1 second' \
-                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind::<BigInt, _>(seconds(age))
-        .bind::<BigInt, _>(i64::from(limit))
-        .execute(&mut *conn)
-        .await
-        .map(count)
-        .map_err(unavailable)
+        pg_delete_older_than(self, "audit_logs", age, limit).await
     }
 
     async fn delete_calls_older_than(
@@ -107,19 +145,7 @@ impl Retention for PgStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        let mut conn = self.catalog_conn().await?;
-        diesel::sql_query(
-            "DELETE FROM call_records WHERE id IN (\
-                 SELECT id FROM call_records \
-                  WHERE created_at < now() - $1 * interval '1 second' \
-                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-        )
-        .bind::<BigInt, _>(seconds(age))
-        .bind::<BigInt, _>(i64::from(limit))
-        .execute(&mut *conn)
-        .await
-        .map(count)
-        .map_err(unavailable)
+        pg_delete_older_than(self, "call_records", age, limit).await
     }
 
     async fn assets_older_than(
@@ -168,23 +194,7 @@ impl Retention for SqliteStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        let age = sqlite_age(age);
-        self.write(move |conn| {
-            diesel::RunQueryDsl::execute(
-                diesel::sql_query(
-                    "DELETE FROM audit_logs WHERE id IN (\
-                         SELECT id FROM audit_logs \
-                          WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
-                          ORDER BY created_at LIMIT ?2)",
-                )
-                .bind::<Text, _>(age)
-                .bind::<BigInt, _>(i64::from(limit)),
-                conn,
-            )
-        })
-        .await
-        .map(count)
-        .map_err(CatalogError::from_store)
+        sqlite_delete_older_than(self, "audit_logs", age, limit).await
     }
 
     async fn delete_calls_older_than(
@@ -192,23 +202,7 @@ impl Retention for SqliteStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        let age = sqlite_age(age);
-        self.write(move |conn| {
-            diesel::RunQueryDsl::execute(
-                diesel::sql_query(
-                    "DELETE FROM call_records WHERE id IN (\
-                         SELECT id FROM call_records \
-                          WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
-                          ORDER BY created_at LIMIT ?2)",
-                )
-                .bind::<Text, _>(age)
-                .bind::<BigInt, _>(i64::from(limit)),
-                conn,
-            )
-        })
-        .await
-        .map(count)
-        .map_err(CatalogError::from_store)
+        sqlite_delete_older_than(self, "call_records", age, limit).await
     }
 
     async fn assets_older_than(
