@@ -168,7 +168,12 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
         let address = config.server.address;
         // Every script runs in a child process: this binary, started again with its hidden
         // subcommand, so a script can never take the server down.
-        let program = std::env::current_exe().context("cannot find the docket binary for script runs")?;
+        // `/proc/self/exe` names this very binary even after an upgrade replaced the file
+        // on disk, so runs keep starting until the server restarts onto the new one.
+        let program = match std::path::Path::new("/proc/self/exe") {
+            proc if proc.exists() => proc.to_path_buf(),
+            _ => std::env::current_exe().context("cannot find the docket binary for script runs")?,
+        };
         let mut builder = App::builder(config.clone()).script_isolation(
             docket_server::Isolation::Child(docket_server::ChildProcess::new(program, [SCRIPT_CHILD])),
         );

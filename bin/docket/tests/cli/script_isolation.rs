@@ -439,3 +439,17 @@ async fn a_run_past_its_wall_time_is_killed_and_fails_with_its_limit() {
     assert_eq!(failed["attempt"], 1, "a limit is never retried");
     assert!(children_of(server.pid()).is_empty(), "its process is gone");
 }
+
+/// Scripts keep running after the binary the server started from is replaced on
+/// disk (an upgrade in place): each run's process is the server's own image.
+#[tokio::test]
+async fn runs_start_after_the_binary_is_replaced_on_disk() {
+    let dir = temp_dir("replaced-binary");
+    let copy = dir.join("docket-old");
+    std::fs::copy(env!("CARGO_BIN_EXE_docket"), &copy).expect("copy the binary");
+    let server = Replica::start_program(&copy, &dir, &["--address", "127.0.0.1:0"]);
+    std::fs::remove_file(&copy).expect("remove the binary");
+    let (ok, is_error) = draft(&server, "print('still here')").await;
+    assert!(!is_error, "{ok}");
+    assert_eq!(ok["log"], "still here\n");
+}

@@ -26,7 +26,12 @@ pub(crate) fn temp_dir(label: &str) -> PathBuf {
 impl Replica {
     /// Starts `docket serve` in `dir` with `args`, and waits until it is serving.
     pub(crate) fn start(dir: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_docket"))
+        Self::start_program(Path::new(env!("CARGO_BIN_EXE_docket")), dir, args)
+    }
+
+    /// [`Replica::start`] with another copy of the `docket` binary.
+    pub(crate) fn start_program(program: &Path, dir: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(program)
             .arg("serve")
             .args(args)
             .current_dir(dir)
