@@ -1,5 +1,5 @@
 //! The one scrub of a connection's secrets: every form the connection sends a secret in,
-//! and the forms an upstream is likely to echo it back in, replaced by `[REDACTED]` — in
+//! and the forms an upstream is likely to echo it back in (URL-encoded, JSON-escaped), replaced by `[REDACTED]` — in
 //! text that is shown ([`Scrubber::scrub`]) and in bytes that are stored, streaming,
 //! across chunk boundaries ([`StreamScrubber`]).
 
@@ -51,13 +51,18 @@ fn url_encoded(secret: &str) -> [String; 2] {
 
 impl Scrubber {
     /// A scrubber for `secrets` (as the connection sends them), each also found
-    /// URL-encoded. Empty secrets are ignored.
+    /// URL-encoded and JSON-escaped. Empty secrets are ignored.
     #[must_use]
     pub fn new(secrets: &[String]) -> Self {
         let mut forms: Vec<String> = Vec::new();
         for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
             forms.push(secret.clone());
             forms.extend(url_encoded(secret));
+            // As a JSON string carries it (`"` and `\` escaped): an upstream that echoes
+            // the request as JSON, and every result shown as JSON text.
+            if let Ok(quoted) = serde_json::to_string(secret) {
+                forms.push(quoted[1..quoted.len() - 1].to_owned());
+            }
         }
         forms.sort();
         forms.dedup();
@@ -177,6 +182,9 @@ mod tests {
             "a [REDACTED] b [REDACTED] c [REDACTED] d [REDACTED] e"
         );
         assert_eq!(Scrubber::new(&[]).scrub("as is"), "as is");
+        let quoting = Scrubber::new(&["pa\"ss\\word".to_owned()]);
+        let echoed = serde_json::json!({"password": "pa\"ss\\word"}).to_string();
+        assert_eq!(quoting.scrub(&echoed), r#"{"password":"[REDACTED]"}"#);
     }
 
     proptest::proptest! {
