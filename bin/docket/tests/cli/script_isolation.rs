@@ -302,6 +302,9 @@ async fn a_runs_process_holds_only_its_pipes_and_its_limits() {
         "{limits}"
     );
     assert!(limit("Max core file size").contains(" 0 0 "), "{limits}");
+    // CPU: the 600 s wall time plus 2 s, then a hard stop a second later.
+    assert!(limit("Max cpu time").contains(" 602 603 "), "{limits}");
+    assert!(limit("Max file size").contains(" 0 0 "), "{limits}");
     assert!(limit("Max open files").contains(" 64 64 "), "{limits}");
     let environment = std::fs::read(format!("/proc/{child}/environ")).expect("environ");
     assert!(

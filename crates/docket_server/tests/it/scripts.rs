@@ -61,6 +61,7 @@ on_both_backends!(
     platform_info_lists_the_script_tools,
     a_draining_replica_refuses_every_task_capable_tool_alike,
     every_script_tool_answers_unavailable_while_the_run_store_is_down,
+    a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -976,4 +977,68 @@ async fn every_script_tool_answers_unavailable_while_the_run_store_is_down(backe
         again["result"]["structuredContent"]["status"], "succeeded",
         "{again}"
     );
+}
+
+/// `tasks/get` of a task that exists but is not yours reads the same tables as one
+/// of an id that does not exist — the task table and the run table — and answers
+/// the same bytes, so neither the answer nor the work (its time) tells them apart.
+async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let runs = Arc::new(docket_storage::scripts::testing::FlakyScripts::new(
+        store.script_store(),
+    ));
+    let mut config = Config::from_yaml(
+        "diagnostics: { enabled: true }\n\
+         personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n",
+        &|_| None,
+    )
+    .expect("config");
+    config.auth = users(&[("alice", &["admin"]), ("bob", &["analyst"])]);
+    let app = docket_server::App::builder(config)
+        .task_store(store.task_store())
+        .scripts(Arc::clone(&runs) as Arc<dyn docket_storage::ScriptStore>)
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "diagnostics_sleep", "arguments": {"seconds": 60}}),
+        )
+        .capabilities(json!({"extensions": {TASKS: {}}}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    let alices = created["result"]["taskId"]
+        .as_str()
+        .expect("task")
+        .to_owned();
+    let get = |id: String| {
+        let server = &server;
+        async move {
+            let (_, body) = server
+                .rpc("tasks/get", json!({"taskId": id}))
+                .capabilities(json!({"extensions": {TASKS: {}}}))
+                .header("x-api-key", &key_of("bob"))
+                .send()
+                .await;
+            body
+        }
+    };
+    let before = runs.calls();
+    let not_yours = get(alices.clone()).await;
+    let after_not_yours = runs.calls();
+    let unknown = get("0123456789abcdef0123456789abcdef".to_owned()).await;
+    let after_unknown = runs.calls();
+    assert_eq!(not_yours["error"], unknown["error"], "{not_yours}");
+    assert_eq!(
+        after_not_yours - before,
+        after_unknown - after_not_yours,
+        "the run table is read for both"
+    );
+    assert_eq!(after_unknown - after_not_yours, 1);
+    server.cancel_task_as("alice", &alices).await;
 }

@@ -729,11 +729,13 @@ macro_rules! script_store_suite {
     };
 }
 
-/// A [`ScriptStore`] that forwards to another and fails every call on demand, as
-/// a database that went away would: for tests of what callers do then.
+/// A [`ScriptStore`] that forwards to another, counts the calls, and fails every
+/// call on demand, as a database that went away would: for tests of what callers
+/// do then.
 pub struct FlakyScripts {
     inner: Arc<dyn ScriptStore>,
     failing: std::sync::atomic::AtomicBool,
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl FlakyScripts {
@@ -742,7 +744,13 @@ impl FlakyScripts {
         Self {
             inner,
             failing: std::sync::atomic::AtomicBool::new(false),
+            calls: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// How many calls reached this store so far, failed ones included.
+    pub fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// From now on every call fails (`true`) or is forwarded (`false`).
@@ -752,6 +760,7 @@ impl FlakyScripts {
     }
 
     fn check(&self) -> Result<(), CatalogError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
             Err(CatalogError::Unavailable(
                 "the test made the store fail".into(),
