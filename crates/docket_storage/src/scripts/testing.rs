@@ -664,6 +664,8 @@ pub async fn runs_list_by_script_and_visibility(store: Arc<dyn ScriptStore>) {
         .enqueue(new_run(&script, "bob"))
         .await
         .expect("enqueue");
+    // Its own instant, so "newest first" has one answer (SQLite keeps milliseconds).
+    tokio::time::sleep(TICK).await;
     let other = queued_run(store.as_ref(), "carol").await;
 
     let ids = |runs: Vec<Run>| runs.into_iter().map(|run| run.id).collect::<Vec<_>>();
