@@ -9,9 +9,9 @@ use std::fmt;
 use std::path::PathBuf;
 
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use docket_catalog::CatalogError;
 use docket_task::StoreError;
 
-use crate::catalog::CatalogError;
 use crate::url::{self, Backend};
 
 /// Why a store could not be opened or migrated.
@@ -103,10 +103,42 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
 
 /// A failed catalog statement, classified as a task statement's would be.
 pub(crate) fn catalog_query_error(error: DieselError) -> CatalogError {
-    CatalogError::from_store(query_error(error))
+    catalog_error(query_error(error))
+}
+
+/// The same failure for the catalog, from the helpers the task store and the
+/// catalog share.
+pub(crate) fn catalog_error(error: StoreError) -> CatalogError {
+    match error {
+        StoreError::Duplicate => CatalogError::Duplicate,
+        StoreError::Corrupt(message) => CatalogError::Corrupt(message),
+        // `StoreError` is non-exhaustive; anything else is an outage.
+        other => CatalogError::Unavailable(other.to_string()),
+    }
 }
 
 /// A connection the pool could not hand out.
 pub(crate) fn pool_error(error: impl fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("no database connection: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_keep_their_kind_in_the_catalog() {
+        assert_eq!(
+            catalog_error(StoreError::Duplicate),
+            CatalogError::Duplicate
+        );
+        assert_eq!(
+            catalog_error(StoreError::Corrupt("x".into())),
+            CatalogError::Corrupt("x".into())
+        );
+        assert!(matches!(
+            catalog_error(StoreError::Unavailable("down".into())),
+            CatalogError::Unavailable(message) if message.contains("down")
+        ));
+    }
 }

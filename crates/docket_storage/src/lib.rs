@@ -1,6 +1,7 @@
-//! Docket's database layer: the [`TaskStore`], the asset catalog
-//! ([`AssetStore`]) and the call catalog ([`CallCatalog`]) on PostgreSQL
-//! ([`PgStore`]) and on SQLite ([`SqliteStore`]).
+//! Docket's database layer: the [`TaskStore`] (from `docket_task`), and the
+//! asset catalog ([`AssetStore`]), the call catalog ([`CallCatalog`]), managed
+//! scripts and runs ([`ScriptStore`]) and [`Retention`] (from `docket_catalog`)
+//! on PostgreSQL ([`PgStore`]) and on SQLite ([`SqliteStore`]).
 //!
 //! - [`connect`] opens either backend from a `postgres://…` or `sqlite://PATH` URL
 //!   and [`migrate`] applies that backend's embedded migrations
@@ -12,12 +13,13 @@
 //!   before its next heartbeat.
 //! - SQLite is the embedded single-node default: the same semantics on one file,
 //!   one writer connection, signals only through the heartbeat.
-//! - [`catalog`] defines assets and call records, their traits, and the
-//!   behaviour suite both backends run.
-//! - [`scripts`] defines managed scripts, their versions and their runs (the
-//!   run queue), the [`ScriptStore`] trait and the behaviour suite both
-//!   backends run.
-//! - [`test_db`] gives each test its own PostgreSQL schema or SQLite file.
+//! - The types, the traits and the behaviour suites both backends run live in
+//!   `docket_task` and `docket_catalog`, without a database; this crate only
+//!   implements them.
+//! - `test_db` (feature `testing`) gives each test its own PostgreSQL schema or
+//!   SQLite file, and `probe` (feature `testing`) is the benchmarks' bare SQL.
+//!   Neither reads an environment variable: the test harness passes the
+//!   server in.
 //!
 //! diesel-async has no connection that spans backends, so each backend has its
 //! own schema, models and statements; what does not depend on SQL (how an outcome
@@ -27,31 +29,30 @@
 //! No statement qualifies a table with a schema name, so per-test schemas work
 //! through `search_path` alone.
 
-pub mod catalog;
 mod error;
 mod migrations;
 mod pg;
+#[cfg(feature = "testing")]
 pub mod probe;
-pub mod retention;
-pub mod scripts;
+mod retention;
+mod scripts;
 mod shared;
 mod sqlite;
+#[cfg(feature = "testing")]
 pub mod test_db;
 mod url;
 
 use std::sync::Arc;
 
 /// The catalog traits, beside [`TaskStore`], so a crate that opens a store can
-/// name what [`Store::asset_store`] and [`Store::call_catalog`] return.
-pub use catalog::{AssetStore, CallCatalog, CatalogError};
+/// name what [`Store::asset_store`], [`Store::call_catalog`],
+/// [`Store::retention`] and [`Store::script_store`] return.
+pub use docket_catalog::{AssetStore, CallCatalog, CatalogError, Retention, ScriptStore};
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
 pub use error::{Cause, StorageError};
 pub use pg::PgStore;
-/// The scripts trait, beside the others, so a crate that opens a store can name
-/// what [`Store::script_store`] returns.
-pub use scripts::ScriptStore;
 pub use sqlite::SqliteStore;
 pub use url::Backend;
 
@@ -111,10 +112,10 @@ impl Store {
     }
 
     /// The store as the retention pass of audit rows, call records and assets uses it.
-    pub fn retention(&self) -> Arc<dyn retention::Retention> {
+    pub fn retention(&self) -> Arc<dyn Retention> {
         match self {
-            Store::Postgres(store) => Arc::clone(store) as Arc<dyn retention::Retention>,
-            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn retention::Retention>,
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn Retention>,
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn Retention>,
         }
     }
 

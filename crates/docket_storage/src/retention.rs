@@ -1,12 +1,7 @@
-//! Retention for what grows besides tasks and runs: audit rows, call records and
-//! assets. Every operation works in bounded batches (the caller loops until a batch
-//! comes back short) and holds no lock longer than one batch's statement; on
-//! PostgreSQL, replicas running it at once take disjoint rows (`SKIP LOCKED`).
-//!
-//! An asset's bytes live in the object sink, which this crate does not know: the
-//! store names the assets that are due ([`Retention::assets_older_than`],
-//! [`Retention::assets_without_their_task`]), the caller deletes their bytes, then
-//! their rows ([`crate::AssetStore::delete`]).
+//! [`Retention`] on PostgreSQL and SQLite: audit rows and call records deleted,
+//! and due assets named, in bounded batches; on PostgreSQL, replicas running it
+//! at once take disjoint rows (`SKIP LOCKED`). The trait and what it promises are
+//! `docket_catalog::retention`'s.
 
 use std::time::Duration;
 
@@ -14,57 +9,30 @@ use async_trait::async_trait;
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::RunQueryDsl as _;
+use docket_catalog::CatalogError;
+use docket_catalog::retention::{DueAsset, Retention};
 
-use crate::catalog::CatalogError;
-use crate::error::query_error;
+use crate::error::{catalog_error, query_error};
 use crate::pg::PgStore;
 use crate::sqlite::SqliteStore;
 
-/// An asset that is due for deletion: its row id and where its bytes are.
-#[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
-pub struct DueAsset {
-    /// The asset's id.
+/// A due asset as both backends' statements return it.
+#[derive(QueryableByName)]
+struct DueAssetRow {
     #[diesel(sql_type = Text)]
-    pub id: String,
-    /// Its key in the object sink.
+    id: String,
     #[diesel(sql_type = Text)]
-    pub storage_key: String,
+    storage_key: String,
 }
 
-/// Deletes, or names for deletion, what outlived its retention.
-#[async_trait]
-pub trait Retention: Send + Sync + 'static {
-    /// Deletes up to `limit` audit rows older than `age`; how many it deleted.
-    ///
-    /// # Errors
-    /// [`CatalogError::Unavailable`] when the database cannot be reached.
-    async fn delete_audit_older_than(&self, age: Duration, limit: u32)
-    -> Result<u64, CatalogError>;
-
-    /// Deletes up to `limit` call records older than `age`; how many it deleted.
-    ///
-    /// # Errors
-    /// [`CatalogError::Unavailable`] when the database cannot be reached.
-    async fn delete_calls_older_than(&self, age: Duration, limit: u32)
-    -> Result<u64, CatalogError>;
-
-    /// Up to `limit` assets created more than `age` ago, oldest first.
-    ///
-    /// # Errors
-    /// [`CatalogError::Unavailable`] when the database cannot be reached.
-    async fn assets_older_than(
-        &self,
-        age: Duration,
-        limit: u32,
-    ) -> Result<Vec<DueAsset>, CatalogError>;
-
-    /// Up to `limit` assets made by a task (or a script run) that no longer exists:
-    /// the retention pass deleted it, and `storage.delete_with_task` deletes its
-    /// assets with it.
-    ///
-    /// # Errors
-    /// [`CatalogError::Unavailable`] when the database cannot be reached.
-    async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError>;
+/// The rows as the trait returns them.
+fn due(rows: Vec<DueAssetRow>) -> Vec<DueAsset> {
+    rows.into_iter()
+        .map(|row| DueAsset {
+            id: row.id,
+            storage_key: row.storage_key,
+        })
+        .collect()
 }
 
 /// `age` in whole seconds, as the queries bind it.
@@ -77,7 +45,7 @@ fn count(deleted: usize) -> u64 {
 }
 
 fn unavailable(error: diesel::result::Error) -> CatalogError {
-    CatalogError::from_store(query_error(error))
+    catalog_error(query_error(error))
 }
 
 /// Deletes up to `limit` rows of `table` (one of this module's own names, never
@@ -127,7 +95,7 @@ async fn sqlite_delete_older_than(
         })
         .await
         .map(count)
-        .map_err(CatalogError::from_store)
+        .map_err(catalog_error)
 }
 
 #[async_trait]
@@ -161,8 +129,9 @@ impl Retention for PgStore {
         )
         .bind::<BigInt, _>(seconds(age))
         .bind::<BigInt, _>(i64::from(limit))
-        .load(&mut *conn)
+        .load::<DueAssetRow>(&mut *conn)
         .await
+        .map(due)
         .map_err(unavailable)
     }
 
@@ -176,8 +145,9 @@ impl Retention for PgStore {
               ORDER BY created_at LIMIT $1",
         )
         .bind::<BigInt, _>(i64::from(limit))
-        .load(&mut *conn)
+        .load::<DueAssetRow>(&mut *conn)
         .await
+        .map(due)
         .map_err(unavailable)
     }
 }
@@ -212,7 +182,7 @@ impl Retention for SqliteStore {
     ) -> Result<Vec<DueAsset>, CatalogError> {
         let age = sqlite_age(age);
         self.read(move |conn| {
-            diesel::RunQueryDsl::load(
+            diesel::RunQueryDsl::load::<DueAssetRow>(
                 diesel::sql_query(
                     "SELECT id, storage_key FROM assets \
                       WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
@@ -224,12 +194,13 @@ impl Retention for SqliteStore {
             )
         })
         .await
-        .map_err(CatalogError::from_store)
+        .map(due)
+        .map_err(catalog_error)
     }
 
     async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError> {
         self.read(move |conn| {
-            diesel::RunQueryDsl::load(
+            diesel::RunQueryDsl::load::<DueAssetRow>(
                 diesel::sql_query(
                     "SELECT id, storage_key FROM assets a \
                       WHERE a.task_id IS NOT NULL \
@@ -242,6 +213,7 @@ impl Retention for SqliteStore {
             )
         })
         .await
-        .map_err(CatalogError::from_store)
+        .map(due)
+        .map_err(catalog_error)
     }
 }

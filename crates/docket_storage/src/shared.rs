@@ -11,7 +11,7 @@ use docket_task::model::{Outcome, TaskError, TaskStatus};
 use docket_task::store::{AuditContext, AuditEntry};
 use serde_json::{Map, Value};
 
-use crate::catalog::{CallKind, CatalogError};
+use docket_catalog::{CallKind, CatalogError};
 
 /// The columns an outcome writes when it ends a task, and the outcome-dependent
 /// part of its audit row.

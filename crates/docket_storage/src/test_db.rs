@@ -1,19 +1,23 @@
 //! Per-test databases, in the manner of crates.io's `crates_io_test_db`: every
 //! test gets a database of its own, so suites run in parallel on one server.
 //!
-//! - [`TestDatabase::postgres`] creates a uniquely named schema on the server
-//!   `DOCKET_TEST_DATABASE_URL` names (default
-//!   `postgres://postgres@127.0.0.1:5432/test`), migrates it, and hands out a URL
-//!   whose connections see only that schema (`options=-csearch_path=<schema>`).
+//! - [`TestDatabase::postgres`] creates a uniquely named schema on the
+//!   [`TestServer`] it is given, migrates it, and hands out a URL whose
+//!   connections see only that schema (`options=-csearch_path=<schema>`).
 //!   Dropping the value drops the schema. When the server cannot be reached it
-//!   prints why and returns `None`, so the test can skip; with
-//!   `DOCKET_REQUIRE_POSTGRES=1` (CI) it panics instead: tests never skip silently.
+//!   prints why and returns `None`, so the test can skip; when the server is
+//!   [required](TestServer::required) (CI) it panics instead: tests never skip
+//!   silently.
 //! - [`TestDatabase::sqlite`] creates a migrated SQLite file in a fresh temporary
 //!   folder, removed on drop.
 //!
-//! This module is public (not `cfg(test)`) so other crates' tests can use it; it
-//! reads environment variables and panics on failure, as a test harness should,
-//! and is not for production code.
+//! Nothing here reads Docket's variables: a test harness builds its
+//! [`TestServer`] with [`TestServer::from_lookup`], passing the lookup in (the
+//! process environment, as `|name| std::env::var(name).ok()`), so the variables
+//! are named once ([`DATABASE_URL_VAR`], [`REQUIRE_POSTGRES_VAR`]) and read only
+//! by the harness. (SQLite files go in the OS temporary folder,
+//! `std::env::temp_dir`, which follows `TMPDIR` as every program does.) This module (feature `testing`) panics on failure, as a test
+//! harness should, and is not for production code.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -26,10 +30,12 @@ use docket_task::TaskStore;
 use crate::url::{Backend, redact};
 use crate::{ConnectOptions, Store};
 
-/// The variable naming the PostgreSQL server tests use.
+/// The variable naming the PostgreSQL server tests use, as
+/// [`TestServer::from_lookup`] reads it.
 pub const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
 
-/// The variable that, set to `1`, makes an unreachable PostgreSQL a failure.
+/// The variable that, set to `1`, makes an unreachable PostgreSQL a failure, as
+/// [`TestServer::from_lookup`] reads it.
 pub const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
 
 /// The server tests use when [`DATABASE_URL_VAR`] is not set.
@@ -41,6 +47,45 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections each store from [`TestDatabase::store`] may open: enough for the
 /// suite's racing writers, few enough for many tests at once.
 const TEST_POOL_SIZE: usize = 4;
+
+/// The PostgreSQL server test schemas are made on, and whether a test may skip
+/// when it cannot be reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestServer {
+    url: String,
+    required: bool,
+}
+
+impl TestServer {
+    /// The server at `url`; with `required`, an unreachable server fails the
+    /// test instead of skipping it.
+    pub fn new(url: impl Into<String>, required: bool) -> Self {
+        Self {
+            url: url.into(),
+            required,
+        }
+    }
+
+    /// The server `lookup` names: [`DATABASE_URL_VAR`] (else
+    /// [`DEFAULT_DATABASE_URL`]), required when [`REQUIRE_POSTGRES_VAR`] is `1`.
+    /// `lookup` answers for a variable name, e.g. `|name| std::env::var(name).ok()`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        Self::new(
+            lookup(DATABASE_URL_VAR).unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            lookup(REQUIRE_POSTGRES_VAR).is_some_and(|value| value == "1"),
+        )
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether an unreachable server fails the test instead of skipping it.
+    pub fn required(&self) -> bool {
+        self.required
+    }
+}
 
 /// A database of one test's own; dropping it removes it.
 #[derive(Debug)]
@@ -58,16 +103,15 @@ enum Cleanup {
 }
 
 impl TestDatabase {
-    /// A fresh, migrated schema on the test PostgreSQL server, or `None` (with
-    /// the reason printed) when the server cannot be reached.
+    /// A fresh, migrated schema on `server`, or `None` (with the reason
+    /// printed) when the server cannot be reached.
     ///
     /// # Panics
-    /// When the server cannot be reached and `DOCKET_REQUIRE_POSTGRES=1`, or when
-    /// the schema cannot be created or migrated.
-    pub async fn postgres() -> Option<Self> {
-        let server_url =
-            std::env::var(DATABASE_URL_VAR).unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-        let required = std::env::var(REQUIRE_POSTGRES_VAR).is_ok_and(|value| value == "1");
+    /// When the server cannot be reached and is [required](TestServer::required),
+    /// or when the schema cannot be created or migrated.
+    pub async fn postgres(server: &TestServer) -> Option<Self> {
+        let server_url = server.url.clone();
+        let required = server.required;
         let reason =
             match tokio::time::timeout(CONNECT_TIMEOUT, crate::pg::establish(server_url.clone()))
                 .await
@@ -262,6 +306,22 @@ fn chain(error: &(dyn Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_comes_from_the_lookup_passed_in() {
+        let server = TestServer::from_lookup(|_| None);
+        assert_eq!(server, TestServer::new(DEFAULT_DATABASE_URL, false));
+        let server = TestServer::from_lookup(|name| match name {
+            DATABASE_URL_VAR => Some("postgres://ci@db/test".into()),
+            REQUIRE_POSTGRES_VAR => Some("1".into()),
+            _ => None,
+        });
+        assert_eq!(server, TestServer::new("postgres://ci@db/test", true));
+        let server = TestServer::from_lookup(|name| {
+            (name == REQUIRE_POSTGRES_VAR).then(|| "yes".to_owned())
+        });
+        assert!(!server.required(), "only `1` requires the server");
+    }
 
     #[test]
     fn the_search_path_rides_in_the_url() {

@@ -75,6 +75,7 @@ pub(crate) fn create_parent_directory(path: &Path) -> Result<(), StorageError> {
 }
 
 /// `url` with the password, if it has one, replaced by `***`, for messages.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();

@@ -2,19 +2,21 @@
 //! `docket_task` run against PostgreSQL and SQLite from one source, and what only
 //! one backend has (notifications, the bulk heartbeat, concurrent sweepers,
 //! durability across a reopen, migrations); and the asset and call catalogs'
-//! shared suites from `docket_storage::catalog::testing`, on both backends.
+//! shared suites from `docket_catalog::testing` and `docket_catalog::scripts::testing`,
+//! on both backends.
 //!
 //! PostgreSQL tests each get a schema of their own (`TestDatabase::postgres`), so
 //! they run in parallel. When PostgreSQL cannot be reached they print
 //! "skipped: PostgreSQL not reachable …" and return, unless
-//! `DOCKET_REQUIRE_POSTGRES=1`, which makes that a failure.
+//! `DOCKET_REQUIRE_POSTGRES=1`, which makes that a failure. This harness reads
+//! those variables (`postgres_server`); the test-database helpers read none.
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_storage::test_db::TestDatabase;
+use docket_storage::test_db::{TestDatabase, TestServer};
 use docket_storage::{ConnectOptions, StorageError};
 use docket_task::model::{Outcome, TaskStatus};
 use docket_task::store::{Beat, TaskSignal};
@@ -22,6 +24,12 @@ use docket_task::testing::new_task;
 use docket_task::{StoreError, TaskId, TaskStore};
 use serde_json::{Map, Value, json};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The PostgreSQL server the environment names (`DOCKET_TEST_DATABASE_URL`,
+/// `DOCKET_REQUIRE_POSTGRES`).
+fn postgres_server() -> TestServer {
+    TestServer::from_lookup(|name| std::env::var(name).ok())
+}
 
 /// Generous bound on anything that waits, so a broken signal path fails the
 /// test instead of hanging it. Never an assertion about speed.
@@ -94,7 +102,7 @@ mod postgres {
     /// A store on a fresh schema and the schema's guard, or `None` when PostgreSQL
     /// is not reachable (the harness printed why; the test then returns).
     async fn store() -> Option<(Arc<dyn TaskStore>, TestDatabase)> {
-        let database = TestDatabase::postgres().await?;
+        let database = TestDatabase::postgres(&postgres_server()).await?;
         let store = database.store().await;
         Some((store, database))
     }
@@ -149,7 +157,7 @@ mod postgres {
     /// input answers; the heartbeat still reports the cancel.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn signals_reach_a_listener_on_another_store_through_notify() {
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         let taking = database.store().await;
@@ -209,7 +217,7 @@ mod postgres {
         use diesel::sql_types::{BigInt, Text};
         use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         // A name of its own, so only this test's listening connection is killed.
@@ -265,7 +273,7 @@ mod postgres {
         use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
         const TASKS: usize = 10_000;
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         let store = database.store().await;
@@ -339,7 +347,7 @@ mod postgres {
         const STALE_TOOL: &str = "concurrent_sweepers_stale";
         const EXPIRED_TOOL: &str = "concurrent_sweepers_expired";
         const TASKS: usize = 200;
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         let first = database.store().await;
@@ -415,7 +423,7 @@ mod postgres {
     /// Migrating a migrated schema changes nothing and fails nothing.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migrate_is_idempotent() {
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         docket_storage::migrate(database.url())
@@ -622,18 +630,18 @@ mod catalog {
 
         // As for the task suite: the block yields a ready store or returns from
         // the test, which is how a test skips.
-        docket_storage::asset_store_suite!({
+        docket_catalog::asset_store_suite!({
             let light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let store = database.connect().await.asset_store();
             std::future::ready((store, (database, light)))
         });
 
-        docket_storage::call_catalog_suite!({
+        docket_catalog::call_catalog_suite!({
             let light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let catalog = database.connect().await.call_catalog();
@@ -645,7 +653,7 @@ mod catalog {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn replicas_racing_on_one_key_record_one_asset() {
             let _light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let replicas = [
@@ -655,7 +663,7 @@ mod catalog {
             let mut writers = Vec::new();
             for round in 0..8 {
                 let store = Arc::clone(&replicas[round % 2]);
-                let mut asset = docket_storage::catalog::testing::new_asset(
+                let mut asset = docket_catalog::testing::new_asset(
                     "apikey:alice",
                     &format!("replica-{round}.csv"),
                 );
@@ -679,13 +687,13 @@ mod catalog {
     mod sqlite {
         use super::*;
 
-        docket_storage::asset_store_suite!(async {
+        docket_catalog::asset_store_suite!(async {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.asset_store(), (database, light))
         });
 
-        docket_storage::call_catalog_suite!(async {
+        docket_catalog::call_catalog_suite!(async {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.call_catalog(), (database, light))
@@ -696,8 +704,8 @@ mod catalog {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn the_catalogs_survive_reopening_the_file() {
             let database = TestDatabase::sqlite().await;
-            let asset = docket_storage::catalog::testing::new_asset("apikey:alice", "kept.csv");
-            let record = docket_storage::catalog::testing::new_call_record("apikey:alice");
+            let asset = docket_catalog::testing::new_asset("apikey:alice", "kept.csv");
+            let record = docket_catalog::testing::new_call_record("apikey:alice");
             let (asset_before, record_before) = {
                 let store = database.connect().await;
                 let asset = store
@@ -746,15 +754,15 @@ mod catalog {
 /// has: claims across two replicas' pools, and run signals through NOTIFY.
 mod scripts {
     use super::*;
-    use docket_storage::scripts::RunSignal;
-    use docket_storage::scripts::testing::{new_run, new_script};
+    use docket_catalog::scripts::RunSignal;
+    use docket_catalog::scripts::testing::{new_run, new_script};
 
     mod postgres {
         use super::*;
 
-        docket_storage::script_store_suite!({
+        docket_catalog::script_store_suite!({
             let light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let store = database.connect().await.script_store();
@@ -766,7 +774,7 @@ mod scripts {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn two_replicas_claim_each_run_once() {
             let _light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let replicas = [
@@ -815,7 +823,7 @@ mod scripts {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn run_signals_reach_another_replica() {
             let _light = light().await;
-            let Some(database) = TestDatabase::postgres().await else {
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
                 return;
             };
             let listening = database.connect().await.script_store();
@@ -871,7 +879,7 @@ mod scripts {
     mod sqlite {
         use super::*;
 
-        docket_storage::script_store_suite!(async {
+        docket_catalog::script_store_suite!(async {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.script_store(), (database, light))
@@ -884,7 +892,7 @@ mod scripts {
 /// task is gone.
 mod retention {
     use docket_storage::Store;
-    use docket_storage::catalog::testing::{new_asset, new_call_record};
+    use docket_catalog::testing::{new_asset, new_call_record};
     use docket_task::store::{AuditContext, AuditEntry};
 
     use super::*;
@@ -1016,7 +1024,7 @@ mod retention {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
         let _light = light().await;
-        let Some(database) = TestDatabase::postgres().await else {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
             return;
         };
         retention_deletes_in_batches_and_only_what_is_due(database.connect().await).await;

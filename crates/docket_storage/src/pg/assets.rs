@@ -1,5 +1,5 @@
 //! The `assets` model on PostgreSQL: the row as read, and one async query
-//! function per [`AssetStore`](crate::catalog::AssetStore) operation, each
+//! function per [`AssetStore`](docket_catalog::AssetStore) operation, each
 //! taking the connection. The insert lives in `assets/create.sql`.
 
 use diesel::prelude::*;
@@ -9,7 +9,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::schema::assets;
-use crate::catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
 use crate::error::catalog_query_error;
 use crate::shared;
 

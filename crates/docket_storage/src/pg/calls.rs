@@ -6,7 +6,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::OffsetDateTime;
 
 use super::schema::call_records;
-use crate::catalog::{CallRecord, CatalogError, NewCallRecord};
+use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 use crate::error::catalog_query_error;
 use crate::shared;
 

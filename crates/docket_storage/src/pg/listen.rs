@@ -23,7 +23,8 @@ use tokio::sync::oneshot;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::tasks::CHANNEL;
-use crate::scripts::{RUN_CHANNEL, RunSignal, parse_signal};
+use crate::scripts::{RUN_CHANNEL, parse_signal};
+use docket_catalog::scripts::RunSignal;
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);

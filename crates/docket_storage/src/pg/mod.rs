@@ -30,11 +30,11 @@ use time::OffsetDateTime;
 use tokio_postgres::NoTls;
 
 use crate::ConnectOptions;
-use crate::catalog::{
+use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
-use crate::error::{Cause, StorageError, pool_error};
+use crate::error::{Cause, StorageError, catalog_error, pool_error};
 use crate::shared::{self, Ending};
 use crate::url::Backend;
 
@@ -50,7 +50,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
     signals: listen::Signals<docket_task::store::TaskSignal>,
-    run_signals: listen::Signals<crate::scripts::RunSignal>,
+    run_signals: listen::Signals<docket_catalog::scripts::RunSignal>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -113,7 +113,7 @@ impl PgStore {
 
     /// [`PgStore::conn`] for the catalog's operations.
     pub(crate) async fn catalog_conn(&self) -> Result<Object<AsyncPgConnection>, CatalogError> {
-        self.conn().await.map_err(CatalogError::from_store)
+        self.conn().await.map_err(catalog_error)
     }
 }
 

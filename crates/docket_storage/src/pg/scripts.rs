@@ -12,14 +12,15 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::PgStore;
-use crate::catalog::CatalogError;
+use docket_catalog::CatalogError;
 use crate::error::catalog_query_error;
 use crate::scripts::rows::{
     self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
 };
-use crate::scripts::{
-    self, CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter,
-    RunSignalListener, Script, ScriptChange, ScriptStore, ScriptVersion, VersionInsert,
+use crate::scripts::{self, VersionInsert};
+use docket_catalog::scripts::{
+    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter,
+    RunSignalListener, Script, ScriptChange, ScriptStore, ScriptVersion,
 };
 use crate::shared;
 

@@ -5,8 +5,8 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
 
-use super::{CancelOutcome, Renewal, Run};
-use crate::catalog::CatalogError;
+use docket_catalog::CatalogError;
+use docket_catalog::scripts::{CancelOutcome, Renewal, Run};
 
 /// The columns of a run, as every statement that returns one lists them.
 pub(crate) const RUN_COLUMNS: &str = "id, script_id, script_name, script_owner, version, status, \

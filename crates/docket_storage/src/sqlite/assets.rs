@@ -1,5 +1,5 @@
 //! The `assets` model on SQLite: the row as read, and one query function per
-//! [`AssetStore`](crate::catalog::AssetStore) operation (synchronous, run on a
+//! [`AssetStore`](docket_catalog::AssetStore) operation (synchronous, run on a
 //! blocking thread by [`SqliteStore`](super::SqliteStore)). The insert lives in
 //! `assets/create.sql`.
 
@@ -12,7 +12,8 @@ use time::{OffsetDateTime, UtcOffset};
 
 use super::schema::assets;
 use super::tasks::{json, time};
-use crate::catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use crate::error::catalog_error;
 use crate::shared;
 
 /// The one form SQLite stores times in (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so a
@@ -47,8 +48,8 @@ impl TryFrom<AssetRow> for Asset {
 
     fn try_from(row: AssetRow) -> Result<Self, CatalogError> {
         Ok(Asset {
-            tags: shared::tags(json(&row.tags).map_err(CatalogError::from_store)?)?,
-            created_at: time(&row.created_at).map_err(CatalogError::from_store)?,
+            tags: shared::tags(json(&row.tags).map_err(catalog_error)?)?,
+            created_at: time(&row.created_at).map_err(catalog_error)?,
             id: row.id,
             owner: row.owner,
             name: row.name,

@@ -6,7 +6,8 @@ use diesel::sqlite::Sqlite;
 
 use super::schema::call_records;
 use super::tasks::time;
-use crate::catalog::{CallRecord, CatalogError, NewCallRecord};
+use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
+use crate::error::catalog_error;
 use crate::shared;
 
 /// A call record as read (its time as text).
@@ -58,7 +59,7 @@ impl TryFrom<CallRow> for CallRecord {
                     CatalogError::Corrupt(format!("upstream_status {status} is not a status"))
                 })?),
             },
-            created_at: time(&row.created_at).map_err(CatalogError::from_store)?,
+            created_at: time(&row.created_at).map_err(catalog_error)?,
         })
     }
 }

@@ -45,11 +45,11 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
-use crate::catalog::{
+use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
-use crate::error::{Cause, StorageError, pool_error, query_error};
+use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
 use crate::shared::{self, Ending};
 use crate::url::{self, Backend};
 
@@ -259,7 +259,7 @@ impl AssetStore for SqliteStore {
         asset.validate()?;
         self.write(move |conn| assets::create_or_get(conn, &asset))
             .await
-            .map_err(CatalogError::from_store)?
+            .map_err(catalog_error)?
             .try_into()
     }
 
@@ -271,7 +271,7 @@ impl AssetStore for SqliteStore {
         let (owner, key) = (owner.to_owned(), key.to_owned());
         self.read(move |conn| assets::find_by_idempotency_key(conn, &owner, &key))
             .await
-            .map_err(CatalogError::from_store)?
+            .map_err(catalog_error)?
             .map(Asset::try_from)
             .transpose()
     }
@@ -280,7 +280,7 @@ impl AssetStore for SqliteStore {
         let id = id.to_owned();
         self.read(move |conn| assets::get(conn, &id))
             .await
-            .map_err(CatalogError::from_store)?
+            .map_err(catalog_error)?
             .map(Asset::try_from)
             .transpose()
     }
@@ -301,7 +301,7 @@ impl AssetStore for SqliteStore {
                 assets::list(conn, owner.as_deref(), limit, before)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         assets::assets(rows)
     }
 
@@ -309,7 +309,7 @@ impl AssetStore for SqliteStore {
         let id = id.to_owned();
         self.write(move |conn| assets::delete(conn, &id))
             .await
-            .map_err(CatalogError::from_store)
+            .map_err(catalog_error)
     }
 }
 
@@ -319,14 +319,14 @@ impl CallCatalog for SqliteStore {
         record.validate()?;
         self.write(move |conn| calls::insert(conn, &record))
             .await
-            .map_err(CatalogError::from_store)
+            .map_err(catalog_error)
     }
 
     async fn get(&self, id: &str) -> Result<Option<CallRecord>, CatalogError> {
         let id = id.to_owned();
         self.read(move |conn| calls::get(conn, &id))
             .await
-            .map_err(CatalogError::from_store)?
+            .map_err(catalog_error)?
             .map(CallRecord::try_from)
             .transpose()
     }
@@ -340,7 +340,7 @@ impl CallCatalog for SqliteStore {
         let rows = self
             .read(move |conn| calls::recent(conn, subject.as_deref(), limit))
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         calls::records(rows)
     }
 }

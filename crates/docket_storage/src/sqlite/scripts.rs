@@ -13,13 +13,15 @@ use time::OffsetDateTime;
 
 use super::SqliteStore;
 use super::tasks::{NOW, json, modifier, time};
-use crate::catalog::CatalogError;
+use docket_catalog::CatalogError;
+use crate::error::catalog_error;
 use crate::scripts::rows::{
     self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
 };
-use crate::scripts::{
-    self, CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
-    ScriptChange, ScriptStore, ScriptVersion, VersionInsert,
+use crate::scripts::{self, VersionInsert};
+use docket_catalog::scripts::{
+    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
+    ScriptChange, ScriptStore, ScriptVersion,
 };
 use crate::shared;
 
@@ -27,7 +29,7 @@ use crate::shared;
 const FENCE: &str = "id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND status = 'running'";
 
 fn corrupt(error: docket_task::StoreError) -> CatalogError {
-    CatalogError::from_store(error)
+    catalog_error(error)
 }
 
 fn stored_json(text: &str) -> Result<Value, CatalogError> {
@@ -276,7 +278,7 @@ impl ScriptStore for SqliteStore {
                 })
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok((script_row.try_into()?, version_row.try_into()?))
     }
 
@@ -344,7 +346,7 @@ impl ScriptStore for SqliteStore {
                 })
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         rows.map(|(script, version)| Ok((script.try_into()?, version.try_into()?)))
             .transpose()
     }
@@ -361,7 +363,7 @@ impl ScriptStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .map(Script::try_from)
         .transpose()
     }
@@ -377,7 +379,7 @@ impl ScriptStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .map(Script::try_from)
         .transpose()
     }
@@ -398,7 +400,7 @@ impl ScriptStore for SqliteStore {
             .load::<ScriptRow>(conn)
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .into_iter()
         .map(Script::try_from)
         .collect()
@@ -413,7 +415,7 @@ impl ScriptStore for SqliteStore {
                     .execute(conn)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok(deleted == 1)
     }
 
@@ -434,7 +436,7 @@ impl ScriptStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .map(ScriptVersion::try_from)
         .transpose()
     }
@@ -457,7 +459,7 @@ impl ScriptStore for SqliteStore {
             .get_result::<RunRow>(conn)
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .try_into()
     }
 
@@ -476,7 +478,7 @@ impl ScriptStore for SqliteStore {
                 Ok(row.map(|row| (row, now.now)))
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         found
             .map(|(row, now)| Ok((row.try_into()?, stored_time(&now)?)))
             .transpose()
@@ -498,7 +500,7 @@ impl ScriptStore for SqliteStore {
                 .load::<RunRow>(conn)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         run_rows(rows)
     }
 
@@ -525,7 +527,7 @@ impl ScriptStore for SqliteStore {
             .optional()
         })
         .await
-        .map_err(CatalogError::from_store)?
+        .map_err(catalog_error)?
         .map(Run::try_from)
         .transpose()
     }
@@ -555,7 +557,7 @@ impl ScriptStore for SqliteStore {
                 .optional()
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok(rows::renewal(row))
     }
 
@@ -587,7 +589,7 @@ impl ScriptStore for SqliteStore {
                 .execute(conn)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok(ended == 1)
     }
 
@@ -643,7 +645,7 @@ impl ScriptStore for SqliteStore {
                 })
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         rows::cancel_outcome(outcome)
     }
 
@@ -668,7 +670,7 @@ impl ScriptStore for SqliteStore {
                 .load::<IdRow>(conn)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 }
@@ -703,7 +705,7 @@ impl SqliteStore {
                 .execute(conn)
             })
             .await
-            .map_err(CatalogError::from_store)?;
+            .map_err(catalog_error)?;
         Ok(queued == 1)
     }
 }

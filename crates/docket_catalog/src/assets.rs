@@ -5,13 +5,13 @@
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-use super::{CatalogError, require};
+use crate::error::{CatalogError, require};
 
 /// An asset to record. Its bytes are already in the object store under
 /// `storage_key`: a row is only written for a complete object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewAsset {
-    /// Its id (from [`generate_id`](super::generate_id)).
+    /// Its id (from [`generate_id`](crate::generate_id)).
     pub id: String,
     /// The subject it belongs to; only they (and administrators) may read it.
     pub owner: String,
@@ -45,8 +45,12 @@ pub struct NewAsset {
 }
 
 impl NewAsset {
-    /// Checks what the tables would refuse, with a message that says why.
-    pub(crate) fn validate(&self) -> Result<(), CatalogError> {
+    /// Checks what every store refuses (the tables too, as a backstop), with a
+    /// message that says why. Stores call it before they write.
+    ///
+    /// # Errors
+    /// [`CatalogError::Invalid`] naming the rule the value breaks.
+    pub fn validate(&self) -> Result<(), CatalogError> {
         require(!self.id.is_empty(), "an asset id must not be empty")?;
         require(!self.owner.is_empty(), "an asset owner must not be empty")?;
         require(self.size_bytes >= 0, "size_bytes must not be negative")?;

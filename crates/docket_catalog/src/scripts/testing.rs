@@ -17,7 +17,7 @@ use super::{
     CancelOutcome, NewRun, NewScript, Renewal, Run, RunEnding, RunErrorKind, RunFilter, RunStatus,
     ScriptChange, ScriptStatus, ScriptStore,
 };
-use crate::catalog::{CatalogError, generate_id};
+use crate::{CatalogError, generate_id};
 
 /// Longer than the coarsest database clock tick, so rows are ordered in time.
 const TICK: Duration = Duration::from_millis(5);

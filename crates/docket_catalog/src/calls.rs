@@ -7,7 +7,7 @@ use std::fmt;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-use super::{CatalogError, require};
+use crate::error::{CatalogError, require};
 
 /// What kind of system a call reached.
 #[non_exhaustive]
@@ -51,7 +51,7 @@ impl fmt::Display for CallKind {
 /// A call to record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewCallRecord {
-    /// Its id (from [`generate_id`](super::generate_id)), minted when the call
+    /// Its id (from [`generate_id`](crate::generate_id)), minted when the call
     /// starts so its result can cite it.
     pub id: String,
     /// What kind of system it reached.
@@ -89,8 +89,12 @@ pub struct NewCallRecord {
 }
 
 impl NewCallRecord {
-    /// Checks what the table would refuse, with a message that says why.
-    pub(crate) fn validate(&self) -> Result<(), CatalogError> {
+    /// Checks what every store refuses (the table too, as a backstop), with a
+    /// message that says why. Stores call it before they write.
+    ///
+    /// # Errors
+    /// [`CatalogError::Invalid`] naming the rule the value breaks.
+    pub fn validate(&self) -> Result<(), CatalogError> {
         require(!self.id.is_empty(), "a call record id must not be empty")?;
         require(self.duration_ms >= 0, "duration_ms must not be negative")?;
         require(

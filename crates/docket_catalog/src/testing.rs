@@ -18,7 +18,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::Barrier;
 
-use super::{
+use crate::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallKind, CallRecord, CatalogError, CreateOutcome,
     NewAsset, NewCallRecord, generate_id,
 };
@@ -568,7 +568,7 @@ pub async fn recent_calls_are_newest_first(catalog: Arc<dyn CallCatalog>) {
 }
 
 /// Generates one `#[tokio::test]` per [`AssetStore`] property in
-/// [`crate::catalog::testing`]. `$make` is awaited and must yield
+/// [`crate::testing`]. `$make` is awaited and must yield
 /// `(Arc<dyn AssetStore>, guard)`; the guard (a test database, say) lives until
 /// the test ends.
 #[macro_export]
@@ -586,7 +586,7 @@ macro_rules! asset_store_suite {
 }
 
 /// Generates one `#[tokio::test]` per [`CallCatalog`] property in
-/// [`crate::catalog::testing`]. `$make` is awaited and must yield
+/// [`crate::testing`]. `$make` is awaited and must yield
 /// `(Arc<dyn CallCatalog>, guard)`; the guard lives until the test ends.
 #[macro_export]
 macro_rules! call_catalog_suite {
@@ -608,7 +608,7 @@ macro_rules! catalog_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let (store, _guard) = $make.await;
-                $crate::catalog::testing::$name(store).await;
+                $crate::testing::$name(store).await;
             }
         )*
     };

@@ -1,0 +1,47 @@
+#![doc = include_str!("../README.md")]
+
+pub mod assets;
+pub mod calls;
+mod error;
+pub mod memory;
+pub mod retention;
+pub mod scripts;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use assets::{Asset, AssetCursor, AssetStore, CreateOutcome, NewAsset};
+pub use calls::{CallCatalog, CallKind, CallRecord, NewCallRecord};
+pub use error::CatalogError;
+pub use retention::{DueAsset, Retention};
+pub use scripts::ScriptStore;
+
+/// A fresh id for an asset, a call record, a script or a run: 128 bits from the
+/// operating system's random source as 32 lower-case hex digits, like a task id,
+/// so one id cannot be guessed from another.
+///
+/// # Errors
+/// When the OS random source fails.
+pub fn generate_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn ids_are_32_hex_digits_and_distinct() {
+        let ids: HashSet<String> = (0..1000).map(|_| generate_id().expect("random")).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|id| {
+            id.len() == 32
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        }));
+    }
+}
