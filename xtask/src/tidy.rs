@@ -22,20 +22,25 @@ use crate::util;
 const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_protocol", &[]),
     ("docket_task", &[]),
-    ("docket_storage", &["docket_task"]),
+    // The catalog's domain (assets, call records, scripts, runs, retention): types,
+    // traits, in-memory stores and suites, with no database.
+    ("docket_catalog", &[]),
+    ("docket_storage", &["docket_task", "docket_catalog"]),
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),
     ("docket_script", &[]),
+    // The run bridge and the server know the stores by their traits; only their
+    // tests open a database (see ALLOWED_DEV_ONLY_DEPENDENCIES).
     (
         "docket_run_bridge",
-        &["docket_task", "docket_storage", "docket_script"],
+        &["docket_task", "docket_catalog", "docket_script"],
     ),
     (
         "docket_server",
         &[
             "docket_protocol",
             "docket_task",
-            "docket_storage",
+            "docket_catalog",
             "docket_export",
             "docket_script",
             "docket_run_bridge",
@@ -66,6 +71,7 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_protocol",
             "docket_server",
             "docket_task",
+            "docket_catalog",
             "docket_storage",
             "docket_export",
             "docket_trino_double",
@@ -76,6 +82,15 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The Trino double: a dev-only coordinator double on hyper and SQLite, for
     // docket_export's tests, CI's check with the official Python client, and benchmarks.
     ("docket_trino_double", &[]),
+];
+
+/// Internal edges a package may have as a dev-dependency only, beyond its table row:
+/// its code knows the stores by their traits (`docket_task`, `docket_catalog`), and
+/// only its tests open a real database. Only `bin/docket`, the dev-only crates and
+/// tests open one.
+const ALLOWED_DEV_ONLY_DEPENDENCIES: &[(&str, &[&str])] = &[
+    ("docket_run_bridge", &["docket_storage"]),
+    ("docket_server", &["docket_storage"]),
 ];
 
 /// Workspace packages that are never shipped: test doubles that exist to be talked to,
@@ -379,8 +394,13 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
                 ));
                 continue;
             }
+            // A package may dev-depend on itself, to turn on a feature of its own
+            // (`testing`) for its integration tests.
             let allowed_for_tests = dependency.kind == DependencyKind::Dev
-                && ANY_PACKAGE_MAY_DEV_DEPEND_ON.contains(&dependency.name.as_str());
+                && (ANY_PACKAGE_MAY_DEV_DEPEND_ON.contains(&dependency.name.as_str())
+                    || dependency.name == package.name
+                    || allowed_dev_only_dependencies(&package.name)
+                        .contains(&dependency.name.as_str()));
             if allowed.contains(&dependency.name.as_str()) || allowed_for_tests {
                 continue;
             }
@@ -406,6 +426,13 @@ fn allowed_internal_dependencies(package: &str) -> Option<&'static [&'static str
         .iter()
         .find(|(name, _)| *name == package)
         .map(|(_, allowed)| *allowed)
+}
+
+fn allowed_dev_only_dependencies(package: &str) -> &'static [&'static str] {
+    ALLOWED_DEV_ONLY_DEPENDENCIES
+        .iter()
+        .find(|(name, _)| *name == package)
+        .map_or(&[], |(_, allowed)| *allowed)
 }
 
 fn describe_allowed(allowed: &[&str]) -> String {
@@ -499,6 +526,10 @@ fn manifest_line(manifest: &str, key: &str, kind: DependencyKind) -> usize {
     1
 }
 
+/// How a `lib.rs` makes its README the crate's documentation, which counts as
+/// the file's `//!` comment.
+const README_AS_CRATE_DOC: &str = "#![doc = include_str!(\"../README.md\")]";
+
 fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
     let first = text
         .lines()
@@ -506,6 +537,8 @@ fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
         .find(|(_, line)| !line.trim().is_empty());
     match first {
         Some((_, line)) if line.trim_start().starts_with("//!") => None,
+        // A crate whose README is its documentation (`#![doc = include_str!(…)]`).
+        Some((_, line)) if line.trim_start().starts_with(README_AS_CRATE_DOC) => None,
         Some((index, line)) => Some(Violation::new(
             file,
             index + 1,
@@ -675,6 +708,37 @@ mod tests {
     }
 
     #[test]
+    fn storage_is_allowed_to_the_server_and_the_bridge_as_a_dev_dependency_only() {
+        let workspace = workspace(json!([
+            package("docket_catalog", json!([])),
+            package(
+                "docket_storage",
+                json!([
+                    path_dependency("docket_catalog", None),
+                    path_dependency("docket_storage", Some("dev")),
+                ])
+            ),
+            package(
+                "docket_run_bridge",
+                json!([
+                    path_dependency("docket_catalog", None),
+                    path_dependency("docket_storage", Some("dev")),
+                ])
+            ),
+            package(
+                "docket_server",
+                json!([
+                    path_dependency("docket_catalog", None),
+                    path_dependency("docket_storage", None),
+                ])
+            ),
+        ]));
+        let found = messages(&dependency_edge_violations(&workspace));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("`docket_server` depends on `docket_storage` (dependencies)"));
+    }
+
+    #[test]
     fn protocol_is_allowed_as_a_dev_dependency_only() {
         let workspace = workspace(json!([
             package("docket_protocol", json!([])),
@@ -809,6 +873,15 @@ path = \"../docket_storage\"
             )
         );
         assert!(module_doc_violation(file, "  \n").is_some());
+        assert_eq!(
+            module_doc_violation(
+                file,
+                "#![doc = include_str!(\"../README.md\")]\n\npub mod demo;\n"
+            ),
+            None,
+            "a README included as the crate doc is the module doc"
+        );
+        assert!(module_doc_violation(file, "#![doc = \"inline\"]\n").is_some());
     }
 
     #[test]

@@ -42,6 +42,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
+use docket_storage::test_db::PostgresServer;
 
 /// The variable naming a database to benchmark on instead of a fresh test schema.
 const DATABASE_URL_VAR: &str = "DOCKET_BENCH_DATABASE_URL";
@@ -126,7 +127,8 @@ fn run() -> anyhow::Result<()> {
         .context("cannot start the runtime")?;
     if matches!(args.suite, Suite::All | Suite::Tasks) {
         let database_url = std::env::var(DATABASE_URL_VAR).ok();
-        let results = runtime.block_on(phases::run(&args, database_url))?;
+        let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let results = runtime.block_on(phases::run(&args, database_url, &test_server))?;
         println!("{}", report::text(&results));
         if let Some(path) = &args.output {
             report::write_markdown(path, &results)

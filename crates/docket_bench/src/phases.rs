@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use docket_server::Config;
 use docket_storage::probe::PgProbe;
-use docket_storage::test_db::TestDatabase;
+use docket_storage::test_db::{PostgresServer, TestDatabase};
 use docket_storage::{ConnectOptions, Store};
 use docket_task::{Outcome, TaskId, TaskStore};
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -67,8 +67,13 @@ struct Bench {
     peer_created: AtomicUsize,
 }
 
-/// Runs every phase and returns the numbers.
-pub(crate) async fn run(args: &Args, database_url: Option<String>) -> anyhow::Result<Results> {
+/// Runs every phase and returns the numbers, on `database_url` when given, else
+/// on a fresh schema of `test_server`.
+pub(crate) async fn run(
+    args: &Args,
+    database_url: Option<String>,
+    test_server: &PostgresServer,
+) -> anyhow::Result<Results> {
     ensure!(
         args.samples >= LATENCY_ROUNDS,
         "--samples must be at least {LATENCY_ROUNDS}"
@@ -82,7 +87,7 @@ pub(crate) async fn run(args: &Args, database_url: Option<String>) -> anyhow::Re
     let (url, database, _schema) = match database_url {
         Some(url) => (url, format!("{} (as given)", crate::DATABASE_URL_VAR), None),
         None => {
-            let schema = TestDatabase::postgres().await.context(
+            let schema = TestDatabase::postgres(test_server).await.context(
                 "PostgreSQL is not reachable; start it or set DOCKET_TEST_DATABASE_URL or DOCKET_BENCH_DATABASE_URL",
             )?;
             (

@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use async_trait::async_trait;
+use docket_catalog::ScriptStore;
+use docket_catalog::scripts::{NewRun, NewScript, Run, RunStatus, Script, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::{ChildProcess, Host, HostError, Isolation, Limits};
-use docket_storage::ScriptStore;
-use docket_storage::scripts::{NewRun, NewScript, Run, RunStatus, Script, ScriptVersion};
 use docket_storage::test_db::TestDatabase;
 use serde_json::{Map, Value, json};
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use docket_fixture::{FIXTURE_TOOLS, FixtureDatabase, FixtureStore, fixture_app, fixture_store};
-use docket_storage::test_db::{DATABASE_URL_VAR, TestDatabase};
+use docket_storage::test_db::{DATABASE_URL_VAR, PostgresServer, TestDatabase};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -55,7 +55,8 @@ struct Fixture {
 impl Fixture {
     async fn start() -> Self {
         let database = if std::env::var_os(DATABASE_URL_VAR).is_some() {
-            TestDatabase::postgres().await
+            let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+            TestDatabase::postgres(&server).await
         } else {
             None
         };

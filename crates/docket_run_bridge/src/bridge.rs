@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use docket_script::{
-    Host, Isolation, Limits, RunProgress, ScriptFailure, ScriptInput, ScriptReport,
-};
-use docket_storage::catalog::CatalogError;
-use docket_storage::scripts::{
+use docket_catalog::CatalogError;
+use docket_catalog::scripts::{
     CancelOutcome, Lease, NewRun, Renewal, Run, RunEnding, RunErrorKind, RunSignal, RunStatus,
     ScriptStore, ScriptVersion,
+};
+use docket_script::{
+    Host, Isolation, Limits, RunProgress, ScriptFailure, ScriptInput, ScriptReport,
 };
 use docket_task::TaskStore;
 use docket_task::store::{AuditContext, AuditEntry};
@@ -305,7 +305,7 @@ impl RunBridge {
     /// # Errors
     /// [`BridgeError::Random`].
     pub fn new_run_id() -> Result<String, BridgeError> {
-        docket_storage::catalog::generate_id().map_err(|err| BridgeError::Random(err.to_string()))
+        docket_catalog::generate_id().map_err(|err| BridgeError::Random(err.to_string()))
     }
 
     /// Asks to cancel a run: see [`ScriptStore::cancel_run`]. A run running on
@@ -461,7 +461,7 @@ impl RunBridge {
         match self.store.script(&run.script_id).await {
             Ok(Some(script))
                 if !script.enabled
-                    || script.status != docket_storage::scripts::ScriptStatus::Active =>
+                    || script.status != docket_catalog::scripts::ScriptStatus::Active =>
             {
                 let message = if script.enabled {
                     "the script is deprecated and must not be executed"

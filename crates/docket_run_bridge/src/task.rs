@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use docket_storage::scripts::{Run, RunErrorKind, RunStatus};
+use docket_catalog::scripts::{Run, RunErrorKind, RunStatus};
 use docket_task::{TaskError, TaskId, TaskRecord, TaskStatus};
 use serde_json::Value;
 use time::OffsetDateTime;

@@ -15,18 +15,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use docket_catalog::scripts::testing::{new_run, new_script};
+use docket_catalog::scripts::{
+    CancelOutcome, Run, RunErrorKind, RunStatus, ScriptStore, ScriptVersion,
+};
 use docket_run_bridge::task::run_task;
 use docket_run_bridge::{BridgeConfig, RunBridge, ScriptRunner};
 use docket_script::{RunProgress, ScriptFailure, ScriptReport};
-use docket_storage::scripts::testing::{new_run, new_script};
-use docket_storage::scripts::{
-    CancelOutcome, Run, RunErrorKind, RunStatus, ScriptStore, ScriptVersion,
-};
-use docket_storage::test_db::FaultProxy;
-use docket_storage::test_db::TestDatabase;
+use docket_storage::test_db::{FaultProxy, PostgresServer, TestDatabase};
 use docket_task::{TaskStatus, TaskStore};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+/// The PostgreSQL server the environment names (`DOCKET_TEST_DATABASE_URL`,
+/// `DOCKET_REQUIRE_POSTGRES`): this harness reads the variables, the
+/// test-database helpers do not.
+fn postgres_server() -> PostgresServer {
+    PostgresServer::from_lookup(|name| std::env::var(name).ok())
+}
 
 /// A hang guard, never an assertion about speed.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -347,7 +353,7 @@ async fn shutdown_releases_a_running_run_to_the_queue(h: Harness) {
     ));
 }
 
-async fn new_run_for(h: &Harness, run: &Run) -> docket_storage::scripts::NewRun {
+async fn new_run_for(h: &Harness, run: &Run) -> docket_catalog::scripts::NewRun {
     let script = h
         .store
         .script(&run.script_id)
@@ -426,7 +432,7 @@ async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
 /// taken again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
-    let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
+    let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
         return;
     };
     let h = Harness::new(database).await;
@@ -602,7 +608,7 @@ macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
         mod postgres {
             use super::Harness;
-            suite!(TestDatabase::postgres().await; $($name),*);
+            suite!(TestDatabase::postgres(&super::postgres_server()).await; $($name),*);
             use docket_storage::test_db::TestDatabase;
         }
         mod sqlite {

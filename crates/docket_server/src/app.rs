@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use docket_catalog::{AssetStore, CallCatalog};
 use docket_export::sink::ObjectSink;
 use docket_protocol::meta::Implementation;
-use docket_storage::catalog::{AssetStore, CallCatalog};
 use docket_task::TaskStore;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
@@ -23,10 +23,10 @@ use crate::tasks::Tasks;
 use crate::tools::script_host::ScriptHost;
 use crate::tools::scripts::ScriptDeps;
 use crate::tools::{self, AssetDeps};
+use docket_catalog::ScriptStore;
+use docket_catalog::scripts::{Run, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::{Isolation, Limits};
-use docket_storage::ScriptStore;
-use docket_storage::scripts::{Run, ScriptVersion};
 
 /// The server's name in `serverInfo`.
 pub const SERVER_NAME: &str = "docket";
@@ -57,7 +57,7 @@ pub(crate) struct AppState {
     /// Asset rows and bytes, for downloads.
     pub(crate) assets: Option<AssetDeps>,
     /// Deletes audit rows, call records and assets past their retention.
-    pub(crate) retention: Option<Arc<dyn docket_storage::retention::Retention>>,
+    pub(crate) retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     /// The script tools' store and run bridge, when a database is configured
     /// and `scripts.enabled`.
     pub(crate) scripts: Option<Arc<crate::tools::scripts::ScriptDeps>>,
@@ -89,7 +89,7 @@ pub struct AppBuilder {
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
     scripts: Option<Arc<dyn ScriptStore>>,
-    retention: Option<Arc<dyn docket_storage::retention::Retention>>,
+    retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     script_isolation: Isolation,
 }
 
@@ -200,7 +200,7 @@ impl AppBuilder {
 
     /// The store the retention pass deletes audit rows, call records and assets
     /// from ([`App::delete_expired`]; `docket serve` runs it hourly).
-    pub fn retention(mut self, retention: Arc<dyn docket_storage::retention::Retention>) -> Self {
+    pub fn retention(mut self, retention: Arc<dyn docket_catalog::retention::Retention>) -> Self {
         self.retention = Some(retention);
         self
     }

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_storage::retention::{DueAsset, Retention};
+use docket_catalog::retention::{DueAsset, Retention};
 
 use crate::app::App;
 use crate::tools::AssetDeps;
@@ -70,7 +70,7 @@ impl RetentionAges {
 async fn drain_batches<F, Fut>(what: &str, mut batch: F) -> u64
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<u64, docket_storage::CatalogError>>,
+    Fut: Future<Output = Result<u64, docket_catalog::CatalogError>>,
 {
     let mut total = 0;
     loop {

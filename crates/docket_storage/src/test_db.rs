@@ -2,17 +2,17 @@
 //! test gets a database of its own, so suites run in parallel on one server.
 //!
 //! - [`TestDatabase::postgres`] creates a uniquely named schema on the
-//!   [`TestServer`] it is given, migrates it, and hands out a URL whose
+//!   [`PostgresServer`] it is given, migrates it, and hands out a URL whose
 //!   connections see only that schema (`options=-csearch_path=<schema>`).
 //!   Dropping the value drops the schema. When the server cannot be reached it
 //!   prints why and returns `None`, so the test can skip; when the server is
-//!   [required](TestServer::required) (CI) it panics instead: tests never skip
+//!   [required](PostgresServer::required) (CI) it panics instead: tests never skip
 //!   silently.
 //! - [`TestDatabase::sqlite`] creates a migrated SQLite file in a fresh temporary
 //!   folder, removed on drop.
 //!
 //! Nothing here reads Docket's variables: a test harness builds its
-//! [`TestServer`] with [`TestServer::from_lookup`], passing the lookup in (the
+//! [`PostgresServer`] with [`PostgresServer::from_lookup`], passing the lookup in (the
 //! process environment, as `|name| std::env::var(name).ok()`), so the variables
 //! are named once ([`DATABASE_URL_VAR`], [`REQUIRE_POSTGRES_VAR`]) and read only
 //! by the harness. (SQLite files go in the OS temporary folder,
@@ -31,11 +31,11 @@ use crate::url::{Backend, redact};
 use crate::{ConnectOptions, Store};
 
 /// The variable naming the PostgreSQL server tests use, as
-/// [`TestServer::from_lookup`] reads it.
+/// [`PostgresServer::from_lookup`] reads it.
 pub const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
 
 /// The variable that, set to `1`, makes an unreachable PostgreSQL a failure, as
-/// [`TestServer::from_lookup`] reads it.
+/// [`PostgresServer::from_lookup`] reads it.
 pub const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
 
 /// The server tests use when [`DATABASE_URL_VAR`] is not set.
@@ -51,12 +51,12 @@ const TEST_POOL_SIZE: usize = 4;
 /// The PostgreSQL server test schemas are made on, and whether a test may skip
 /// when it cannot be reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TestServer {
+pub struct PostgresServer {
     url: String,
     required: bool,
 }
 
-impl TestServer {
+impl PostgresServer {
     /// The server at `url`; with `required`, an unreachable server fails the
     /// test instead of skipping it.
     pub fn new(url: impl Into<String>, required: bool) -> Self {
@@ -107,9 +107,9 @@ impl TestDatabase {
     /// printed) when the server cannot be reached.
     ///
     /// # Panics
-    /// When the server cannot be reached and is [required](TestServer::required),
+    /// When the server cannot be reached and is [required](PostgresServer::required),
     /// or when the schema cannot be created or migrated.
-    pub async fn postgres(server: &TestServer) -> Option<Self> {
+    pub async fn postgres(server: &PostgresServer) -> Option<Self> {
         let server_url = server.url.clone();
         let required = server.required;
         let reason =
@@ -309,15 +309,15 @@ mod tests {
 
     #[test]
     fn the_server_comes_from_the_lookup_passed_in() {
-        let server = TestServer::from_lookup(|_| None);
-        assert_eq!(server, TestServer::new(DEFAULT_DATABASE_URL, false));
-        let server = TestServer::from_lookup(|name| match name {
+        let server = PostgresServer::from_lookup(|_| None);
+        assert_eq!(server, PostgresServer::new(DEFAULT_DATABASE_URL, false));
+        let server = PostgresServer::from_lookup(|name| match name {
             DATABASE_URL_VAR => Some("postgres://ci@db/test".into()),
             REQUIRE_POSTGRES_VAR => Some("1".into()),
             _ => None,
         });
-        assert_eq!(server, TestServer::new("postgres://ci@db/test", true));
-        let server = TestServer::from_lookup(|name| {
+        assert_eq!(server, PostgresServer::new("postgres://ci@db/test", true));
+        let server = PostgresServer::from_lookup(|name| {
             (name == REQUIRE_POSTGRES_VAR).then(|| "yes".to_owned())
         });
         assert!(!server.required(), "only `1` requires the server");

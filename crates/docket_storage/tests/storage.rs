@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_storage::test_db::{TestDatabase, TestServer};
+use docket_storage::test_db::{PostgresServer, TestDatabase};
 use docket_storage::{ConnectOptions, StorageError};
 use docket_task::model::{Outcome, TaskStatus};
 use docket_task::store::{Beat, TaskSignal};
@@ -27,8 +27,8 @@ use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The PostgreSQL server the environment names (`DOCKET_TEST_DATABASE_URL`,
 /// `DOCKET_REQUIRE_POSTGRES`).
-fn postgres_server() -> TestServer {
-    TestServer::from_lookup(|name| std::env::var(name).ok())
+fn postgres_server() -> PostgresServer {
+    PostgresServer::from_lookup(|name| std::env::var(name).ok())
 }
 
 /// Generous bound on anything that waits, so a broken signal path fails the
@@ -891,8 +891,8 @@ mod scripts {
 /// batches of what is older than the age, nothing younger; and the assets whose
 /// task is gone.
 mod retention {
-    use docket_storage::Store;
     use docket_catalog::testing::{new_asset, new_call_record};
+    use docket_storage::Store;
     use docket_task::store::{AuditContext, AuditEntry};
 
     use super::*;

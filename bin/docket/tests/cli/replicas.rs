@@ -15,7 +15,7 @@ use crate::support::{Replica, temp_dir};
 /// A schema of its own on the test PostgreSQL, or None (skip) when it is not
 /// reachable and not required.
 async fn database() -> Option<TestDatabase> {
-    TestDatabase::postgres().await
+    TestDatabase::postgres(&crate::support::postgres_server()).await
 }
 
 fn write_config(dir: &Path, name: &str, database_url: &str) -> String {

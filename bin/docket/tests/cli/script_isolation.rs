@@ -318,7 +318,7 @@ async fn a_runs_process_holds_only_its_pipes_and_its_limits() {
 #[tokio::test]
 async fn a_heavy_tick_loop_is_cancelled_through_the_other_replica_and_released_on_sigterm_on_postgres()
  {
-    let Some(database) = TestDatabase::postgres().await else {
+    let Some(database) = TestDatabase::postgres(&crate::support::postgres_server()).await else {
         return;
     };
     let dir = temp_dir("heavy-ticks");

@@ -102,7 +102,7 @@ pub(crate) async fn wait_run(replica: &Replica, run_id: &str, status: &str) -> V
 
 #[tokio::test]
 async fn a_run_started_on_a_and_cancelled_through_b_ends_cancelled_on_postgres() {
-    let Some(database) = TestDatabase::postgres().await else {
+    let Some(database) = TestDatabase::postgres(&crate::support::postgres_server()).await else {
         return;
     };
     let dir = temp_dir("run-cancel");
@@ -147,7 +147,7 @@ async fn a_run_started_on_a_and_cancelled_through_b_ends_cancelled_on_postgres()
 
 #[tokio::test]
 async fn a_killed_replicas_run_is_reclaimed_and_finished_by_the_other_on_postgres() {
-    let Some(database) = TestDatabase::postgres().await else {
+    let Some(database) = TestDatabase::postgres(&crate::support::postgres_server()).await else {
         return;
     };
     let dir = temp_dir("run-kill");
@@ -206,7 +206,7 @@ async fn the_embedded_default_runs_a_script_followed_by_docket_call() {
 
 #[tokio::test]
 async fn a_run_on_a_replica_that_shuts_down_is_released_to_another_on_postgres() {
-    let Some(database) = TestDatabase::postgres().await else {
+    let Some(database) = TestDatabase::postgres(&crate::support::postgres_server()).await else {
         return;
     };
     let dir = temp_dir("run-release");

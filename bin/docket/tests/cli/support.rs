@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// The PostgreSQL server the environment names (`DOCKET_TEST_DATABASE_URL`,
+/// `DOCKET_REQUIRE_POSTGRES`): the tests read the variables, the test-database
+/// helpers do not.
+pub(crate) fn postgres_server() -> docket_storage::test_db::PostgresServer {
+    docket_storage::test_db::PostgresServer::from_lookup(|name| std::env::var(name).ok())
+}
+
 /// A running `docket serve` process; killed when dropped.
 pub(crate) struct Replica {
     child: Child,

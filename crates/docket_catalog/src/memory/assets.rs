@@ -88,8 +88,7 @@ impl AssetStore for MemoryAssets {
             .filter(|asset| owner.is_none_or(|owner| asset.owner == owner))
             .filter(|asset| {
                 before.is_none_or(|cursor| {
-                    (asset.created_at, asset.id.as_str())
-                        < (cursor.created_at, cursor.id.as_str())
+                    (asset.created_at, asset.id.as_str()) < (cursor.created_at, cursor.id.as_str())
                 })
             })
             .cloned()

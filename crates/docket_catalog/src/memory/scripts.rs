@@ -12,8 +12,8 @@ use time::OffsetDateTime;
 use super::{after, before, lock, now, page};
 use crate::CatalogError;
 use crate::scripts::{
-    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, RunStatus,
-    Script, ScriptChange, ScriptStatus, ScriptStore, ScriptVersion,
+    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, RunStatus, Script,
+    ScriptChange, ScriptStatus, ScriptStore, ScriptVersion,
 };
 
 /// A run with the instant before which no worker may claim it (a retry's

@@ -11,13 +11,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use docket_catalog::{Asset, CallKind, NewAsset, NewCallRecord};
 use docket_export::api::{
     ApiError, ApiExportLimits, ApiRequest, ApiResponse, RequestBody, export_response,
     extension_for, is_textual, normalize_path, pagination_hint,
 };
 use docket_protocol::JsonObject;
 use docket_protocol::tools::CallToolResult;
-use docket_storage::catalog::{Asset, CallKind, NewAsset, NewCallRecord};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -487,7 +487,7 @@ impl Drop for CallRecorder {
 
 async fn write_record(assets: &AssetDeps, mut record: NewCallRecord) {
     if record.id.is_empty() {
-        match docket_storage::catalog::generate_id() {
+        match docket_catalog::generate_id() {
             Ok(id) => record.id = id,
             Err(_) => return,
         }

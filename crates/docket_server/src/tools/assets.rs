@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use docket_catalog::{Asset, AssetCursor, AssetStore, CallCatalog, NewCallRecord};
 use docket_export::sink::ObjectSink;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
-use docket_storage::catalog::{Asset, AssetCursor, AssetStore, CallCatalog, NewCallRecord};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 

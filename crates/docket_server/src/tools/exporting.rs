@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use docket_catalog::{Asset, NewAsset, generate_id};
 use docket_export::sink::Upload;
 use docket_protocol::JsonObject;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
-use docket_storage::catalog::{Asset, NewAsset, generate_id};
 use serde_json::Value;
 
 use super::assets::{AssetDeps, asset_result};

@@ -11,13 +11,13 @@
 
 use std::sync::Arc;
 
+use docket_catalog::{CallKind, NewAsset, NewCallRecord};
 use docket_export::graphql::{
     GraphqlError, GraphqlExportLimits, GraphqlExportPlan, GraphqlFormat, GraphqlRequest, Operation,
     Pagination, check_document, execute, export_query, summarize_errors,
 };
 use docket_protocol::JsonObject;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
-use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
 use serde_json::{Value, json};
 
 use super::api::{

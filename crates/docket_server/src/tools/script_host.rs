@@ -17,9 +17,9 @@ use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use docket_catalog::{NewAsset, generate_id};
 use docket_export::format::{ChunkBuffer, ColumnSpec, Format, RowWriter};
 use docket_script::{Host, HostError};
-use docket_storage::catalog::{NewAsset, generate_id};
 use serde_json::{Map, Value, json};
 
 use super::assets::asset_json;

@@ -19,14 +19,14 @@
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use docket_protocol::tools::{CallToolResult, ContentBlock, ToolAnnotations};
-use docket_run_bridge::RunBridge;
-use docket_script::{Isolation, Limits, RunProgress, ScriptFailure, ScriptInput};
-use docket_storage::catalog::{CatalogError, generate_id};
-use docket_storage::scripts::{
+use docket_catalog::scripts::{
     CancelOutcome, NewRun, NewScript, Run, RunErrorKind, RunFilter, RunStatus, Script,
     ScriptChange, ScriptStatus, ScriptStore, ScriptVersion,
 };
+use docket_catalog::{CatalogError, generate_id};
+use docket_protocol::tools::{CallToolResult, ContentBlock, ToolAnnotations};
+use docket_run_bridge::RunBridge;
+use docket_script::{Isolation, Limits, RunProgress, ScriptFailure, ScriptInput};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

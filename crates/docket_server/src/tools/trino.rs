@@ -10,6 +10,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use docket_catalog::{CallKind, NewAsset, NewCallRecord};
 use docket_export::export::{ExportError, ExportLimits, export_query};
 use docket_export::format::Format;
 use docket_export::readonly::{ReadOnlyStatement, StatementKind, check_read_only_with};
@@ -18,7 +19,6 @@ use docket_protocol::JsonObject;
 use docket_protocol::meta::ClientCapabilities;
 use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
-use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
 use serde_json::{Value, json};
 
 use super::assets::{AssetDeps, asset_result};

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket_catalog::CallCatalog;
 use docket_server::config::Config;
-use docket_storage::catalog::CallCatalog;
 use docket_storage::test_db::TestDatabase;
 use serde_json::{Value, json};
 
@@ -146,7 +146,7 @@ impl Fixture {
     }
 
     /// Waits until the call catalog holds a record with this id.
-    async fn call_record(&self, id: &str) -> docket_storage::catalog::CallRecord {
+    async fn call_record(&self, id: &str) -> docket_catalog::CallRecord {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(record) = self.catalog.get(id).await.expect("catalog") {
@@ -178,7 +178,7 @@ impl Fixture {
     }
 
     /// The newest call records, after every record written so far has landed.
-    async fn recent_calls(&self) -> Vec<docket_storage::catalog::CallRecord> {
+    async fn recent_calls(&self) -> Vec<docket_catalog::CallRecord> {
         self.catalog.recent(None, 100).await.expect("recent")
     }
 }
@@ -644,7 +644,7 @@ async fn a_direct_export_stores_the_response_with_its_type_and_status(backend: B
     let record = f
         .call_record(exported["call_id"].as_str().expect("call id"))
         .await;
-    assert_eq!(record.kind, docket_storage::catalog::CallKind::Api);
+    assert_eq!(record.kind, docket_catalog::CallKind::Api);
     assert_eq!(record.statement, "GET /items");
     assert_eq!(record.upstream_status, Some(200));
     assert_eq!(record.asset_id.as_deref(), Some(asset_id));
@@ -984,7 +984,7 @@ async fn graphql_queries_report_errors_and_documents_are_checked_before_io(backe
     assert!(
         records
             .iter()
-            .all(|r| r.kind == docket_storage::catalog::CallKind::Graphql)
+            .all(|r| r.kind == docket_catalog::CallKind::Graphql)
     );
     assert!(
         records.iter().any(|r| r.statement == "query B"),

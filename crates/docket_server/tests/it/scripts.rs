@@ -896,7 +896,7 @@ async fn every_script_tool_answers_unavailable_while_the_run_store_is_down(backe
         return;
     };
     let store = database.connect().await;
-    let flaky = Arc::new(docket_storage::scripts::testing::FlakyScripts::new(
+    let flaky = Arc::new(docket_catalog::scripts::testing::FlakyScripts::new(
         store.script_store(),
     ));
     let mut config = Config::from_yaml(
@@ -907,7 +907,7 @@ async fn every_script_tool_answers_unavailable_while_the_run_store_is_down(backe
     config.auth = users(&[("alice", &["admin"])]);
     let app = docket_server::App::builder(config)
         .task_store(store.task_store())
-        .scripts(Arc::clone(&flaky) as Arc<dyn docket_storage::ScriptStore>)
+        .scripts(Arc::clone(&flaky) as Arc<dyn docket_catalog::ScriptStore>)
         .build()
         .expect("app");
     let server = TestServer::start(app).await;
@@ -987,7 +987,7 @@ async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(back
         return;
     };
     let store = database.connect().await;
-    let runs = Arc::new(docket_storage::scripts::testing::FlakyScripts::new(
+    let runs = Arc::new(docket_catalog::scripts::testing::FlakyScripts::new(
         store.script_store(),
     ));
     let mut config = Config::from_yaml(
@@ -999,7 +999,7 @@ async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(back
     config.auth = users(&[("alice", &["admin"]), ("bob", &["analyst"])]);
     let app = docket_server::App::builder(config)
         .task_store(store.task_store())
-        .scripts(Arc::clone(&runs) as Arc<dyn docket_storage::ScriptStore>)
+        .scripts(Arc::clone(&runs) as Arc<dyn docket_catalog::ScriptStore>)
         .build()
         .expect("app");
     let server = TestServer::start(app).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use docket_server::auth::{ApiKeyConfig, AuthConfig};
 use docket_server::{App, Config};
-use docket_storage::test_db::TestDatabase;
+use docket_storage::test_db::{PostgresServer, TestDatabase};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -224,9 +224,16 @@ impl Backend {
     pub(crate) async fn database(self) -> Option<TestDatabase> {
         match self {
             Backend::Sqlite => Some(TestDatabase::sqlite().await),
-            Backend::Postgres => TestDatabase::postgres().await,
+            Backend::Postgres => TestDatabase::postgres(&postgres_server()).await,
         }
     }
+}
+
+/// The PostgreSQL server the environment names (`DOCKET_TEST_DATABASE_URL`,
+/// `DOCKET_REQUIRE_POSTGRES`): the tests read the variables, the test-database
+/// helpers do not.
+pub(crate) fn postgres_server() -> PostgresServer {
+    PostgresServer::from_lookup(|name| std::env::var(name).ok())
 }
 
 /// A server whose tasks, assets and call records (and scripts, when asked) live
@@ -243,7 +250,7 @@ impl StoredServer {
         let store = database.connect().await;
         let files = std::env::temp_dir().join(format!(
             "docket-assets-{}",
-            docket_storage::catalog::generate_id().expect("id")
+            docket_catalog::generate_id().expect("id")
         ));
         let mut builder = App::builder(config)
             .task_store(store.task_store())

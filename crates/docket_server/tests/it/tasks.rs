@@ -682,7 +682,9 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
 /// never failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
-    let Some(database) = docket_storage::test_db::TestDatabase::postgres().await else {
+    let Some(database) =
+        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await
+    else {
         return;
     };
     let proxy =

@@ -17,7 +17,7 @@ use crate::support::{Backend, StoredServer, TASKS, TestServer, key_of, on_both_b
 struct Fixture {
     server: TestServer,
     double: TrinoDouble,
-    catalog: Arc<dyn docket_storage::catalog::CallCatalog>,
+    catalog: Arc<dyn docket_catalog::CallCatalog>,
     _database: TestDatabase,
     _files: std::path::PathBuf,
 }
@@ -719,7 +719,7 @@ async fn the_retention_pass_deletes_audit_calls_and_assets_with_their_bytes(back
     let orphan = export("orphan").await;
     // The orphan's task is gone (as after the task retention pass).
     let assets = stored.store.asset_store();
-    let mut row = docket_storage::catalog::testing::new_asset("apikey:alice", "of-a-gone-task.csv");
+    let mut row = docket_catalog::testing::new_asset("apikey:alice", "of-a-gone-task.csv");
     row.storage_key = assets
         .get(&orphan)
         .await

@@ -9,9 +9,9 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::schema::assets;
-use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
 use crate::error::catalog_query_error;
 use crate::shared;
+use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
 
 /// How often an insert that met an idempotency conflict looks for the asset it
 /// conflicted with and, finding it deleted in between, inserts again. Each

@@ -6,9 +6,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use time::OffsetDateTime;
 
 use super::schema::call_records;
-use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 use crate::error::catalog_query_error;
 use crate::shared;
+use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 
 /// A call record as read.
 #[derive(Debug, Queryable, Selectable)]

@@ -30,13 +30,13 @@ use time::OffsetDateTime;
 use tokio_postgres::NoTls;
 
 use crate::ConnectOptions;
+use crate::error::{Cause, StorageError, catalog_error, pool_error};
+use crate::shared::{self, Ending};
+use crate::url::Backend;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
-use crate::error::{Cause, StorageError, catalog_error, pool_error};
-use crate::shared::{self, Ending};
-use crate::url::Backend;
 
 /// How long a caller waits for a free pooled connection before the store
 /// reports itself unavailable.

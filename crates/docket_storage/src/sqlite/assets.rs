@@ -12,9 +12,9 @@ use time::{OffsetDateTime, UtcOffset};
 
 use super::schema::assets;
 use super::tasks::{json, time};
-use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
 use crate::error::catalog_error;
 use crate::shared;
+use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
 
 /// The one form SQLite stores times in (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so a
 /// cursor's time compares as text exactly as the stored times do.

@@ -6,9 +6,9 @@ use diesel::sqlite::Sqlite;
 
 use super::schema::call_records;
 use super::tasks::time;
-use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 use crate::error::catalog_error;
 use crate::shared;
+use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 
 /// A call record as read (its time as text).
 #[derive(Debug, Queryable, Selectable)]

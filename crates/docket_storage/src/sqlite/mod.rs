@@ -45,13 +45,13 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
+use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
+use crate::shared::{self, Ending};
+use crate::url::{self, Backend};
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
-use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
-use crate::shared::{self, Ending};
-use crate::url::{self, Backend};
 
 /// How long a statement waits for another process's write lock.
 pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";

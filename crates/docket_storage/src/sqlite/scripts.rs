@@ -13,17 +13,17 @@ use time::OffsetDateTime;
 
 use super::SqliteStore;
 use super::tasks::{NOW, json, modifier, time};
-use docket_catalog::CatalogError;
 use crate::error::catalog_error;
 use crate::scripts::rows::{
     self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
 };
 use crate::scripts::{self, VersionInsert};
+use crate::shared;
+use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
     CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
     ScriptChange, ScriptStore, ScriptVersion,
 };
-use crate::shared;
 
 /// The fence every write of a lease holder carries (?1 id, ?2 owner, ?3 attempt).
 const FENCE: &str = "id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND status = 'running'";
