@@ -33,9 +33,15 @@
 //! another replica: cancels, claims and endings are all rows, and signals only
 //! make them arrive sooner.
 
+mod audit;
 mod bridge;
+mod config;
+mod replica;
+mod runner;
 pub mod task;
+mod worker;
 
-pub use bridge::{
-    BridgeConfig, BridgeError, RUN_SCRIPT_TOOL, RunBridge, SandboxRunner, ScriptRunner,
-};
+pub use audit::RUN_SCRIPT_TOOL;
+pub use bridge::RunBridge;
+pub use config::{BridgeConfig, BridgeError};
+pub use runner::{SandboxRunner, ScriptRunner};

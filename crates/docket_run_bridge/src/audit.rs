@@ -1,0 +1,52 @@
+//! A run's one audit row: written when the run ends, as the tool
+//! [`RUN_SCRIPT_TOOL`] acting as `script:<script id>`.
+
+use std::sync::Arc;
+
+use docket_catalog::scripts::{Run, RunErrorKind, RunStatus};
+use docket_task::TaskStore;
+use docket_task::store::{AuditContext, AuditEntry};
+use serde_json::json;
+
+/// The tool that starts runs, and the tool name of a run's audit row.
+pub const RUN_SCRIPT_TOOL: &str = "run_script";
+
+/// Writes a run's one audit row, in the background: an audit failure never
+/// fails the run.
+pub(crate) fn record_run(audit: Option<Arc<dyn TaskStore>>, run: &Run, duration_ms: i64) {
+    let Some(audit) = audit else {
+        return;
+    };
+    let outcome = match (run.status, run.error_kind) {
+        (RunStatus::Succeeded, _) => "completed",
+        (RunStatus::Cancelled, _) => "cancelled",
+        (_, Some(RunErrorKind::Platform)) => "failed",
+        _ => "tool_error",
+    };
+    let entry = AuditEntry {
+        tool: RUN_SCRIPT_TOOL.to_owned(),
+        subject: format!("script:{}", run.script_id),
+        context: AuditContext {
+            persona: None,
+            connection: None,
+            arguments: json!({
+                "script": run.script_name,
+                "script_id": run.script_id,
+                "version": run.version,
+                "run_id": run.id,
+                "owner": run.script_owner,
+                "requested_by": run.requested_by,
+                "attempt": run.attempt,
+            }),
+        },
+        success: run.status == RunStatus::Succeeded,
+        outcome: outcome.to_owned(),
+        error_message: run.error.clone(),
+        duration_ms,
+    };
+    tokio::spawn(async move {
+        if let Err(error) = audit.record_audit(entry).await {
+            tracing::warn!(%error, "could not write a run's audit row");
+        }
+    });
+}

@@ -1,0 +1,104 @@
+//! What one replica's bridge holds in memory and its workers share: the
+//! store, the runner, the audit store, the configuration, the wake-ups, the
+//! runs executing here (each with why it was stopped), and the shutdown flags.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use docket_catalog::scripts::{Run, ScriptStore};
+use docket_task::TaskStore;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit;
+use crate::config::BridgeConfig;
+use crate::runner::ScriptRunner;
+
+/// Why a worker stopped its sandbox early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum StopReason {
+    None = 0,
+    /// Someone asked to cancel the run.
+    Cancel = 1,
+    /// The lease is gone: another worker holds the run.
+    LeaseLost = 2,
+    /// This replica is shutting down.
+    Shutdown = 3,
+}
+
+/// A run executing on this replica: its cancel token and why it was fired.
+pub(crate) struct Executing {
+    pub(crate) cancel: CancellationToken,
+    pub(crate) reason: Arc<AtomicU8>,
+}
+
+impl Executing {
+    pub(crate) fn stop(&self, reason: StopReason) {
+        // The first reason wins: a cancel that raced a shutdown stays a cancel.
+        let _ = self.reason.compare_exchange(
+            StopReason::None as u8,
+            reason as u8,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        self.cancel.cancel();
+    }
+}
+
+/// The state a bridge and its workers share on one replica.
+pub(crate) struct Replica {
+    pub(crate) store: Arc<dyn ScriptStore>,
+    pub(crate) audit: Option<Arc<dyn TaskStore>>,
+    pub(crate) runner: Arc<dyn ScriptRunner>,
+    pub(crate) config: BridgeConfig,
+    /// Wakes idle workers (a local enqueue, a NOTIFY from another replica).
+    pub(crate) wake: Notify,
+    /// Wakes waiters when a run ends on this replica.
+    pub(crate) ended: Notify,
+    pub(crate) executing: Mutex<HashMap<String, Executing>>,
+    /// No more claims: set when shutdown starts.
+    pub(crate) draining: AtomicBool,
+    /// Fires when workers must stop: their runs are released.
+    pub(crate) stop: CancellationToken,
+}
+
+impl Replica {
+    /// Nothing executing, not draining, not stopped.
+    pub(crate) fn new(
+        store: Arc<dyn ScriptStore>,
+        audit: Option<Arc<dyn TaskStore>>,
+        runner: Arc<dyn ScriptRunner>,
+        config: BridgeConfig,
+    ) -> Self {
+        Self {
+            store,
+            audit,
+            runner,
+            config,
+            wake: Notify::new(),
+            ended: Notify::new(),
+            executing: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    /// Stops the run if it executes here, for `reason`.
+    pub(crate) fn stop_local(&self, run_id: &str, reason: StopReason) {
+        if let Some(executing) = lock(&self.executing).get(run_id) {
+            executing.stop(reason);
+        }
+    }
+
+    /// Writes a run's one audit row, in the background: an audit failure never
+    /// fails the run.
+    pub(crate) fn audit_run(&self, run: &Run, duration_ms: i64) {
+        audit::record_run(self.audit.clone(), run, duration_ms);
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
