@@ -3,8 +3,8 @@
 //! It runs every test of every workspace member, xtask's tidy tests included. Suites
 //! that need PostgreSQL read `DOCKET_TEST_DATABASE_URL`; with `DOCKET_REQUIRE_POSTGRES=1`
 //! (CI) a database that does not answer is a failure here, before anything compiles,
-//! instead of a pile of confusing test failures later (DESIGN.md §6: tests never skip
-//! silently).
+//! instead of a pile of confusing test failures later (docs/design.md, Testing: tests
+//! never skip silently).
 
 use std::process::Command;
 

@@ -15,10 +15,10 @@ use serde_json::Value;
 
 use crate::util;
 
-/// The internal dependency edges DESIGN.md §4 allows, per workspace package. Normal,
-/// dev and build dependencies are all held to it: a test that reaches into another
-/// crate couples the two as much as code does. A new edge is a design change, so it
-/// changes DESIGN.md §4 and this table together.
+/// The internal dependency edges allowed per workspace package (docs/design.md, Crates
+/// and their edges). Normal, dev and build dependencies are all held to it: a test that
+/// reaches into another crate couples the two as much as code does. A new edge is a
+/// design change, so it changes docs/design.md and this table together.
 const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_protocol", &[]),
     ("docket_task", &[]),
@@ -89,7 +89,8 @@ const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double", "docket_bench"];
 const ANY_PACKAGE_MAY_DEV_DEPEND_ON: &[&str] = &["docket_protocol"];
 
 /// External crates that only one workspace package may use (as a normal or build
-/// dependency), because DESIGN.md §4 gives that package sole knowledge of them.
+/// dependency), because docs/design.md (Crates and their edges) gives that package sole
+/// knowledge of them.
 const RESTRICTED_EXTERNAL_DEPENDENCIES: &[RestrictedDependency] = &[
     RestrictedDependency {
         name: CrateName::Exact("hyper"),
@@ -130,7 +131,7 @@ const FORBIDDEN_TEXT: &[(&str, &str)] = &[
     ),
     (
         concat!("#[", "ignore"),
-        "tests never skip silently (DESIGN.md §6); fix the test or delete it",
+        "tests never skip silently (docs/design.md, Testing); fix the test or delete it",
     ),
     (
         concat!("#[", "should_panic"),
@@ -169,7 +170,7 @@ type Check = fn(&Path) -> anyhow::Result<Vec<Violation>>;
 
 /// Every check, by the name `cargo xtask tidy` prints.
 const CHECKS: &[(&str, Check)] = &[
-    ("internal dependency edges (DESIGN.md §4)", dependency_edges),
+    ("internal dependency edges (design.md)", dependency_edges),
     ("restricted external dependencies", restricted_dependencies),
     ("every .rs file starts with a //! comment", module_docs),
     ("no placeholder, skip or debug macros", forbidden_text),
@@ -353,8 +354,8 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
                 1,
                 format!(
                     "workspace package `{}` is not in the dependency table; a new crate is a \
-                     design change: add it to DESIGN.md §4 and to ALLOWED_INTERNAL_DEPENDENCIES \
-                     in xtask/src/tidy.rs",
+                     design change: add it to docs/design.md (Crates and their edges) and to \
+                     ALLOWED_INTERNAL_DEPENDENCIES in xtask/src/tidy.rs",
                     package.name
                 ),
             ));
@@ -388,8 +389,8 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
                 &package.manifest,
                 manifest_line(&package.manifest_text, &dependency.key, dependency.kind),
                 format!(
-                    "`{}` depends on `{}` ({}), an edge DESIGN.md §4 does not allow (allowed: {}); \
-                     a new dependency edge is a design change",
+                    "`{}` depends on `{}` ({}), an edge docs/design.md does not allow \
+                     (allowed: {}); a new dependency edge is a design change",
                     package.name,
                     dependency.name,
                     dependency.kind,
@@ -461,7 +462,8 @@ fn restricted_dependency_violations(workspace: &Workspace) -> Vec<Violation> {
                     &package.manifest,
                     manifest_line(&package.manifest_text, &dependency.key, dependency.kind),
                     format!(
-                        "`{}` depends on `{}` ({}), but {} (DESIGN.md §4)",
+                        "`{}` depends on `{}` ({}), but {} (docs/design.md, Crates and their \
+                         edges)",
                         package.name, dependency.name, dependency.kind, restriction.reason
                     ),
                 ));
@@ -702,7 +704,7 @@ mod tests {
             "{}",
             found[0]
         );
-        assert!(found[0].contains("add it to DESIGN.md §4"));
+        assert!(found[0].contains("add it to docs/design.md"));
     }
 
     #[test]
