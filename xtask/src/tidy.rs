@@ -217,7 +217,7 @@ fn restricted_dependencies(root: &Path) -> anyhow::Result<Vec<Violation>> {
 }
 
 /// Every `.rs` file starts (after blank lines) with an inner doc comment saying what
-/// it is for.
+/// it is for; a crate root may instead take its README as its doc (see [`README_DOC`]).
 fn module_docs(root: &Path) -> anyhow::Result<Vec<Violation>> {
     let mut violations = Vec::new();
     for file in rust_files(root)? {
@@ -501,6 +501,10 @@ fn manifest_line(manifest: &str, key: &str, kind: DependencyKind) -> usize {
     1
 }
 
+/// The first line of a library crate whose README is its crate doc, so that the
+/// example a reader sees first is a doctest (STYLE.md 14).
+const README_DOC: &str = "#![doc = include_str!(\"../README.md\")]";
+
 fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
     let first = text
         .lines()
@@ -508,6 +512,7 @@ fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
         .find(|(_, line)| !line.trim().is_empty());
     match first {
         Some((_, line)) if line.trim_start().starts_with("//!") => None,
+        Some((_, line)) if file.ends_with("src/lib.rs") && line.trim() == README_DOC => None,
         Some((index, line)) => Some(Violation::new(
             file,
             index + 1,
@@ -811,6 +816,17 @@ path = \"../docket_storage\"
             )
         );
         assert!(module_doc_violation(file, "  \n").is_some());
+    }
+
+    #[test]
+    fn a_crate_root_may_take_its_readme_as_its_doc() {
+        let text = "#![doc = include_str!(\"../README.md\")]\n\npub mod a;\n";
+        assert_eq!(
+            module_doc_violation(Path::new("crates/demo/src/lib.rs"), text),
+            None
+        );
+        // Only a crate root: a module still says what it is for in its own words.
+        assert!(module_doc_violation(Path::new("crates/demo/src/a.rs"), text).is_some());
     }
 
     #[test]

@@ -1,10 +1,4 @@
-//! The Docket MCP server: the `/mcp` endpoint over hyper, the call pipeline
-//! (identity → authorization → gates → consent → handler), the tool registry,
-//! configuration and the platform tools.
-//!
-//! `serve(listener, app, shutdown)` owns the accept loop; the binary only parses
-//! flags, reads configuration, binds and installs signal handlers. Embedders build
-//! an [`App`] with their own tools through [`App::builder`] and call [`serve`].
+#![doc = include_str!("../README.md")]
 
 pub mod auth;
 pub mod config;

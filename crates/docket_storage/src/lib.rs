@@ -1,31 +1,4 @@
-//! Docket's database layer: the [`TaskStore`], the asset catalog
-//! ([`AssetStore`]) and the call catalog ([`CallCatalog`]) on PostgreSQL
-//! ([`PgStore`]) and on SQLite ([`SqliteStore`]).
-//!
-//! - [`connect`] opens either backend from a `postgres://…` or `sqlite://PATH` URL
-//!   and [`migrate`] applies that backend's embedded migrations
-//!   (`migrations/postgres/`, `migrations/sqlite/` at the workspace root).
-//! - PostgreSQL is for production and many replicas: terminal transitions are
-//!   compare-and-set statements, the heartbeat is one statement per replica, the
-//!   sweepers skip rows another replica holds, and cancels and input answers are
-//!   also announced with `NOTIFY docket_tasks` so the running replica hears them
-//!   before its next heartbeat.
-//! - SQLite is the embedded single-node default: the same semantics on one file,
-//!   one writer connection, signals only through the heartbeat.
-//! - [`catalog`] defines assets and call records, their traits, and the
-//!   behaviour suite both backends run.
-//! - [`scripts`] defines managed scripts, their versions and their runs (the
-//!   run queue), the [`ScriptStore`] trait and the behaviour suite both
-//!   backends run.
-//! - [`test_db`] gives each test its own PostgreSQL schema or SQLite file.
-//!
-//! diesel-async has no connection that spans backends, so each backend has its
-//! own schema, models and statements; what does not depend on SQL (how an outcome
-//! ends a task, how input requests and answers merge) is shared.
-//!
-//! **Architecture Invariant:** this is the only crate that names diesel or SQL.
-//! No statement qualifies a table with a schema name, so per-test schemas work
-//! through `search_path` alone.
+#![doc = include_str!("../README.md")]
 
 pub mod catalog;
 mod error;
