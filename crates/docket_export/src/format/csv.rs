@@ -14,7 +14,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use super::trino_type::TrinoType;
-use super::{ColumnSpec, FormatError};
+use super::spec::{ColumnSpec, FormatError};
 
 /// The first characters that make a spreadsheet treat a cell as a formula.
 const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
