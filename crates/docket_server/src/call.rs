@@ -29,13 +29,14 @@ use crate::error::McpError;
 use crate::headers;
 use crate::http::StreamItem;
 use crate::metrics::CallOutcome;
+use crate::refusal::Refusal;
 use crate::registry::{
     Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, TaskSupport, ToolCall,
     ToolHandler, ToolOutcome,
 };
 use crate::request_state::Binding;
 use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
-use crate::tools::{PLATFORM_INFO, error_result};
+use crate::tools::PLATFORM_INFO;
 
 /// Runs one `tools/call`.
 pub(crate) async fn call_tool(
@@ -74,9 +75,7 @@ pub(crate) async fn call_tool(
     // Authorization: the persona must allow the tool and the connection the call
     // uses — the one it names, or the tool's default when it names none.
     let Some(persona) = state.personas.resolve(&identity.roles) else {
-        return refuse(error_result(
-            "unauthorized",
-            "authorization_denied",
+        return refuse(Refusal::Unauthorized.result(
             &format!(
                 "not authorized: no persona matches the roles of {}",
                 identity.display_name
@@ -85,10 +84,8 @@ pub(crate) async fn call_tool(
         ));
     };
     if !persona.may_call_tool(&params.name) {
-        return refuse(error_result(
-            "unauthorized",
-            "authorization_denied",
-            &format!(
+        return refuse(Refusal::Unauthorized.result(
+&format!(
                 "not authorized: tool not allowed for persona: {}",
                 persona.name
             ),
@@ -106,9 +103,7 @@ pub(crate) async fn call_tool(
         && !persona.may_use_connection(connection)
     {
         {
-            return refuse(error_result(
-                "unauthorized",
-                "authorization_denied",
+            return refuse(Refusal::Unauthorized.result(
                 &format!(
                     "not authorized: connection not allowed for persona: {}",
                     persona.name
@@ -127,9 +122,7 @@ pub(crate) async fn call_tool(
         && let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now())
     {
         {
-            return refuse(error_result(
-                "rate_limited",
-                "rate_limited",
+            return refuse(Refusal::RateLimited.result(
                 &format!(
                     "RATE_LIMITED: too many tool calls in a short window; {} was refused",
                     params.name

@@ -7,6 +7,7 @@ pub mod headers;
 pub mod metrics;
 pub mod persona;
 pub mod rate_limit;
+pub mod refusal;
 pub mod registry;
 pub mod request_state;
 pub mod tools;

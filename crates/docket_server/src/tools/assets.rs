@@ -10,7 +10,7 @@ use docket_storage::catalog::{Asset, AssetCursor, AssetStore, CallCatalog, NewCa
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use super::error_result;
+use crate::refusal::Refusal;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// What the asset tools and exports share.
@@ -136,9 +136,7 @@ async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
         Some(token) => match AssetCursor::decode(token) {
             Some(cursor) => Some(cursor),
             None => {
-                return error_result(
-                    "invalid_arguments",
-                    "client_input",
+                return Refusal::InvalidArguments.result(
                     "the cursor is not valid",
                     "Use next_cursor from list_assets.",
                 );
@@ -156,12 +154,9 @@ async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
             let listed: Vec<Value> = assets.iter().map(|asset| asset_json(deps, asset)).collect();
             CallToolResult::structured(json!({"assets": listed, "next_cursor": next_cursor}))
         }
-        Err(err) => error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        ),
+        Err(err) => {
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again.")
+        }
     }
 }
 
@@ -199,17 +194,12 @@ async fn get(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
     {
         Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset)),
         // Not yours and does not exist read the same.
-        Ok(None) => error_result(
-            "not_found",
-            "not_found",
+        Ok(None) => Refusal::NotFound.result(
             &format!("no asset {id:?}"),
             "Call list_assets to see your assets.",
         ),
-        Err(err) => error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        ),
+        Err(err) => {
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again.")
+        }
     }
 }

@@ -13,8 +13,8 @@ use docket_storage::catalog::{Asset, NewAsset, generate_id};
 use serde_json::Value;
 
 use super::assets::{AssetDeps, asset_result};
-use super::error_result;
 use crate::config::ExportsConfig;
+use crate::refusal::Refusal;
 use crate::registry::ToolCall;
 
 /// The timeout an export call asks for (`timeout_seconds`), or the default.
@@ -27,9 +27,7 @@ pub(crate) fn export_timeout(
         .and_then(Value::as_u64)
         .map(Duration::from_secs)
     {
-        Some(timeout) if timeout > limits.max_timeout => Err(error_result(
-            "invalid_arguments",
-            "client_input",
+        Some(timeout) if timeout > limits.max_timeout => Err(Refusal::InvalidArguments.result(
             &format!(
                 "timeout_seconds {} exceeds the maximum of {}",
                 timeout.as_secs(),
@@ -54,12 +52,9 @@ pub(crate) async fn replay(
     match assets.store.find_by_idempotency_key(owner, key).await {
         Ok(Some(existing)) => Some(asset_result(assets, &existing, message, None)),
         Ok(None) => None,
-        Err(err) => Some(error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        )),
+        Err(err) => Some(
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again."),
+        ),
     }
 }
 
@@ -75,12 +70,7 @@ pub(crate) struct ExportIds {
 pub(crate) fn export_ids() -> Result<ExportIds, CallToolResult> {
     match (generate_id(), generate_id()) {
         (Ok(asset_id), Ok(call_id)) => Ok(ExportIds { asset_id, call_id }),
-        _ => Err(error_result(
-            "internal",
-            "internal",
-            "could not draw an id",
-            "Try again.",
-        )),
+        _ => Err(Refusal::Internal.result("could not draw an id", "Try again.")),
     }
 }
 
@@ -150,9 +140,7 @@ impl AssetFields {
 /// Where exports go, or the refusal of an export when assets are not configured.
 pub(crate) fn configured(assets: Option<&AssetDeps>) -> Result<&AssetDeps, CallToolResult> {
     assets.ok_or_else(|| {
-        error_result(
-            "not_configured",
-            "feature_unavailable",
+        Refusal::NotConfigured.result(
             "exports are not configured",
             "Configure storage and a database.",
         )
@@ -211,12 +199,8 @@ pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asse
         }
         Err(err) => {
             let _ = assets.sink.delete(&storage_key).await;
-            Err(error_result(
-                "storage_failed",
-                "internal",
-                &format!("could not record the asset: {err}"),
-                "Try again.",
-            ))
+            Err(Refusal::StorageFailed
+                .result(&format!("could not record the asset: {err}"), "Try again."))
         }
     }
 }
@@ -239,12 +223,7 @@ pub(crate) async fn begin_upload(
     storage_key: &str,
 ) -> Result<Box<dyn Upload>, CallToolResult> {
     assets.sink.begin(storage_key).await.map_err(|err| {
-        error_result(
-            "storage_failed",
-            "internal",
-            &format!("could not start the upload: {err}"),
-            "Try again.",
-        )
+        Refusal::StorageFailed.result(&format!("could not start the upload: {err}"), "Try again.")
     })
 }
 

@@ -13,9 +13,6 @@ mod trino;
 
 use std::sync::Arc;
 
-use docket_protocol::tools::{CallToolResult, ContentBlock};
-use serde_json::json;
-
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
@@ -71,18 +68,4 @@ pub fn register_platform_tools(
         tool_names,
         tasks_enabled,
     )
-}
-
-/// A tool-level failure in the platform's error contract: `isError: true`, a text
-/// block `"<message> (code: <code>) Hint: <hint>"`, and
-/// `structuredContent: {error: {code, category, message, hint}}`.
-pub fn error_result(code: &str, category: &str, message: &str, hint: &str) -> CallToolResult {
-    let mut result = CallToolResult::from_content(vec![ContentBlock::text(format!(
-        "{message} (code: {code}) Hint: {hint}"
-    ))]);
-    result.is_error = Some(true);
-    result.structured_content = Some(
-        json!({ "error": { "code": code, "category": category, "message": message, "hint": hint } }),
-    );
-    result
 }

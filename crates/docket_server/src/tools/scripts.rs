@@ -32,10 +32,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
-use super::error_result;
 use super::script_host::ScriptHost;
 use crate::app::AppState;
 use crate::auth::{Identity, IdentityKind};
+use crate::refusal::Refusal;
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// The tool names.
@@ -92,14 +92,13 @@ fn text_result(value: Value, is_error: bool) -> CallToolResult {
 }
 
 /// A refusal in the platform's error contract.
-fn refusal(code: &str, category: &str, message: &str, hint: &str) -> ToolOutcome {
-    ToolOutcome::Result(error_result(code, category, message, hint))
+fn refusal(kind: Refusal, message: &str, hint: &str) -> ToolOutcome {
+    ToolOutcome::Result(kind.result(message, hint))
 }
 
 fn not_found(name: &str) -> ToolOutcome {
     refusal(
-        "not_found",
-        "not_found",
+        Refusal::NotFound,
         &format!("script {name:?} not found"),
         "List your scripts with manage_script command=list.",
     )
@@ -107,8 +106,7 @@ fn not_found(name: &str) -> ToolOutcome {
 
 fn run_not_found() -> ToolOutcome {
     refusal(
-        "not_found",
-        "not_found",
+        Refusal::NotFound,
         "run not found",
         "List the runs you may read with list_runs.",
     )
@@ -117,8 +115,7 @@ fn run_not_found() -> ToolOutcome {
 fn unavailable(error: &CatalogError) -> ToolOutcome {
     tracing::warn!(%error, "the script store failed");
     refusal(
-        "unavailable",
-        "internal",
+        Refusal::Unavailable,
         "the script store is unavailable",
         "Try again in a moment.",
     )
@@ -126,8 +123,7 @@ fn unavailable(error: &CatalogError) -> ToolOutcome {
 
 fn inside_run(what: &str, reason: &str) -> ToolOutcome {
     refusal(
-        "tool_error",
-        "tool_error",
+        Refusal::ToolError,
         &format!("{what} cannot be called from inside a script run: {reason}"),
         "Do the work in this script.",
     )
@@ -253,8 +249,7 @@ impl ScriptDeps {
         let script = self.owned(call, name).await?;
         if let Some(refused) = refuse_run(&script) {
             return Err(refusal(
-                "tool_error",
-                "tool_error",
+                Refusal::ToolError,
                 &format!(
                     "{refused}; use manage_script run_draft to execute it as yourself while you iterate"
                 ),
@@ -269,14 +264,13 @@ impl ScriptDeps {
             .unwrap_or_default();
         let params = bind_params(&script.params, args).map_err(|problem| {
             refusal(
-                "invalid_arguments",
-                "client_input",
+                Refusal::InvalidArguments,
                 &problem,
                 "Read the script's params with manage_script command=get.",
             )
         })?;
         let id = RunBridge::new_run_id()
-            .map_err(|error| refusal("internal", "internal", &error.to_string(), "Try again."))?;
+            .map_err(|error| refusal(Refusal::Internal, &error.to_string(), "Try again."))?;
         self.bridge
             .enqueue(NewRun {
                 id,
@@ -291,8 +285,7 @@ impl ScriptDeps {
             .map_err(|error| {
                 tracing::warn!(%error, "could not queue a run");
                 refusal(
-                    "unavailable",
-                    "internal",
+                    Refusal::Unavailable,
                     &error.to_string(),
                     "Try again in a moment.",
                 )
@@ -415,9 +408,7 @@ fn syntax_refusal(error: &docket_script::SyntaxError) -> ToolOutcome {
         .line
         .map(|line| format!(" (line {line})"))
         .unwrap_or_default();
-    let mut result = error_result(
-        "invalid_script",
-        "client_input",
+    let mut result = Refusal::InvalidScript.result(
         &format!("the script does not parse{at}: {}", error.message),
         "Fix the source and save it again; validate checks it without saving.",
     );
@@ -461,8 +452,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
     let needs_name = matches!(command, "create" | "update" | "get" | "delete");
     if needs_name && name.is_empty() {
         return refusal(
-            "invalid_arguments",
-            "client_input",
+            Refusal::InvalidArguments,
             &format!("{command} needs a name"),
             "Give the script's name.",
         );
@@ -479,8 +469,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
         && let Err(problem) = check_contract(params)
     {
         return refusal(
-            "invalid_arguments",
-            "client_input",
+            Refusal::InvalidArguments,
             &problem,
             "See the manage_script description.",
         );
@@ -501,8 +490,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
         "create" => {
             let Some(source) = source else {
                 return refusal(
-                    "invalid_arguments",
-                    "client_input",
+                    Refusal::InvalidArguments,
                     "create needs a source",
                     "Give the Starlark source.",
                 );
@@ -510,7 +498,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             let id = match generate_id() {
                 Ok(id) => id,
                 Err(error) => {
-                    return refusal("internal", "internal", &error.to_string(), "Try again.");
+                    return refusal(Refusal::Internal, &error.to_string(), "Try again.");
                 }
             };
             let new = NewScript {
@@ -528,8 +516,7 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
             match deps.store.create_script(new).await {
                 Ok((script, version)) => saved(&script, &version, "Saved."),
                 Err(CatalogError::Duplicate) => refusal(
-                    "already_exists",
-                    "client_input",
+                    Refusal::AlreadyExists,
                     &format!("a script named {name:?} already exists"),
                     "Change it with command=update, or choose another name.",
                 ),
@@ -621,16 +608,14 @@ async fn manage(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
         "validate" => match source {
             Some(_) => ToolOutcome::Result(text_result(json!({"valid": true}), false)),
             None => refusal(
-                "invalid_arguments",
-                "client_input",
+                Refusal::InvalidArguments,
                 "validate needs a source",
                 "Give the Starlark source.",
             ),
         },
         "run_draft" => draft(deps, &call, name, source).await,
         other => refusal(
-            "invalid_arguments",
-            "client_input",
+            Refusal::InvalidArguments,
             &format!("unknown command: {other}"),
             "Use create, update, get, list, delete, validate or run_draft.",
         ),
@@ -675,8 +660,7 @@ async fn draft(
         Ok(params) => params,
         Err(problem) => {
             return refusal(
-                "invalid_arguments",
-                "client_input",
+                Refusal::InvalidArguments,
                 &problem,
                 "Give args matching the params.",
             );
@@ -684,8 +668,7 @@ async fn draft(
     };
     let Some(app) = deps.app.get().cloned() else {
         return refusal(
-            "unavailable",
-            "internal",
+            Refusal::Unavailable,
             "the server is starting",
             "Try again in a moment.",
         );
@@ -693,15 +676,14 @@ async fn draft(
     let Ok(Ok(_slot)) = tokio::time::timeout(DRAFT_SLOT_WAIT, deps.draft_slots.acquire()).await
     else {
         return refusal(
-            "unavailable",
-            "rate_limited",
+            Refusal::Busy,
             "too many drafts are running on this server",
             "Try again in a few seconds.",
         );
     };
     let run_id = match generate_id() {
         Ok(id) => format!("draft-{id}"),
-        Err(error) => return refusal("internal", "internal", &error.to_string(), "Try again."),
+        Err(error) => return refusal(Refusal::Internal, &error.to_string(), "Try again."),
     };
     let host = Arc::new(ScriptHost {
         app,
@@ -855,8 +837,7 @@ async fn cancel_run(deps: &ScriptDeps, call: ToolCall) -> ToolOutcome {
         Err(error) => {
             tracing::warn!(%error, "could not cancel a run");
             return refusal(
-                "unavailable",
-                "internal",
+                Refusal::Unavailable,
                 "the run store is unavailable",
                 "Try again in a moment.",
             );
