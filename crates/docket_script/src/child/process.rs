@@ -16,8 +16,8 @@ pub const MEMORY_MARGIN_BYTES: u64 = 768 * 1024 * 1024;
 /// How long a child asked to stop has before it is killed.
 pub const STOP_GRACE: Duration = Duration::from_millis(200);
 
-/// How to start a child that evaluates one run: a program whose `main` calls [`serve`], and
-/// the arguments that make it do so.
+/// How to start a child that evaluates one run: a program whose `main` calls
+/// [`serve`](super::serve), and the arguments that make it do so.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChildProcess {
     /// The program.
