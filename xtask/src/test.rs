@@ -12,6 +12,8 @@ use anyhow::{Context as _, bail};
 
 use crate::util;
 
+mod examples;
+
 /// Where the test suites find PostgreSQL unless told otherwise: the machine's local
 /// server with trust authentication and its `test` database.
 pub(crate) const DEFAULT_TEST_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -32,6 +34,8 @@ const S3_CASES: &str = "on_s3s_fs";
 /// The services the suites need are looked for first. One that is missing is said up
 /// front — what was not found, how to start it, which variable makes it required — and
 /// its cases are filtered out, so the counts show them as filtered out, never as passed.
+/// When the tests pass, the embedding examples run in the modes that check themselves
+/// ([`examples`]).
 pub(crate) fn run(extra_args: &[String]) -> anyhow::Result<()> {
     let required = |name: &str| std::env::var(name).is_ok_and(|value| value == "1");
     if required("DOCKET_REQUIRE_POSTGRES") {
@@ -76,7 +80,8 @@ pub(crate) fn run(extra_args: &[String]) -> anyhow::Result<()> {
             command.args(["--skip", skip]);
         }
     }
-    util::run(&mut command)
+    util::run(&mut command)?;
+    examples::run()
 }
 
 /// `host:port` of a database URL (`postgres://user@host:port/db?…`).
