@@ -6,8 +6,16 @@
 //!   `postgres://postgres@127.0.0.1:5432/test`), migrates it, and hands out a URL
 //!   whose connections see only that schema (`options=-csearch_path=<schema>`).
 //!   Dropping the value drops the schema. When the server cannot be reached it
-//!   prints why and returns `None`, so the test can skip; with
-//!   `DOCKET_REQUIRE_POSTGRES=1` (CI) it panics instead: tests never skip silently.
+//!   returns `None` and the test returns at once, which libtest counts as passed;
+//!   so that this never goes unnoticed (docs/design.md, Testing) it says so on the
+//!   terminal, past libtest's output capture, once per test binary. With
+//!   `DOCKET_REQUIRE_POSTGRES=1` (CI, and `cargo xtask test` when it found the
+//!   server) it panics instead; with `DOCKET_POSTGRES_CASES_FILTERED=1` (`cargo xtask
+//!   test` when it did not, and filtered out every case whose name contains
+//!   `postgres`) it panics too, because a test that reaches it there needs
+//!   PostgreSQL without saying so in its name.
+//! - [`TestDatabase::postgres_or_sqlite`] is for tests that hold on either backend:
+//!   PostgreSQL when it answers, else SQLite, announced the same way.
 //! - [`TestDatabase::sqlite`] creates a migrated SQLite file in a fresh temporary
 //!   folder, removed on drop.
 //!
@@ -17,7 +25,7 @@
 
 use std::error::Error;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use diesel_async::SimpleAsyncConnection;
@@ -31,6 +39,11 @@ pub const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
 
 /// The variable that, set to `1`, makes an unreachable PostgreSQL a failure.
 pub const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
+
+/// The variable `cargo xtask test` sets to `1` when it found no PostgreSQL and
+/// filtered out the cases whose names contain `postgres`: a test that still asks
+/// for PostgreSQL then fails, naming the rule its name breaks.
+pub const POSTGRES_CASES_FILTERED_VAR: &str = "DOCKET_POSTGRES_CASES_FILTERED";
 
 /// The server tests use when [`DATABASE_URL_VAR`] is not set.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -58,16 +71,72 @@ enum Cleanup {
 }
 
 impl TestDatabase {
-    /// A fresh, migrated schema on the test PostgreSQL server, or `None` (with
-    /// the reason printed) when the server cannot be reached.
+    /// A fresh, migrated schema on the test PostgreSQL server, or `None` when the
+    /// server cannot be reached (said on the terminal once per test binary).
+    ///
+    /// # Panics
+    /// When the server cannot be reached and `DOCKET_REQUIRE_POSTGRES=1` or
+    /// `DOCKET_POSTGRES_CASES_FILTERED=1`, or when the schema cannot be created or
+    /// migrated.
+    pub async fn postgres() -> Option<Self> {
+        let reason = match Self::try_postgres().await {
+            Ok(database) => return Some(database),
+            Err(reason) => reason,
+        };
+        if flag_is_set(POSTGRES_CASES_FILTERED_VAR) {
+            panic!(
+                "this test needs PostgreSQL, which is not reachable ({reason}); `cargo xtask \
+                 test` filtered out the cases whose names contain `postgres`, and this one's \
+                 name does not: put it in a `postgres` module or end its name with \
+                 `_on_postgres`"
+            );
+        }
+        static SKIPPING: Once = Once::new();
+        announce_once(
+            &SKIPPING,
+            &format!(
+                "PostgreSQL is not reachable ({reason}): the PostgreSQL cases of this test \
+             binary return at once and are counted as passed although they did not run. \
+             `cargo xtask test` filters them out instead; {REQUIRE_POSTGRES_VAR}=1 makes \
+             this a failure."
+            ),
+        );
+        None
+    }
+
+    /// A fresh PostgreSQL schema when the server answers, else a fresh SQLite
+    /// file: for tests whose behaviour holds on either backend. Falling back is
+    /// said on the terminal once per test binary.
+    ///
+    /// # Panics
+    /// When the server cannot be reached and `DOCKET_REQUIRE_POSTGRES=1`, or when
+    /// the database cannot be created or migrated.
+    pub async fn postgres_or_sqlite() -> Self {
+        match Self::try_postgres().await {
+            Ok(database) => database,
+            Err(reason) => {
+                static FALLING_BACK: Once = Once::new();
+                announce_once(
+                    &FALLING_BACK,
+                    &format!(
+                        "PostgreSQL is not reachable ({reason}): the tests of this binary that \
+                     hold on either backend run on SQLite instead. {REQUIRE_POSTGRES_VAR}=1 \
+                     makes this a failure."
+                    ),
+                );
+                Self::sqlite().await
+            }
+        }
+    }
+
+    /// A fresh schema, or why the server could not be reached.
     ///
     /// # Panics
     /// When the server cannot be reached and `DOCKET_REQUIRE_POSTGRES=1`, or when
     /// the schema cannot be created or migrated.
-    pub async fn postgres() -> Option<Self> {
+    async fn try_postgres() -> Result<Self, String> {
         let server_url =
             std::env::var(DATABASE_URL_VAR).unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-        let required = std::env::var(REQUIRE_POSTGRES_VAR).is_ok_and(|value| value == "1");
         let reason =
             match tokio::time::timeout(CONNECT_TIMEOUT, crate::pg::establish(server_url.clone()))
                 .await
@@ -89,22 +158,19 @@ impl TestDatabase {
                     if let Err(error) = crate::migrate(&database.url).await {
                         panic!("could not migrate the test schema: {}", chain(&error));
                     }
-                    return Some(database);
+                    return Ok(database);
                 }
                 Ok(Err(error)) => error.to_string(),
                 Err(_) => format!("no answer within {CONNECT_TIMEOUT:?}"),
             };
         let server = redact(&server_url);
-        if required {
+        if flag_is_set(REQUIRE_POSTGRES_VAR) {
             panic!(
-                "{REQUIRE_POSTGRES_VAR}=1 but PostgreSQL at {server} is not reachable: {reason}"
+                "{REQUIRE_POSTGRES_VAR}=1 but PostgreSQL at {server} is not reachable: {reason} \
+                 (`cargo xtask test` sets it when something answered on the server's port)"
             );
         }
-        eprintln!(
-            "skipped: PostgreSQL not reachable at {server} ({reason}); \
-             set {REQUIRE_POSTGRES_VAR}=1 to make this a failure"
-        );
-        None
+        Err(format!("at {server}: {reason}"))
     }
 
     /// A fresh, migrated SQLite file in a new temporary folder.
@@ -231,6 +297,23 @@ fn drop_schema(server_url: &str, schema: &str) {
         Ok(Err(error)) => eprintln!("could not drop the test schema {schema}: {error}"),
         Err(_) => eprintln!("the thread dropping the test schema {schema} panicked"),
     }
+}
+
+/// Whether the environment variable `name` is set to `1`.
+fn flag_is_set(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|value| value == "1")
+}
+
+/// Writes `notice` to the terminal once per process (per `once`). It goes to the standard
+/// error stream directly rather than through `eprintln!`, which libtest captures
+/// and shows only for failing tests: a case that could not run passes, so its
+/// output would never be seen.
+fn announce_once(once: &'static Once, notice: &str) {
+    use std::io::Write as _;
+    once.call_once(|| {
+        // Best effort: a notice that cannot be written changes no test's outcome.
+        let _ = writeln!(std::io::stderr().lock(), "\nnote: {notice}\n");
+    });
 }
 
 /// `url` with the schema search path set to `schema` for every connection.
