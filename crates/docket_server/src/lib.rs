@@ -13,15 +13,19 @@ pub mod request_state;
 pub mod tools;
 
 mod app;
+pub mod assets;
 pub mod audit;
 mod call;
 mod dispatch;
 mod error;
 mod http;
+mod reply;
+mod request;
 mod retention;
+mod state;
 mod tasks;
 
-pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
+pub use app::{AppBuilder, BuildError};
 pub use config::{Config, object_sink};
 /// Where scripts are evaluated ([`AppBuilder::script_isolation`]), and the child process's
 /// side of the protocol ([`script_child::serve`], the `docket script-child` subcommand).
@@ -31,3 +35,4 @@ pub use error::McpError;
 pub use http::{Body, MCP_PATH, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
 pub use retention::{RetentionAges, RetentionReport};
+pub use state::{App, SERVER_NAME};

@@ -21,11 +21,12 @@ use docket_storage::catalog::{Asset, CallKind, NewAsset, NewCallRecord};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::assets::{AssetDeps, asset_result};
+use super::assets::asset_result;
 use super::exporting::{
     ExportIds, ExportStart, configured, elapsed_ms, file_name, human_bytes, open_world_write,
     save_asset, start_export,
 };
+use crate::assets::Assets;
 use crate::config::{ConnectionKind, ExportsConfig};
 use crate::connections::HttpConnection;
 use crate::persona::{Persona, glob_match};
@@ -42,7 +43,7 @@ pub(crate) struct HttpDeps {
     /// Export caps.
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
-    pub(crate) assets: Option<AssetDeps>,
+    pub(crate) assets: Option<Assets>,
 }
 
 impl HttpDeps {
@@ -370,7 +371,7 @@ fn call_record(
 /// cancelled or its client went away) records the call as cancelled, so every
 /// call leaves its row.
 pub(crate) struct CallRecorder {
-    assets: Option<AssetDeps>,
+    assets: Option<Assets>,
     /// The row so far.
     pub(crate) row: NewCallRecord,
     started: Instant,
@@ -379,7 +380,7 @@ pub(crate) struct CallRecorder {
 
 impl CallRecorder {
     /// Starts timing `row`; nothing is recorded without a catalog.
-    pub(crate) fn new(assets: Option<&AssetDeps>, row: NewCallRecord) -> Self {
+    pub(crate) fn new(assets: Option<&Assets>, row: NewCallRecord) -> Self {
         Self {
             assets: assets.cloned(),
             row,
@@ -421,7 +422,7 @@ impl CallRecorder {
     /// is recorded as failed and the refusal is returned.
     pub(crate) async fn finish_with_asset(
         mut self,
-        assets: &AssetDeps,
+        assets: &Assets,
         asset: NewAsset,
         rows: Option<i64>,
         status: u16,
@@ -469,7 +470,7 @@ impl Drop for CallRecorder {
     }
 }
 
-async fn write_record(assets: &AssetDeps, mut record: NewCallRecord) {
+async fn write_record(assets: &Assets, mut record: NewCallRecord) {
     if record.id.is_empty() {
         match docket_storage::catalog::generate_id() {
             Ok(id) => record.id = id,

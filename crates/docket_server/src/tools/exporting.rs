@@ -12,7 +12,8 @@ use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use docket_storage::catalog::{Asset, NewAsset, generate_id};
 use serde_json::Value;
 
-use super::assets::{AssetDeps, asset_result};
+use super::assets::asset_result;
+use crate::assets::Assets;
 use crate::config::ExportsConfig;
 use crate::refusal::Refusal;
 use crate::registry::ToolCall;
@@ -43,7 +44,7 @@ pub(crate) fn export_timeout(
 /// The asset an earlier call with this owner's idempotency key produced, as the
 /// result to answer with; `None` when there is none (or no key).
 pub(crate) async fn replay(
-    assets: &AssetDeps,
+    assets: &Assets,
     owner: &str,
     idempotency_key: Option<&str>,
     message: &str,
@@ -138,7 +139,7 @@ impl AssetFields {
 }
 
 /// Where exports go, or the refusal of an export when assets are not configured.
-pub(crate) fn configured(assets: Option<&AssetDeps>) -> Result<&AssetDeps, CallToolResult> {
+pub(crate) fn configured(assets: Option<&Assets>) -> Result<&Assets, CallToolResult> {
     assets.ok_or_else(|| {
         Refusal::NotConfigured.result(
             "exports are not configured",
@@ -164,7 +165,7 @@ pub(crate) struct ExportStart {
 /// already produced an asset of this caller, answers with that asset (`Err`,
 /// saying `replayed`); otherwise draws fresh ids.
 pub(crate) async fn start_export(
-    assets: &AssetDeps,
+    assets: &Assets,
     limits: &ExportsConfig,
     call: &ToolCall,
     replayed: &str,
@@ -188,7 +189,7 @@ pub(crate) async fn start_export(
 /// Records the asset whose bytes are committed at `new.storage_key`. When another
 /// call with the same idempotency key won the race, its asset is kept and these
 /// bytes are deleted; when the row cannot be written, the bytes are deleted too.
-pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asset, CallToolResult> {
+pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, CallToolResult> {
     let storage_key = new.storage_key.clone();
     match assets.store.create_or_get(new).await {
         Ok(outcome) => {
@@ -219,7 +220,7 @@ pub(crate) fn open_world_write() -> ToolAnnotations {
 
 /// Starts the upload of an export's bytes at `storage_key`.
 pub(crate) async fn begin_upload(
-    assets: &AssetDeps,
+    assets: &Assets,
     storage_key: &str,
 ) -> Result<Box<dyn Upload>, CallToolResult> {
     assets.sink.begin(storage_key).await.map_err(|err| {

@@ -13,11 +13,10 @@ mod trino;
 
 use std::sync::Arc;
 
+use crate::assets::Assets;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
-pub use assets::AssetDeps;
-pub(crate) use assets::visible_asset;
 pub use diagnostics::DIAGNOSTICS_SLEEP;
 pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 
@@ -36,7 +35,7 @@ pub fn register_platform_tools(
     tasks_enabled: bool,
     trino_connections: Vec<crate::connections::TrinoConnection>,
     http_connections: Vec<crate::connections::HttpConnection>,
-    assets: Option<AssetDeps>,
+    assets: Option<Assets>,
 ) -> Result<(), RegistryError> {
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {

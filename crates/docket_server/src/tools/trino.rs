@@ -21,11 +21,12 @@ use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use docket_storage::catalog::{CallKind, NewAsset, NewCallRecord};
 use serde_json::{Value, json};
 
-use super::assets::{AssetDeps, asset_result};
+use super::assets::asset_result;
 use super::exporting::{
     AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
     open_world_write, save_asset, start_export,
 };
+use crate::assets::Assets;
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
 use crate::refusal::Refusal;
@@ -48,7 +49,7 @@ pub(crate) struct TrinoDeps {
     /// Export caps.
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
-    pub(crate) assets: Option<AssetDeps>,
+    pub(crate) assets: Option<Assets>,
 }
 
 impl TrinoDeps {
