@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod conformance;
 mod migrate;
+mod module_cycles;
 mod package;
 mod test;
 mod tidy;

@@ -174,6 +174,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("restricted external dependencies", restricted_dependencies),
     ("every .rs file starts with a //! comment", module_docs),
     ("no placeholder, skip or debug macros", forbidden_text),
+    ("no module import cycle inside a crate", module_cycles),
 ];
 
 /// `cargo xtask tidy`: runs every check and fails if any found a violation.
@@ -235,6 +236,25 @@ fn forbidden_text(root: &Path) -> anyhow::Result<Vec<Violation>> {
         violations.extend(forbidden_text_violations(&file, &text));
     }
     Ok(violations)
+}
+
+/// No two modules of one crate import each other, directly or around a longer
+/// circle ([`crate::module_cycles`]).
+fn module_cycles(root: &Path) -> anyhow::Result<Vec<Violation>> {
+    Ok(crate::module_cycles::find(root)?
+        .into_iter()
+        .map(|cycle| {
+            Violation::new(
+                &cycle.source_root,
+                0,
+                format!(
+                    "module import cycle: {}; move what they share into a third module, or put \
+                     the dependency behind a trait the lower one defines",
+                    cycle.modules.join(" ⇄ ")
+                ),
+            )
+        })
+        .collect())
 }
 
 /// The workspace packages as the dependency checks need them.
@@ -623,6 +643,11 @@ mod tests {
     #[test]
     fn no_placeholder_skip_or_debug_macros() {
         assert_clean(forbidden_text);
+    }
+
+    #[test]
+    fn no_module_import_cycle_inside_a_crate() {
+        assert_clean(module_cycles);
     }
 
     // The tests below feed the checks made-up input, so that a check which silently
