@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: the benchmarks (DESIGN.md §6). Benchmarks are not timed
+//! `cargo xtask bench`: the benchmarks (docs/design.md, Testing). Benchmarks are not timed
 //! tests: they measure and report ratios against baselines measured in the same
 //! run, and never fail because a number is slow.
 //!

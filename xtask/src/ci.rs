@@ -5,7 +5,7 @@
 
 use anyhow::bail;
 
-use crate::{tidy, util};
+use crate::{package, tidy, util};
 
 pub(crate) fn run() -> anyhow::Result<()> {
     let mut failed: Vec<&str> = Vec::new();
@@ -33,6 +33,31 @@ pub(crate) fn run() -> anyhow::Result<()> {
 
     util::section("tidy");
     report(&mut failed, "tidy", tidy::run());
+
+    // Broken intra-doc links, unclosed HTML tags in prose and the like fail here
+    // (STYLE.md 14: the crate docs are part of the product).
+    util::section("rustdoc");
+    report(
+        &mut failed,
+        "rustdoc",
+        util::run(
+            util::cargo()
+                .args(["doc", "--workspace", "--no-deps"])
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        ),
+    );
+
+    // `cargo xtask test` runs `--all-targets`, which leaves doctests out; the README
+    // examples each library crate shows as its documentation run here.
+    util::section("doctests");
+    report(
+        &mut failed,
+        "doctests",
+        util::run(util::cargo().args(["test", "--workspace", "--doc"])),
+    );
+
+    util::section("cargo package");
+    report(&mut failed, "cargo package", package::run());
 
     util::section("cargo deny");
     if cargo_deny_installed() {

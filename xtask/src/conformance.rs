@@ -142,6 +142,15 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
 
     util::section("conformance fixture");
     build_fixture(&metadata)?;
+    // The fixture's own warning goes to its log; say it where the reader looks.
+    if std::env::var("DOCKET_TEST_DATABASE_URL").is_ok_and(|url| !url.is_empty()) {
+        println!("the fixture keeps its tasks in PostgreSQL (DOCKET_TEST_DATABASE_URL)");
+    } else {
+        println!(
+            "WARNING: DOCKET_TEST_DATABASE_URL is not set: the fixture keeps its tasks in a \
+             temporary SQLite file, not PostgreSQL (DOCKET_REQUIRE_POSTGRES=1 refuses that)"
+        );
+    }
     let log = cache.join("fixture.log");
     let fixture = Fixture::start(&fixture_binary, &log)?;
     println!(

@@ -8,6 +8,8 @@ mod bench;
 mod ci;
 mod conformance;
 mod migrate;
+mod module_cycles;
+mod package;
 mod test;
 mod tidy;
 mod trino_double;
@@ -21,8 +23,11 @@ usage: cargo xtask <command> [options]
 commands:
   test [ARGS...]        cargo test --workspace --all-targets [ARGS...]; checks PostgreSQL
                         first when DOCKET_REQUIRE_POSTGRES=1 and sets DOCKET_TEST_DATABASE_URL
-  ci                    rustfmt check, clippy -D warnings, tidy, and cargo deny when installed
+  ci                    rustfmt check, clippy -D warnings, tidy, rustdoc -D warnings,
+                        doctests, cargo package of the library crates, and cargo deny
+                        when installed
   tidy                  the project's conventions (also run as tests by `cargo test`)
+  package               cargo package of every library crate (what publishing would check)
   conformance [--serve ADDR] [--scenario NAME]
                         the official MCP conformance suite against the docket_fixture server;
                         --serve only starts the fixture on ADDR and waits;
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&rest),
         Some("ci") => no_arguments("ci", &rest).and_then(|()| ci::run()),
         Some("tidy") => no_arguments("tidy", &rest).and_then(|()| tidy::run()),
+        Some("package") => no_arguments("package", &rest).and_then(|()| package::run()),
         Some("conformance") => {
             conformance::Options::parse(&rest).and_then(|options| conformance::run(&options))
         }

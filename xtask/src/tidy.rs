@@ -15,10 +15,10 @@ use serde_json::Value;
 
 use crate::util;
 
-/// The internal dependency edges DESIGN.md §4 allows, per workspace package. Normal,
-/// dev and build dependencies are all held to it: a test that reaches into another
-/// crate couples the two as much as code does. A new edge is a design change, so it
-/// changes DESIGN.md §4 and this table together.
+/// The internal dependency edges allowed per workspace package (docs/design.md, Crates
+/// and their edges). Normal, dev and build dependencies are all held to it: a test that
+/// reaches into another crate couples the two as much as code does. A new edge is a
+/// design change, so it changes docs/design.md and this table together.
 const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_protocol", &[]),
     ("docket_task", &[]),
@@ -104,7 +104,8 @@ const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double", "docket_bench"];
 const ANY_PACKAGE_MAY_DEV_DEPEND_ON: &[&str] = &["docket_protocol"];
 
 /// External crates that only one workspace package may use (as a normal or build
-/// dependency), because DESIGN.md §4 gives that package sole knowledge of them.
+/// dependency), because docs/design.md (Crates and their edges) gives that package sole
+/// knowledge of them.
 const RESTRICTED_EXTERNAL_DEPENDENCIES: &[RestrictedDependency] = &[
     RestrictedDependency {
         name: CrateName::Exact("hyper"),
@@ -145,7 +146,7 @@ const FORBIDDEN_TEXT: &[(&str, &str)] = &[
     ),
     (
         concat!("#[", "ignore"),
-        "tests never skip silently (DESIGN.md §6); fix the test or delete it",
+        "tests never skip silently (docs/design.md, Testing); fix the test or delete it",
     ),
     (
         concat!("#[", "should_panic"),
@@ -184,10 +185,11 @@ type Check = fn(&Path) -> anyhow::Result<Vec<Violation>>;
 
 /// Every check, by the name `cargo xtask tidy` prints.
 const CHECKS: &[(&str, Check)] = &[
-    ("internal dependency edges (DESIGN.md §4)", dependency_edges),
+    ("internal dependency edges (design.md)", dependency_edges),
     ("restricted external dependencies", restricted_dependencies),
     ("every .rs file starts with a //! comment", module_docs),
     ("no placeholder, skip or debug macros", forbidden_text),
+    ("no module import cycle inside a crate", module_cycles),
 ];
 
 /// `cargo xtask tidy`: runs every check and fails if any found a violation.
@@ -231,7 +233,7 @@ fn restricted_dependencies(root: &Path) -> anyhow::Result<Vec<Violation>> {
 }
 
 /// Every `.rs` file starts (after blank lines) with an inner doc comment saying what
-/// it is for.
+/// it is for; a crate root may instead take its README as its doc (see [`README_DOC`]).
 fn module_docs(root: &Path) -> anyhow::Result<Vec<Violation>> {
     let mut violations = Vec::new();
     for file in rust_files(root)? {
@@ -249,6 +251,25 @@ fn forbidden_text(root: &Path) -> anyhow::Result<Vec<Violation>> {
         violations.extend(forbidden_text_violations(&file, &text));
     }
     Ok(violations)
+}
+
+/// No two modules of one crate import each other, directly or around a longer
+/// circle ([`crate::module_cycles`]).
+fn module_cycles(root: &Path) -> anyhow::Result<Vec<Violation>> {
+    Ok(crate::module_cycles::find(root)?
+        .into_iter()
+        .map(|cycle| {
+            Violation::new(
+                &cycle.source_root,
+                0,
+                format!(
+                    "module import cycle: {}; move what they share into a third module, or put \
+                     the dependency behind a trait the lower one defines",
+                    cycle.modules.join(" ⇄ ")
+                ),
+            )
+        })
+        .collect())
 }
 
 /// The workspace packages as the dependency checks need them.
@@ -368,8 +389,8 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
                 1,
                 format!(
                     "workspace package `{}` is not in the dependency table; a new crate is a \
-                     design change: add it to DESIGN.md §4 and to ALLOWED_INTERNAL_DEPENDENCIES \
-                     in xtask/src/tidy.rs",
+                     design change: add it to docs/design.md (Crates and their edges) and to \
+                     ALLOWED_INTERNAL_DEPENDENCIES in xtask/src/tidy.rs",
                     package.name
                 ),
             ));
@@ -408,8 +429,8 @@ fn dependency_edge_violations(workspace: &Workspace) -> Vec<Violation> {
                 &package.manifest,
                 manifest_line(&package.manifest_text, &dependency.key, dependency.kind),
                 format!(
-                    "`{}` depends on `{}` ({}), an edge DESIGN.md §4 does not allow (allowed: {}); \
-                     a new dependency edge is a design change",
+                    "`{}` depends on `{}` ({}), an edge docs/design.md does not allow \
+                     (allowed: {}); a new dependency edge is a design change",
                     package.name,
                     dependency.name,
                     dependency.kind,
@@ -488,7 +509,8 @@ fn restricted_dependency_violations(workspace: &Workspace) -> Vec<Violation> {
                     &package.manifest,
                     manifest_line(&package.manifest_text, &dependency.key, dependency.kind),
                     format!(
-                        "`{}` depends on `{}` ({}), but {} (DESIGN.md §4)",
+                        "`{}` depends on `{}` ({}), but {} (docs/design.md, Crates and their \
+                         edges)",
                         package.name, dependency.name, dependency.kind, restriction.reason
                     ),
                 ));
@@ -526,9 +548,9 @@ fn manifest_line(manifest: &str, key: &str, kind: DependencyKind) -> usize {
     1
 }
 
-/// How a `lib.rs` makes its README the crate's documentation, which counts as
-/// the file's `//!` comment.
-const README_AS_CRATE_DOC: &str = "#![doc = include_str!(\"../README.md\")]";
+/// The first line of a library crate whose README is its crate doc, so that the
+/// example a reader sees first is a doctest (STYLE.md 14).
+const README_DOC: &str = "#![doc = include_str!(\"../README.md\")]";
 
 fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
     let first = text
@@ -537,8 +559,7 @@ fn module_doc_violation(file: &Path, text: &str) -> Option<Violation> {
         .find(|(_, line)| !line.trim().is_empty());
     match first {
         Some((_, line)) if line.trim_start().starts_with("//!") => None,
-        // A crate whose README is its documentation (`#![doc = include_str!(…)]`).
-        Some((_, line)) if line.trim_start().starts_with(README_AS_CRATE_DOC) => None,
+        Some((_, line)) if file.ends_with("src/lib.rs") && line.trim() == README_DOC => None,
         Some((index, line)) => Some(Violation::new(
             file,
             index + 1,
@@ -649,6 +670,11 @@ mod tests {
     #[test]
     fn no_placeholder_skip_or_debug_macros() {
         assert_clean(forbidden_text);
+    }
+
+    #[test]
+    fn no_module_import_cycle_inside_a_crate() {
+        assert_clean(module_cycles);
     }
 
     // The tests below feed the checks made-up input, so that a check which silently
@@ -766,7 +792,7 @@ mod tests {
             "{}",
             found[0]
         );
-        assert!(found[0].contains("add it to DESIGN.md §4"));
+        assert!(found[0].contains("add it to docs/design.md"));
     }
 
     #[test]
@@ -873,15 +899,17 @@ path = \"../docket_storage\"
             )
         );
         assert!(module_doc_violation(file, "  \n").is_some());
+    }
+
+    #[test]
+    fn a_crate_root_may_take_its_readme_as_its_doc() {
+        let text = "#![doc = include_str!(\"../README.md\")]\n\npub mod a;\n";
         assert_eq!(
-            module_doc_violation(
-                file,
-                "#![doc = include_str!(\"../README.md\")]\n\npub mod demo;\n"
-            ),
-            None,
-            "a README included as the crate doc is the module doc"
+            module_doc_violation(Path::new("crates/demo/src/lib.rs"), text),
+            None
         );
-        assert!(module_doc_violation(file, "#![doc = \"inline\"]\n").is_some());
+        // Only a crate root: a module still says what it is for in its own words.
+        assert!(module_doc_violation(Path::new("crates/demo/src/a.rs"), text).is_some());
     }
 
     #[test]

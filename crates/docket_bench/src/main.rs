@@ -1,4 +1,5 @@
-//! `docket_bench`: the benchmarks behind `cargo xtask bench` (DESIGN.md §6–§7).
+//! `docket_bench`: the benchmarks behind `cargo xtask bench` (docs/design.md, Testing and
+//! Performance).
 //!
 //! One process starts a Docket server on a fresh PostgreSQL schema, an rmcp 3.11
 //! server with its in-memory task manager, and a load generator that sends both

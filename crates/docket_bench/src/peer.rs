@@ -6,7 +6,7 @@
 //! Docket does for a request without a progress token, so both servers send
 //! the same kind of answer. It is hosted with `axum::serve` — rmcp's own way of
 //! hosting its `StreamableHttpService` (hyper underneath) — with `TCP_NODELAY` on
-//! every connection, as Docket sets it (DESIGN.md §7).
+//! every connection, as Docket sets it (docs/design.md, Performance).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -7,7 +7,9 @@
 //!
 //! Tasks are stored in the PostgreSQL database `DOCKET_TEST_DATABASE_URL` names
 //! when it is set (as in CI), and otherwise in a temporary SQLite file that is
-//! removed when the fixture stops.
+//! removed when the fixture stops. Serving from SQLite is said on stderr, since the
+//! suite then checks less than it would on PostgreSQL, and with
+//! `DOCKET_REQUIRE_POSTGRES=1` it is refused (docs/design.md, Testing).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -22,6 +24,9 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:0";
 /// The variable naming the PostgreSQL database for tasks; the same one the
 /// workspace's database tests use.
 const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
+
+/// The variable that, set to `1`, makes serving without PostgreSQL an error.
+const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
 
 const USAGE: &str =
     "usage: docket_fixture [--listen ADDR]   (default 127.0.0.1:0: a free loopback port)";
@@ -44,9 +49,23 @@ fn run() -> anyhow::Result<()> {
     init_tracing();
     let database = match std::env::var(DATABASE_URL_VAR) {
         Ok(url) if !url.is_empty() => FixtureDatabase::Postgres(url),
-        _ => FixtureDatabase::TemporarySqlite {
-            parent: std::env::temp_dir(),
-        },
+        _ if std::env::var(REQUIRE_POSTGRES_VAR).is_ok_and(|value| value == "1") => {
+            bail!(
+                "{REQUIRE_POSTGRES_VAR}=1 but {DATABASE_URL_VAR} is not set: set it to the \
+                 PostgreSQL database the fixture should keep its tasks in"
+            );
+        }
+        _ => {
+            eprintln!(
+                "docket_fixture: WARNING: {DATABASE_URL_VAR} is not set, so tasks are kept in \
+                 a temporary SQLite file, not PostgreSQL; set it (and \
+                 {REQUIRE_POSTGRES_VAR}=1 to make its absence an error) to serve from \
+                 PostgreSQL"
+            );
+            FixtureDatabase::TemporarySqlite {
+                parent: std::env::temp_dir(),
+            }
+        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

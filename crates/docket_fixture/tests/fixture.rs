@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use docket_fixture::{FIXTURE_TOOLS, FixtureDatabase, FixtureStore, fixture_app, fixture_store};
-use docket_storage::test_db::{DATABASE_URL_VAR, PostgresServer, TestDatabase};
+use docket_storage::Backend;
+use docket_storage::test_db::{PostgresServer, TestDatabase};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -41,8 +42,10 @@ async fn guarded<T>(what: &str, future: impl Future<Output = T>) -> T {
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The fixture on an ephemeral loopback port, over a database of its own: a fresh
-/// PostgreSQL schema when `DOCKET_TEST_DATABASE_URL` is set, else a temporary
-/// SQLite file. Dropping it shuts the server down and removes the database.
+/// schema on the test PostgreSQL (`DOCKET_TEST_DATABASE_URL`) when it answers, else
+/// a temporary SQLite file — said on the terminal, and a failure with
+/// `DOCKET_REQUIRE_POSTGRES=1`. Dropping it shuts the server down and removes the
+/// database.
 struct Fixture {
     addr: SocketAddr,
     http: reqwest::Client,
@@ -54,12 +57,15 @@ struct Fixture {
 
 impl Fixture {
     async fn start() -> Self {
-        let database = if std::env::var_os(DATABASE_URL_VAR).is_some() {
-            let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
-            TestDatabase::postgres(&server).await
-        } else {
-            None
-        };
+        // The fixture opens SQLite itself (a file it removes when it stops), so a
+        // SQLite test database only says that PostgreSQL was not there.
+        let database = Some(
+            TestDatabase::postgres_or_sqlite(&PostgresServer::from_lookup(|name| {
+                std::env::var(name).ok()
+            }))
+            .await,
+        )
+        .filter(|database| database.backend() == Backend::Postgres);
         let target = match &database {
             Some(database) => FixtureDatabase::Postgres(database.url().to_owned()),
             None => FixtureDatabase::TemporarySqlite {

@@ -1,12 +1,4 @@
-//! Wire types for the Model Context Protocol, revision 2026-07-28, over JSON-RPC 2.0,
-//! and for the tasks extension (`io.modelcontextprotocol/tasks`).
-//!
-//! This crate is the only place in Docket that knows the wire shape: field names,
-//! `resultType` discriminators, `_meta` keys and error codes. It does no I/O and
-//! depends on serde alone, so other Rust services can reuse it as it is.
-//!
-//! Results are plain structs that serialize with their `resultType`; the
-//! [`result::stamp_server_info`] helper adds the `serverInfo` every result carries.
+#![doc = include_str!("../README.md")]
 
 pub mod error;
 pub mod jsonrpc;

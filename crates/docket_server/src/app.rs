@@ -1,7 +1,7 @@
 //! The application: configuration, tools, identity, personas and metrics, built
 //! once and shared by every connection.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use docket_protocol::meta::Implementation;
 use docket_task::TaskStore;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
+use crate::assets::Assets;
 use crate::auth::{AuthError, Authenticator};
 use crate::auth::{Identity, IdentityKind, RunIdentity};
 use crate::config::Config;
@@ -19,49 +20,15 @@ use crate::persona::Personas;
 use crate::rate_limit::RateLimiter;
 use crate::registry::{RegistryError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::request_state::RequestStateKey;
-use crate::tasks::Tasks;
+use crate::state::{App, AppState, SERVER_NAME};
+use crate::tasks::{CallTasks, Tasks};
+use crate::tools;
 use crate::tools::script_host::ScriptHost;
-use crate::tools::scripts::ScriptDeps;
-use crate::tools::{self, AssetDeps};
+use crate::tools::scripts::{RunTasks, ScriptTools};
 use docket_catalog::ScriptStore;
 use docket_catalog::scripts::{Run, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::{Isolation, Limits};
-
-/// The server's name in `serverInfo`.
-pub const SERVER_NAME: &str = "docket";
-
-/// Everything a request needs, shared by all connections. Cheap to clone.
-#[derive(Clone)]
-pub struct App {
-    pub(crate) state: Arc<AppState>,
-}
-
-pub(crate) struct AppState {
-    pub(crate) config: Config,
-    pub(crate) server_info: Implementation,
-    pub(crate) registry: ToolRegistry,
-    pub(crate) authenticator: Authenticator,
-    pub(crate) personas: Personas,
-    pub(crate) rate_limiter: RateLimiter,
-    pub(crate) state_key: RequestStateKey,
-    pub(crate) metrics: Metrics,
-    pub(crate) draining: AtomicBool,
-    pub(crate) sse_keepalive: Duration,
-    /// The task machinery, when a store is configured and `tasks.enabled`.
-    pub(crate) tasks: Option<Tasks>,
-    /// Where audit rows go, when a store is configured and `audit.enabled`.
-    pub(crate) audit: Option<Arc<dyn TaskStore>>,
-    /// This replica's id.
-    pub(crate) replica_id: String,
-    /// Asset rows and bytes, for downloads.
-    pub(crate) assets: Option<AssetDeps>,
-    /// Deletes audit rows, call records and assets past their retention.
-    pub(crate) retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
-    /// The script tools' store and run bridge, when a database is configured
-    /// and `scripts.enabled`.
-    pub(crate) scripts: Option<Arc<crate::tools::scripts::ScriptDeps>>,
-}
 
 /// Why the application could not be built.
 #[non_exhaustive]
@@ -113,47 +80,6 @@ impl App {
             retention: None,
             script_isolation: Isolation::InProcess,
         }
-    }
-
-    /// The configuration the app runs with.
-    pub fn config(&self) -> &Config {
-        &self.state.config
-    }
-
-    /// The metrics, for embedders that export them elsewhere.
-    pub fn metrics(&self) -> &Metrics {
-        &self.state.metrics
-    }
-
-    /// Marks the app as draining: `/readyz` answers 503 from now on, and new
-    /// task-creating calls are refused.
-    pub fn start_draining(&self) {
-        self.state.draining.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether the app is draining.
-    pub fn is_draining(&self) -> bool {
-        self.state.draining.load(Ordering::SeqCst)
-    }
-
-    /// Whether calls may become tasks (a store is configured and `tasks.enabled`).
-    pub fn tasks_enabled(&self) -> bool {
-        self.state.tasks.is_some()
-    }
-
-    /// This replica's id, stamped on the tasks it runs.
-    pub fn replica_id(&self) -> &str {
-        &self.state.replica_id
-    }
-
-    /// The run bridge (script runs), when scripts are enabled.
-    pub fn run_bridge(&self) -> Option<&Arc<RunBridge>> {
-        self.state.scripts.as_ref().map(|scripts| &scripts.bridge)
-    }
-
-    /// The task runtime, when tasks are enabled.
-    pub fn task_runtime(&self) -> Option<&Arc<TaskRuntime>> {
-        self.state.tasks.as_ref().map(|tasks| &tasks.runtime)
     }
 }
 
@@ -245,7 +171,7 @@ impl AppBuilder {
             .map_err(|problems| crate::config::ConfigError { problems })?;
         let http_connections = crate::connections::http_connections(&config.connections)
             .map_err(|problems| crate::config::ConfigError { problems })?;
-        let assets = assets.map(|parts| AssetDeps {
+        let assets = assets.map(|parts| Assets {
             store: parts.store,
             calls: parts.calls,
             sink: parts.sink,
@@ -275,7 +201,7 @@ impl AppBuilder {
         } else {
             config.server.replica_id.clone()
         };
-        let tasks = match &store {
+        let mut tasks = match &store {
             Some(store) if config.tasks.enabled => {
                 let runtime = TaskRuntime::new(
                     Arc::clone(store),
@@ -289,8 +215,12 @@ impl AppBuilder {
                             .min(Duration::from_secs(15)),
                     },
                 );
+                let call_tasks = Arc::new(CallTasks {
+                    runtime: Arc::clone(&runtime),
+                });
                 Some(Tasks {
                     runtime,
+                    sources: vec![call_tasks],
                     retention: Duration::from_secs(u64::from(config.tasks.retention_days) * 86_400),
                     poll_interval_ms: config.tasks.poll_interval_ms,
                     stale_after: config.tasks.stale_after,
@@ -301,14 +231,14 @@ impl AppBuilder {
         let has_store = store.is_some();
         let audit = store.filter(|_| config.audit.enabled);
         let app_cell = Arc::new(OnceLock::new());
-        let scripts = match scripts {
+        let run_bridge = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {
                 if script_isolation == Isolation::InProcess {
                     tracing::warn!(
                         "scripts are evaluated inside the server process: a script can crash it"
                     );
                 }
-                let deps = script_deps(
+                let deps = script_tools(
                     &config,
                     script_store,
                     audit.clone(),
@@ -317,7 +247,16 @@ impl AppBuilder {
                     script_isolation,
                 );
                 tools::scripts::register(&mut registry, Arc::clone(&deps))?;
-                Some(deps)
+                // A run is its own task: `tasks/*` finds run ids in `script_runs`.
+                if let Some(tasks) = &mut tasks {
+                    tasks.sources.push(Arc::new(RunTasks {
+                        store: Arc::clone(&deps.store),
+                        bridge: Arc::clone(&deps.bridge),
+                        run_retention: deps.run_retention,
+                        poll_interval_ms: deps.poll_interval_ms,
+                    }));
+                }
+                Some(Arc::clone(&deps.bridge))
             }
             _ => None,
         };
@@ -343,7 +282,7 @@ impl AppBuilder {
             replica_id,
             assets,
             retention,
-            scripts,
+            run_bridge,
         };
         let state = Arc::new(state);
         // Runs and drafts reach the pipeline through this; it never keeps the
@@ -357,14 +296,14 @@ impl AppBuilder {
 /// runs each run's version in the sandbox with a host that sends every
 /// `platform.*` call through this app's pipeline as `script:<name>` with the
 /// roles its version's author held.
-fn script_deps(
+fn script_tools(
     config: &Config,
     store: Arc<dyn ScriptStore>,
     audit: Option<Arc<dyn TaskStore>>,
     replica_id: &str,
     app_cell: &Arc<OnceLock<std::sync::Weak<AppState>>>,
     isolation: Isolation,
-) -> Arc<ScriptDeps> {
+) -> Arc<ScriptTools> {
     let settings = &config.scripts;
     let run_limits = Limits {
         max_steps: settings.max_steps,
@@ -413,7 +352,7 @@ fn script_deps(
             ..BridgeConfig::new(replica_id)
         },
     );
-    Arc::new(ScriptDeps {
+    Arc::new(ScriptTools {
         store,
         bridge,
         app: Arc::clone(app_cell),

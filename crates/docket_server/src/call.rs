@@ -22,20 +22,20 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
 use crate::audit::redact_arguments;
-use crate::dispatch::{Reply, RequestContext, to_value};
 use crate::error::McpError;
 use crate::headers;
-use crate::http::StreamItem;
 use crate::metrics::CallOutcome;
+use crate::refusal::Refusal;
 use crate::registry::{
     Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, TaskSupport, ToolCall,
     ToolHandler, ToolOutcome,
 };
+use crate::reply::{Reply, StreamItem, to_value};
+use crate::request::RequestContext;
 use crate::request_state::Binding;
+use crate::state::App;
 use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
-use crate::tools::{PLATFORM_INFO, error_result};
 
 /// Runs one `tools/call`.
 pub(crate) async fn call_tool(
@@ -74,9 +74,7 @@ pub(crate) async fn call_tool(
     // Authorization: the persona must allow the tool and the connection the call
     // uses — the one it names, or the tool's default when it names none.
     let Some(persona) = state.personas.resolve(&identity.roles) else {
-        return refuse(error_result(
-            "unauthorized",
-            "authorization_denied",
+        return refuse(Refusal::Unauthorized.result(
             &format!(
                 "not authorized: no persona matches the roles of {}",
                 identity.display_name
@@ -85,10 +83,8 @@ pub(crate) async fn call_tool(
         ));
     };
     if !persona.may_call_tool(&params.name) {
-        return refuse(error_result(
-            "unauthorized",
-            "authorization_denied",
-            &format!(
+        return refuse(Refusal::Unauthorized.result(
+&format!(
                 "not authorized: tool not allowed for persona: {}",
                 persona.name
             ),
@@ -106,9 +102,7 @@ pub(crate) async fn call_tool(
         && !persona.may_use_connection(connection)
     {
         {
-            return refuse(error_result(
-                "unauthorized",
-                "authorization_denied",
+            return refuse(Refusal::Unauthorized.result(
                 &format!(
                     "not authorized: connection not allowed for persona: {}",
                     persona.name
@@ -123,13 +117,11 @@ pub(crate) async fn call_tool(
 
     // Gates. The rate limit comes first; platform_info stays callable so a caller
     // can always find out who it is.
-    if params.name != PLATFORM_INFO
+    if tool.spec.rate_limited
         && let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now())
     {
         {
-            return refuse(error_result(
-                "rate_limited",
-                "rate_limited",
+            return refuse(Refusal::RateLimited.result(
                 &format!(
                     "RATE_LIMITED: too many tool calls in a short window; {} was refused",
                     params.name
@@ -144,7 +136,7 @@ pub(crate) async fn call_tool(
     // A caller without credentials (other than the local administrator of the
     // embedded default) shares one subject with every other such caller: it gets
     // no task, so nobody can follow or cancel another's.
-    let anonymous = !may_own_tasks(identity, persona.is_admin);
+    let anonymous = !identity.may_own_tasks(persona.is_admin);
     if anonymous && tool.spec.task_support == TaskSupport::Required {
         return Err(McpError::InvalidParams(format!(
             "the tool {} runs only as a task, and callers without credentials get no tasks: \
@@ -256,12 +248,9 @@ pub(crate) async fn call_tool(
                     cancel: CancellationToken::new(),
                     task: None,
                 };
-                // A run is its task: run_script answers the run's own task (the task
-                // id is the run id), and nothing is stored in the task table.
-                if let Some(scripts) = &state.scripts
-                    && params.name == crate::tools::scripts::RUN_SCRIPT
-                {
-                    return match scripts.start_run_task(&call).await {
+                // A tool whose work is durable on its own answers its own task.
+                if let Some(own_task) = handler.start_own_task(&call) {
+                    return match own_task.await {
                         Ok(record) => {
                             state.metrics.record_tool_call(
                                 &params.name,
@@ -635,11 +624,4 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
-}
-
-/// Whether `identity` may own tasks: everyone with credentials, and an anonymous
-/// caller only as an administrator (the embedded default's local user). Other
-/// anonymous callers share one subject, so a task of one would be every one's.
-pub(crate) fn may_own_tasks(identity: &crate::auth::Identity, is_admin: bool) -> bool {
-    identity.kind != crate::auth::IdentityKind::Anonymous || is_admin
 }

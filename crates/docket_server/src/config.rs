@@ -64,7 +64,7 @@ pub struct ServerConfig {
     pub address: SocketAddr,
     /// The URL clients reach this server at, used in links it hands out.
     pub public_base_url: Option<String>,
-    /// Origins (scheme://host[:port]) allowed besides loopback ones.
+    /// Origins (`scheme://host[:port]`) allowed besides loopback ones.
     pub allowed_origins: Vec<String>,
     /// This replica's name; empty means a unique name per process.
     pub replica_id: String,

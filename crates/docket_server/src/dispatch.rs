@@ -1,49 +1,23 @@
 //! JSON-RPC method dispatch for a request that passed the transport checks:
 //! `server/discover`, `tools/list` and `tools/call`.
 
-use std::sync::Arc;
-
 use docket_protocol::jsonrpc::Request;
-use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::{CacheScope, ResultType};
 use docket_protocol::server::{DiscoverResult, ServerCapabilities, ToolsCapability};
 use docket_protocol::tools::ListToolsResult;
-use http::HeaderMap;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
-use crate::app::App;
-use crate::auth::Identity;
 use crate::call;
 use crate::error::McpError;
-use crate::http::StreamItem;
+use crate::reply::{Reply, to_value};
+use crate::request::RequestContext;
+use crate::state::App;
 use crate::tasks;
 
 /// How long clients may cache `server/discover`, in milliseconds.
 const DISCOVER_TTL_MS: u64 = 5 * 60 * 1000;
 /// How long clients may cache `tools/list`, in milliseconds.
 const TOOLS_LIST_TTL_MS: u64 = 60 * 1000;
-
-/// What the transport learned about a request before dispatch.
-pub(crate) struct RequestContext {
-    /// Who is calling.
-    pub(crate) identity: Arc<Identity>,
-    /// The request's `_meta`.
-    pub(crate) meta: RequestMeta,
-    /// The request headers (for `Mcp-Param-*`).
-    pub(crate) headers: HeaderMap,
-    /// The script run making this call, for a call from inside a run (see
-    /// `call::call_in_process`); `None` for every HTTP request.
-    pub(crate) run_id: Option<String>,
-}
-
-/// How a method answers.
-pub(crate) enum Reply {
-    /// One JSON result.
-    Json(Value),
-    /// An SSE stream of notifications ending with the result.
-    Stream(mpsc::Receiver<StreamItem>),
-}
 
 /// The methods this server implements.
 const METHODS: &[&str] = &["server/discover", "tools/list", "tools/call"];
@@ -75,7 +49,15 @@ pub(crate) async fn dispatch(
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
         method if tasks::METHODS.contains(&method) => {
-            tasks::handle(app, &context, method, request.params)
+            let Some(surface) = &app.state.tasks else {
+                return Err(McpError::MethodNotFound(method.to_owned()));
+            };
+            let is_admin = app
+                .state
+                .personas
+                .resolve(&context.identity.roles)
+                .is_some_and(|persona| persona.is_admin);
+            tasks::handle(surface, &context, is_admin, method, request.params)
                 .await
                 .map(Reply::Json)
         }
@@ -138,10 +120,4 @@ fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
         cache_scope: CacheScope::Private,
     };
     to_value(&result)
-}
-
-/// Serializes a result.
-pub(crate) fn to_value(result: &impl serde::Serialize) -> Result<Value, McpError> {
-    serde_json::to_value(result)
-        .map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
 }

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use docket_protocol::error::ErrorObject;
 use docket_protocol::jsonrpc::{
-    ClientMessage, MessageError, OutgoingNotification, Request, RequestId, Response as RpcResponse,
+    ClientMessage, MessageError, Request, RequestId, Response as RpcResponse,
 };
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_server_info;
@@ -34,11 +33,13 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::app::App;
 use crate::auth::AuthError;
-use crate::dispatch::{self, Reply};
+use crate::dispatch;
 use crate::error::McpError;
 use crate::headers;
+use crate::reply::{Reply, StreamItem};
+use crate::request::RequestContext;
+use crate::state::App;
 
 /// The response body type: a whole JSON document or a stream of SSE frames.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -297,7 +298,7 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
         .personas
         .resolve(&identity.roles)
         .is_some_and(|persona| persona.is_admin);
-    let asset = match crate::tools::visible_asset(assets, id, &identity.subject, is_admin).await {
+    let asset = match crate::assets::visible_asset(assets, id, &identity.subject, is_admin).await {
         Ok(Some(asset)) => asset,
         Ok(None) => return not_found(),
         Err(err) => {
@@ -427,7 +428,7 @@ async fn handle_mcp(
         Ok(meta) => meta,
         Err(err) => return (method, error_response(app, Some(request.id), &err)),
     };
-    let context = dispatch::RequestContext {
+    let context = RequestContext {
         identity: std::sync::Arc::new(identity),
         meta,
         headers: parts.headers,
@@ -586,16 +587,6 @@ fn error_response(app: &App, id: Option<RequestId>, error: &McpError) -> hyper::
     let _ = app;
     let (status, object) = error.to_wire();
     json_response(status, &RpcResponse::error(id, object))
-}
-
-/// One message on an SSE response stream.
-pub(crate) enum StreamItem {
-    /// A notification related to the request (progress).
-    Notification(OutgoingNotification),
-    /// The final result; ends the stream.
-    Result(Value),
-    /// The final error; ends the stream.
-    Error(ErrorObject),
 }
 
 /// Answers as an SSE stream fed by `receiver`: one compact `data:` line per

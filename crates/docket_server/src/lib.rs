@@ -1,10 +1,4 @@
-//! The Docket MCP server: the `/mcp` endpoint over hyper, the call pipeline
-//! (identity → authorization → gates → consent → handler), the tool registry,
-//! configuration and the platform tools.
-//!
-//! `serve(listener, app, shutdown)` owns the accept loop; the binary only parses
-//! flags, reads configuration, binds and installs signal handlers. Embedders build
-//! an [`App`] with their own tools through [`App::builder`] and call [`serve`].
+#![doc = include_str!("../README.md")]
 
 pub mod auth;
 pub mod config;
@@ -13,20 +7,25 @@ pub mod headers;
 pub mod metrics;
 pub mod persona;
 pub mod rate_limit;
+pub mod refusal;
 pub mod registry;
 pub mod request_state;
 pub mod tools;
 
 mod app;
+pub mod assets;
 pub mod audit;
 mod call;
 mod dispatch;
 mod error;
 mod http;
+mod reply;
+mod request;
 mod retention;
+mod state;
 mod tasks;
 
-pub use app::{App, AppBuilder, BuildError, SERVER_NAME};
+pub use app::{AppBuilder, BuildError};
 pub use config::{Config, object_sink};
 /// Where scripts are evaluated ([`AppBuilder::script_isolation`]), and the child process's
 /// side of the protocol ([`script_child::serve`], the `docket script-child` subcommand).
@@ -36,3 +35,4 @@ pub use error::McpError;
 pub use http::{Body, MCP_PATH, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
 pub use retention::{RetentionAges, RetentionReport};
+pub use state::{App, SERVER_NAME};

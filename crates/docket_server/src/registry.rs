@@ -13,6 +13,7 @@ use docket_protocol::JsonObject;
 use docket_protocol::meta::{ClientCapabilities, ProgressToken};
 use docket_protocol::mrtr::{InputRequests, InputResponses};
 use docket_protocol::tools::{CallToolResult, Tool, ToolAnnotations};
+use docket_task::TaskRecord;
 use docket_task::runtime::TaskContext;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -55,6 +56,10 @@ pub struct ToolSpec {
     /// tools that fall back to one. The pipeline authorizes the connection a call
     /// actually uses: the one it names, or this one.
     pub default_connection: Option<String>,
+    /// Whether the per-caller rate limit applies. A tool that must stay callable
+    /// when a caller is limited (`platform_info`, so a caller can always find out
+    /// who it is) turns it off.
+    pub rate_limited: bool,
 }
 
 impl ToolSpec {
@@ -73,7 +78,14 @@ impl ToolSpec {
             annotations: None,
             task_support: TaskSupport::Never,
             default_connection: None,
+            rate_limited: true,
         }
+    }
+
+    /// Exempts the tool from the per-caller rate limit.
+    pub fn without_rate_limit(mut self) -> Self {
+        self.rate_limited = false;
+        self
     }
 
     /// Sets the connection a call uses when it names none.
@@ -263,7 +275,23 @@ pub trait ToolHandler: Send + Sync + 'static {
         let _ = request;
         Box::pin(async { Consent::Proceed })
     }
+
+    /// For a tool whose work is durable on its own (a script run is a row in
+    /// `script_runs` that any replica's worker picks up): starts that work for a call
+    /// that becomes a task and answers with its own task record, which a
+    /// [task source](crate::App) registered for those rows then reports on. `None`,
+    /// the default, lets the pipeline create a row in the task table and run
+    /// [`ToolHandler::call`] as the task's work.
+    fn start_own_task<'a>(&'a self, call: &'a ToolCall) -> Option<OwnTaskFuture<'a>> {
+        let _ = call;
+        None
+    }
 }
+
+/// What [`ToolHandler::start_own_task`] returns: the task record of the started
+/// work, or the refusal to answer instead (nothing started).
+pub type OwnTaskFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<TaskRecord, ToolOutcome>> + Send + 'a>>;
 
 impl<F, Fut> ToolHandler for F
 where

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use docket_catalog::retention::{DueAsset, Retention};
 
-use crate::app::App;
-use crate::tools::AssetDeps;
+use crate::assets::Assets;
+use crate::state::App;
 
 /// Rows one statement deletes or names at most.
 const BATCH: u32 = 1000;
@@ -90,7 +90,7 @@ where
 }
 
 /// Deletes `due` assets: bytes first, then the row. Bytes already gone are fine.
-async fn delete_assets(assets: &AssetDeps, due: Vec<DueAsset>) -> u64 {
+async fn delete_assets(assets: &Assets, due: Vec<DueAsset>) -> u64 {
     let mut deleted = 0;
     for asset in due {
         match assets.sink.delete(&asset.storage_key).await {
@@ -111,7 +111,7 @@ async fn delete_assets(assets: &AssetDeps, due: Vec<DueAsset>) -> u64 {
 /// One pass over everything `retention` holds, with `ages`.
 pub(crate) async fn pass(
     retention: &Arc<dyn Retention>,
-    assets: Option<&AssetDeps>,
+    assets: Option<&Assets>,
     ages: RetentionAges,
 ) -> RetentionReport {
     let mut report = RetentionReport::default();

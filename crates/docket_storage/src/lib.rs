@@ -1,33 +1,4 @@
-//! Docket's database layer: the [`TaskStore`] (from `docket_task`), and the
-//! asset catalog ([`AssetStore`]), the call catalog ([`CallCatalog`]), managed
-//! scripts and runs ([`ScriptStore`]) and [`Retention`] (from `docket_catalog`)
-//! on PostgreSQL ([`PgStore`]) and on SQLite ([`SqliteStore`]).
-//!
-//! - [`connect`] opens either backend from a `postgres://…` or `sqlite://PATH` URL
-//!   and [`migrate`] applies that backend's embedded migrations
-//!   (`migrations/postgres/`, `migrations/sqlite/` at the workspace root).
-//! - PostgreSQL is for production and many replicas: terminal transitions are
-//!   compare-and-set statements, the heartbeat is one statement per replica, the
-//!   sweepers skip rows another replica holds, and cancels and input answers are
-//!   also announced with `NOTIFY docket_tasks` so the running replica hears them
-//!   before its next heartbeat.
-//! - SQLite is the embedded single-node default: the same semantics on one file,
-//!   one writer connection, signals only through the heartbeat.
-//! - The types, the traits and the behaviour suites both backends run live in
-//!   `docket_task` and `docket_catalog`, without a database; this crate only
-//!   implements them.
-//! - `test_db` (feature `testing`) gives each test its own PostgreSQL schema or
-//!   SQLite file, and `probe` (feature `testing`) is the benchmarks' bare SQL.
-//!   Neither reads an environment variable: the test harness passes the
-//!   server in.
-//!
-//! diesel-async has no connection that spans backends, so each backend has its
-//! own schema, models and statements; what does not depend on SQL (how an outcome
-//! ends a task, how input requests and answers merge) is shared.
-//!
-//! **Architecture Invariant:** this is the only crate that names diesel or SQL.
-//! No statement qualifies a table with a schema name, so per-test schemas work
-//! through `search_path` alone.
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod migrations;

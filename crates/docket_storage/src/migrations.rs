@@ -13,11 +13,12 @@ use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use crate::error::{Cause, StorageError};
 use crate::url::Backend;
 
-/// `migrations/postgres/` at the workspace root.
-const POSTGRES: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+/// `migrations/postgres/` at the workspace root, read through the crate's `migrations`
+/// link so that a packaged crate carries them.
+const POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");
 
-/// `migrations/sqlite/` at the workspace root.
-const SQLITE: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+/// `migrations/sqlite/` at the workspace root, read through the same link.
+const SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
 /// Takes this session's migration lock: replicas starting together on one
 /// database take turns instead of racing to create the same tables. The key is

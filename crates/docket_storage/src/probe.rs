@@ -1,6 +1,6 @@
 //! Bare SQL for benchmarks: the cheapest way to write and read a task row, so
 //! `cargo xtask bench` can report what Docket's task paths cost relative to the
-//! database work they cannot avoid (DESIGN.md §6–§7).
+//! database work they cannot avoid (docs/design.md, Testing and Performance).
 //!
 //! [`PgProbe`] opens a connection pool configured exactly as [`PgStore`]'s
 //! (same manager, connection setup, recycling and size), on the same database,

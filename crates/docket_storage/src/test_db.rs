@@ -5,9 +5,16 @@
 //!   [`PostgresServer`] it is given, migrates it, and hands out a URL whose
 //!   connections see only that schema (`options=-csearch_path=<schema>`).
 //!   Dropping the value drops the schema. When the server cannot be reached it
-//!   prints why and returns `None`, so the test can skip; when the server is
-//!   [required](PostgresServer::required) (CI) it panics instead: tests never skip
-//!   silently.
+//!   returns `None` and the test returns at once, which libtest counts as passed;
+//!   so that this never goes unnoticed (docs/design.md, Testing) it says so on the
+//!   terminal, past libtest's output capture, once per test binary. When the server
+//!   is [required](PostgresServer::required) (CI, and `cargo xtask test` when it
+//!   found the server) it panics instead; when the harness says the PostgreSQL
+//!   cases were [filtered out](PostgresServer::cases_filtered) (`cargo xtask test`
+//!   when it found none) it panics too, because a test that reaches it there needs
+//!   PostgreSQL without saying so in its name.
+//! - [`TestDatabase::postgres_or_sqlite`] is for tests that hold on either backend:
+//!   PostgreSQL when it answers, else SQLite, announced the same way.
 //! - [`TestDatabase::sqlite`] creates a migrated SQLite file in a fresh temporary
 //!   folder, removed on drop.
 //!
@@ -21,7 +28,7 @@
 
 use std::error::Error;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use diesel_async::SimpleAsyncConnection;
@@ -30,13 +37,16 @@ use docket_task::TaskStore;
 use crate::url::{Backend, redact};
 use crate::{ConnectOptions, Store};
 
-/// The variable naming the PostgreSQL server tests use, as
-/// [`PostgresServer::from_lookup`] reads it.
+/// The variable naming the PostgreSQL server tests use.
 pub const DATABASE_URL_VAR: &str = "DOCKET_TEST_DATABASE_URL";
 
-/// The variable that, set to `1`, makes an unreachable PostgreSQL a failure, as
-/// [`PostgresServer::from_lookup`] reads it.
+/// The variable that, set to `1`, makes an unreachable PostgreSQL a failure.
 pub const REQUIRE_POSTGRES_VAR: &str = "DOCKET_REQUIRE_POSTGRES";
+
+/// The variable `cargo xtask test` sets to `1` when it found no PostgreSQL and
+/// filtered out the cases whose names contain `postgres`: a test that still asks
+/// for PostgreSQL then fails, naming the rule its name breaks.
+pub const POSTGRES_CASES_FILTERED_VAR: &str = "DOCKET_POSTGRES_CASES_FILTERED";
 
 /// The server tests use when [`DATABASE_URL_VAR`] is not set.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -47,45 +57,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections each store from [`TestDatabase::store`] may open: enough for the
 /// suite's racing writers, few enough for many tests at once.
 const TEST_POOL_SIZE: usize = 4;
-
-/// The PostgreSQL server test schemas are made on, and whether a test may skip
-/// when it cannot be reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PostgresServer {
-    url: String,
-    required: bool,
-}
-
-impl PostgresServer {
-    /// The server at `url`; with `required`, an unreachable server fails the
-    /// test instead of skipping it.
-    pub fn new(url: impl Into<String>, required: bool) -> Self {
-        Self {
-            url: url.into(),
-            required,
-        }
-    }
-
-    /// The server `lookup` names: [`DATABASE_URL_VAR`] (else
-    /// [`DEFAULT_DATABASE_URL`]), required when [`REQUIRE_POSTGRES_VAR`] is `1`.
-    /// `lookup` answers for a variable name, e.g. `|name| std::env::var(name).ok()`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        Self::new(
-            lookup(DATABASE_URL_VAR).unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
-            lookup(REQUIRE_POSTGRES_VAR).is_some_and(|value| value == "1"),
-        )
-    }
-
-    /// The server's URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Whether an unreachable server fails the test instead of skipping it.
-    pub fn required(&self) -> bool {
-        self.required
-    }
-}
 
 /// A database of one test's own; dropping it removes it.
 #[derive(Debug)]
@@ -102,16 +73,130 @@ enum Cleanup {
     Directory(PathBuf),
 }
 
+/// The PostgreSQL server test schemas are made on, and whether a test may skip
+/// when it cannot be reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresServer {
+    url: String,
+    required: bool,
+    cases_filtered: bool,
+}
+
+impl PostgresServer {
+    /// The server at `url`; with `required`, an unreachable server fails the
+    /// test instead of skipping it.
+    pub fn new(url: impl Into<String>, required: bool) -> Self {
+        Self {
+            url: url.into(),
+            required,
+            cases_filtered: false,
+        }
+    }
+
+    /// The server `lookup` names: [`DATABASE_URL_VAR`] (else
+    /// [`DEFAULT_DATABASE_URL`]), required when [`REQUIRE_POSTGRES_VAR`] is `1`.
+    /// `lookup` answers for a variable name, e.g. `|name| std::env::var(name).ok()`.
+    /// [`POSTGRES_CASES_FILTERED_VAR`] set to `1` says the PostgreSQL cases were
+    /// filtered out.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let flag = |name: &str| lookup(name).is_some_and(|value| value == "1");
+        Self {
+            url: lookup(DATABASE_URL_VAR).unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            required: flag(REQUIRE_POSTGRES_VAR),
+            cases_filtered: flag(POSTGRES_CASES_FILTERED_VAR),
+        }
+    }
+
+    /// Says that the harness filtered out the cases whose names contain
+    /// `postgres`: a test that still asks for the server then fails.
+    #[must_use]
+    pub fn with_cases_filtered(mut self) -> Self {
+        self.cases_filtered = true;
+        self
+    }
+
+    /// Whether the harness filtered out the PostgreSQL cases.
+    pub fn cases_filtered(&self) -> bool {
+        self.cases_filtered
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether an unreachable server fails the test instead of skipping it.
+    pub fn required(&self) -> bool {
+        self.required
+    }
+}
+
 impl TestDatabase {
-    /// A fresh, migrated schema on `server`, or `None` (with the reason
-    /// printed) when the server cannot be reached.
+    /// A fresh, migrated schema on the test PostgreSQL server, or `None` when the
+    /// server cannot be reached (said on the terminal once per test binary).
     ///
     /// # Panics
-    /// When the server cannot be reached and is [required](PostgresServer::required),
-    /// or when the schema cannot be created or migrated.
+    /// When the server cannot be reached and is [required](PostgresServer::required)
+    /// or its cases were filtered out, or when the schema cannot be created or
+    /// migrated.
     pub async fn postgres(server: &PostgresServer) -> Option<Self> {
+        let reason = match Self::try_postgres(server).await {
+            Ok(database) => return Some(database),
+            Err(reason) => reason,
+        };
+        if server.cases_filtered {
+            panic!(
+                "this test needs PostgreSQL, which is not reachable ({reason}); `cargo xtask \
+                 test` filtered out the cases whose names contain `postgres`, and this one's \
+                 name does not: put it in a `postgres` module or end its name with \
+                 `_on_postgres`"
+            );
+        }
+        static SKIPPING: Once = Once::new();
+        announce_once(
+            &SKIPPING,
+            &format!(
+                "PostgreSQL is not reachable ({reason}): the PostgreSQL cases of this test \
+             binary return at once and are counted as passed although they did not run. \
+             `cargo xtask test` filters them out instead; {REQUIRE_POSTGRES_VAR}=1 makes \
+             this a failure."
+            ),
+        );
+        None
+    }
+
+    /// A fresh PostgreSQL schema when the server answers, else a fresh SQLite
+    /// file: for tests whose behaviour holds on either backend. Falling back is
+    /// said on the terminal once per test binary.
+    ///
+    /// # Panics
+    /// When the server cannot be reached and is [required](PostgresServer::required), or when
+    /// the database cannot be created or migrated.
+    pub async fn postgres_or_sqlite(server: &PostgresServer) -> Self {
+        match Self::try_postgres(server).await {
+            Ok(database) => database,
+            Err(reason) => {
+                static FALLING_BACK: Once = Once::new();
+                announce_once(
+                    &FALLING_BACK,
+                    &format!(
+                        "PostgreSQL is not reachable ({reason}): the tests of this binary that \
+                     hold on either backend run on SQLite instead. {REQUIRE_POSTGRES_VAR}=1 \
+                     makes this a failure."
+                    ),
+                );
+                Self::sqlite().await
+            }
+        }
+    }
+
+    /// A fresh schema, or why the server could not be reached.
+    ///
+    /// # Panics
+    /// When the server cannot be reached and is [required](PostgresServer::required), or when
+    /// the schema cannot be created or migrated.
+    async fn try_postgres(server: &PostgresServer) -> Result<Self, String> {
         let server_url = server.url.clone();
-        let required = server.required;
         let reason =
             match tokio::time::timeout(CONNECT_TIMEOUT, crate::pg::establish(server_url.clone()))
                 .await
@@ -133,22 +218,20 @@ impl TestDatabase {
                     if let Err(error) = crate::migrate(&database.url).await {
                         panic!("could not migrate the test schema: {}", chain(&error));
                     }
-                    return Some(database);
+                    return Ok(database);
                 }
                 Ok(Err(error)) => error.to_string(),
                 Err(_) => format!("no answer within {CONNECT_TIMEOUT:?}"),
             };
+        let required = server.required;
         let server = redact(&server_url);
         if required {
             panic!(
-                "{REQUIRE_POSTGRES_VAR}=1 but PostgreSQL at {server} is not reachable: {reason}"
+                "{REQUIRE_POSTGRES_VAR}=1 but PostgreSQL at {server} is not reachable: {reason} \
+                 (`cargo xtask test` sets it when something answered on the server's port)"
             );
         }
-        eprintln!(
-            "skipped: PostgreSQL not reachable at {server} ({reason}); \
-             set {REQUIRE_POSTGRES_VAR}=1 to make this a failure"
-        );
-        None
+        Err(format!("at {server}: {reason}"))
     }
 
     /// A fresh, migrated SQLite file in a new temporary folder.
@@ -277,6 +360,18 @@ fn drop_schema(server_url: &str, schema: &str) {
     }
 }
 
+/// Writes `notice` to the terminal once per process (per `once`). It goes to the standard
+/// error stream directly rather than through `eprintln!`, which libtest captures
+/// and shows only for failing tests: a case that could not run passes, so its
+/// output would never be seen.
+fn announce_once(once: &'static Once, notice: &str) {
+    use std::io::Write as _;
+    once.call_once(|| {
+        // Best effort: a notice that cannot be written changes no test's outcome.
+        let _ = writeln!(std::io::stderr().lock(), "\nnote: {notice}\n");
+    });
+}
+
 /// `url` with the schema search path set to `schema` for every connection.
 fn with_search_path(url: &str, schema: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
@@ -308,9 +403,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_search_path_rides_in_the_url() {
+        assert_eq!(
+            with_search_path("postgres://u@h/db", "s"),
+            "postgres://u@h/db?options=-csearch_path%3Ds"
+        );
+        assert_eq!(
+            with_search_path("postgres://u@h/db?sslmode=disable", "s"),
+            "postgres://u@h/db?sslmode=disable&options=-csearch_path%3Ds"
+        );
+    }
+
+    #[test]
     fn the_server_comes_from_the_lookup_passed_in() {
         let server = PostgresServer::from_lookup(|_| None);
         assert_eq!(server, PostgresServer::new(DEFAULT_DATABASE_URL, false));
+        assert!(!server.cases_filtered());
         let server = PostgresServer::from_lookup(|name| match name {
             DATABASE_URL_VAR => Some("postgres://ci@db/test".into()),
             REQUIRE_POSTGRES_VAR => Some("1".into()),
@@ -321,18 +429,6 @@ mod tests {
             (name == REQUIRE_POSTGRES_VAR).then(|| "yes".to_owned())
         });
         assert!(!server.required(), "only `1` requires the server");
-    }
-
-    #[test]
-    fn the_search_path_rides_in_the_url() {
-        assert_eq!(
-            with_search_path("postgres://u@h/db", "s"),
-            "postgres://u@h/db?options=-csearch_path%3Ds"
-        );
-        assert_eq!(
-            with_search_path("postgres://u@h/db?sslmode=disable", "s"),
-            "postgres://u@h/db?sslmode=disable&options=-csearch_path%3Ds"
-        );
     }
 }
 

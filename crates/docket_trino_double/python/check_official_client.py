@@ -1,4 +1,4 @@
-"""Checks the Trino double with the official Python `trino` client (DESIGN.md §6).
+"""Checks the Trino double with the official Python `trino` client (docs/design.md, Testing).
 
 Run by .ci/run against `cargo xtask trino-double --listen 127.0.0.1:0 --page-rows 16`:
 

@@ -13,8 +13,8 @@ use std::io::Write;
 
 use serde_json::Value;
 
+use super::spec::{ColumnSpec, FormatError};
 use super::trino_type::TrinoType;
-use super::{ColumnSpec, FormatError};
 
 /// The first characters that make a spreadsheet treat a cell as a formula.
 const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];

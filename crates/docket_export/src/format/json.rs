@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 
 use serde_json::Value;
 
-use super::FormatError;
+use super::spec::FormatError;
 
 /// How rows are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

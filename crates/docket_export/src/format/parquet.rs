@@ -34,8 +34,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
+use super::spec::{ColumnSpec, FormatError, WriterOptions};
 use super::trino_type::TrinoType;
-use super::{ColumnSpec, FormatError, WriterOptions};
 
 /// The largest decimal precision Arrow's Decimal128 (and Trino) holds.
 const MAX_DECIMAL_PRECISION: u8 = 38;

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, Answer, FrameError, FromChild, HostRequest, ToChild, WireLimits};
-use super::{ChildProcess, MEMORY_MARGIN_BYTES, STOP_GRACE};
+use super::process::{ChildProcess, MEMORY_MARGIN_BYTES, STOP_GRACE};
 use crate::{
     Host, HostError, LimitKind, Limits, RunProgress, ScriptFailure, ScriptInput, ScriptReport,
 };

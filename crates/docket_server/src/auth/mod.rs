@@ -194,6 +194,15 @@ impl Identity {
         self.run.as_ref().map_or(&self.subject, |run| &run.owner)
     }
 
+    /// Whether this identity may own tasks: everyone with credentials, and an
+    /// anonymous caller only as an administrator (the embedded default's local
+    /// user). Other anonymous callers share one subject, so a task of one would be
+    /// every one's.
+    #[must_use]
+    pub fn may_own_tasks(&self, is_admin: bool) -> bool {
+        self.kind != IdentityKind::Anonymous || is_admin
+    }
+
     /// The script run this identity is, if it is one.
     #[must_use]
     pub fn run_id(&self) -> Option<&str> {

@@ -21,15 +21,16 @@ use docket_protocol::tools::CallToolResult;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::assets::{AssetDeps, asset_result};
-use super::error_result;
+use super::assets::asset_result;
 use super::exporting::{
     ExportIds, ExportStart, configured, elapsed_ms, file_name, human_bytes, open_world_write,
     save_asset, start_export,
 };
+use crate::assets::Assets;
 use crate::config::{ConnectionKind, ExportsConfig};
 use crate::connections::HttpConnection;
 use crate::persona::{Persona, glob_match};
+use crate::refusal::Refusal;
 use crate::registry::{
     Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
     ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
@@ -42,7 +43,7 @@ pub(crate) struct HttpDeps {
     /// Export caps.
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
-    pub(crate) assets: Option<AssetDeps>,
+    pub(crate) assets: Option<Assets>,
 }
 
 impl HttpDeps {
@@ -60,9 +61,7 @@ impl HttpDeps {
             .iter()
             .find(|connection| connection.name == name && connection.kind == kind)
             .ok_or_else(|| {
-                error_result(
-                    "not_found",
-                    "not_found",
+                Refusal::NotFound.result(
                     &format!("no {} connection named {name:?}", kind.as_str()),
                     "Call list_connections to see the connections you may use.",
                 )
@@ -85,9 +84,7 @@ pub(crate) fn route_check(
     persona
         .check_api_route(&connection.name, method, path)
         .map_err(|message| {
-            error_result(
-                "unauthorized",
-                "authorization_denied",
+            Refusal::Unauthorized.result(
                 &message,
                 "Ask an administrator to allow this route for your persona.",
             )
@@ -97,28 +94,22 @@ pub(crate) fn route_check(
 /// A refused or failed call as a tool result. The messages of [`ApiError`] never
 /// hold a credential.
 pub(crate) fn api_failure(err: &ApiError) -> CallToolResult {
-    let (code, category, hint) = match err {
+    let (kind, hint) = match err {
         ApiError::Path { .. }
         | ApiError::Method { .. }
         | ApiError::Header { .. }
         | ApiError::Query { .. } => (
-            "invalid_arguments",
-            "client_input",
+            Refusal::InvalidArguments,
             "Send a path below the connection, and no credentials: the connection adds them.",
         ),
-        ApiError::Timeout { .. } => (
-            "upstream_timeout",
-            "upstream",
-            "Try again, or ask for less.",
-        ),
+        ApiError::Timeout { .. } => (Refusal::UpstreamTimeout, "Try again, or ask for less."),
         ApiError::TooLarge { .. } => (
-            "too_large",
-            "upstream",
+            Refusal::TooLarge,
             "Narrow the request (a smaller page, fewer fields).",
         ),
-        _ => ("upstream_failed", "upstream", "Try again later."),
+        _ => (Refusal::UpstreamFailed, "Try again later."),
     };
-    error_result(code, category, &err.to_string(), hint)
+    kind.result(&err.to_string(), hint)
 }
 
 /// A JSON result with every secret of `connection` replaced, since an upstream may
@@ -252,9 +243,7 @@ fn prepare<'a>(
     // One form of the path: what every rule below matches is what is sent.
     request.path = normalize_path(&request.path).map_err(|err| api_failure(&err))?;
     if !connection.methods.contains(&request.method) {
-        return Err(error_result(
-            "not_allowed",
-            "authorization_denied",
+        return Err(Refusal::NotAllowed.result(
             &format!(
                 "the connection {} does not allow {} (it allows {})",
                 connection.name,
@@ -270,9 +259,7 @@ fn prepare<'a>(
             .iter()
             .any(|glob| glob_match(glob, &request.path))
     {
-        return Err(error_result(
-            "not_allowed",
-            "authorization_denied",
+        return Err(Refusal::NotAllowed.result(
             &format!(
                 "the connection {} does not allow the path {}",
                 connection.name, request.path
@@ -308,10 +295,8 @@ fn request_from(arguments: &JsonObject) -> Result<ApiRequest, CallToolResult> {
                     Value::String(text) => text.clone(),
                     Value::Number(_) | Value::Bool(_) => value.to_string(),
                     _ => {
-                        return Err(error_result(
-                            "invalid_arguments",
-                            "client_input",
-                            &format!(
+                        return Err(Refusal::InvalidArguments.result(
+&format!(
                                 "query parameter {name:?} must be a string, number, boolean or a list of them"
                             ),
                             "Flatten the value.",
@@ -386,7 +371,7 @@ fn call_record(
 /// cancelled or its client went away) records the call as cancelled, so every
 /// call leaves its row.
 pub(crate) struct CallRecorder {
-    assets: Option<AssetDeps>,
+    assets: Option<Assets>,
     /// The row so far.
     pub(crate) row: NewCallRecord,
     started: Instant,
@@ -395,7 +380,7 @@ pub(crate) struct CallRecorder {
 
 impl CallRecorder {
     /// Starts timing `row`; nothing is recorded without a catalog.
-    pub(crate) fn new(assets: Option<&AssetDeps>, row: NewCallRecord) -> Self {
+    pub(crate) fn new(assets: Option<&Assets>, row: NewCallRecord) -> Self {
         Self {
             assets: assets.cloned(),
             row,
@@ -437,7 +422,7 @@ impl CallRecorder {
     /// is recorded as failed and the refusal is returned.
     pub(crate) async fn finish_with_asset(
         mut self,
-        assets: &AssetDeps,
+        assets: &Assets,
         asset: NewAsset,
         rows: Option<i64>,
         status: u16,
@@ -485,7 +470,7 @@ impl Drop for CallRecorder {
     }
 }
 
-async fn write_record(assets: &AssetDeps, mut record: NewCallRecord) {
+async fn write_record(assets: &Assets, mut record: NewCallRecord) {
     if record.id.is_empty() {
         match docket_catalog::generate_id() {
             Ok(id) => record.id = id,
@@ -663,9 +648,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Ok(report) => report,
         Err(err) => {
             recorder.fail(err.is_cancelled(), err.to_string()).await;
-            return error_result(
-                "export_failed",
-                "tool_error",
+            return Refusal::ExportFailed.result(
                 &format!("the export failed: {err}"),
                 "Nothing was stored. Fix the cause and call again.",
             );

@@ -2,48 +2,17 @@
 //! (administrators see all), and `GET /assets/{id}/content` streams the bytes to the
 //! owner and administrators only.
 
-use std::sync::Arc;
-
-use docket_catalog::{Asset, AssetCursor, AssetStore, CallCatalog, NewCallRecord};
-use docket_export::sink::ObjectSink;
+use docket_catalog::{Asset, AssetCursor};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use super::error_result;
+use crate::assets::{Assets, visible_asset};
+use crate::refusal::Refusal;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
-/// What the asset tools and exports share.
-#[derive(Clone)]
-pub struct AssetDeps {
-    /// Asset rows.
-    pub store: Arc<dyn AssetStore>,
-    /// The call catalog, when recording calls.
-    pub calls: Option<Arc<dyn CallCatalog>>,
-    /// Asset bytes.
-    pub sink: Arc<dyn ObjectSink>,
-    /// The server's public base URL, for download links.
-    pub base_url: String,
-}
-
-impl AssetDeps {
-    /// Records a call; a failure is logged, never the caller's problem.
-    pub(crate) async fn record_call(&self, record: NewCallRecord) {
-        if let Some(calls) = &self.calls
-            && let Err(err) = calls.record(record).await
-        {
-            tracing::warn!(error = %err, "could not write a call record");
-        }
-    }
-
-    /// Where the asset's bytes can be downloaded.
-    pub(crate) fn download_url(&self, asset: &Asset) -> String {
-        format!("{}/assets/{}/content", self.base_url, asset.id)
-    }
-}
-
 /// The JSON an asset is described by.
-pub(crate) fn asset_json(deps: &AssetDeps, asset: &Asset) -> Value {
+pub(crate) fn asset_json(deps: &Assets, asset: &Asset) -> Value {
     json!({
         "asset_id": asset.id,
         "name": asset.name,
@@ -64,7 +33,7 @@ pub(crate) fn asset_json(deps: &AssetDeps, asset: &Asset) -> Value {
 /// An export's result: `{asset_id, name, format, content_type, row_count,
 /// size_bytes, download_url, message, call_id}` as JSON text and structured content.
 pub(crate) fn asset_result(
-    deps: &AssetDeps,
+    deps: &Assets,
     asset: &Asset,
     message: &str,
     call_id: Option<&str>,
@@ -93,7 +62,7 @@ fn read_only() -> ToolAnnotations {
 }
 
 /// Registers `list_assets` and `get_asset`.
-pub(crate) fn register(registry: &mut ToolRegistry, deps: AssetDeps) -> Result<(), RegistryError> {
+pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), RegistryError> {
     let list_deps = deps.clone();
     registry.register(
         ToolSpec::new(
@@ -125,7 +94,7 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: AssetDeps) -> Result<(
     )
 }
 
-async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
+async fn list(deps: &Assets, call: &ToolCall) -> CallToolResult {
     let limit = call
         .arguments
         .get("limit")
@@ -136,9 +105,7 @@ async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
         Some(token) => match AssetCursor::decode(token) {
             Some(cursor) => Some(cursor),
             None => {
-                return error_result(
-                    "invalid_arguments",
-                    "client_input",
+                return Refusal::InvalidArguments.result(
                     "the cursor is not valid",
                     "Use next_cursor from list_assets.",
                 );
@@ -156,34 +123,13 @@ async fn list(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
             let listed: Vec<Value> = assets.iter().map(|asset| asset_json(deps, asset)).collect();
             CallToolResult::structured(json!({"assets": listed, "next_cursor": next_cursor}))
         }
-        Err(err) => error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        ),
+        Err(err) => {
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again.")
+        }
     }
 }
 
-/// The asset `id` if the caller may see it: its owner, or an administrator.
-pub(crate) async fn visible_asset(
-    deps: &AssetDeps,
-    id: &str,
-    subject: &str,
-    is_admin: bool,
-) -> Result<Option<Asset>, String> {
-    // Text that is no asset id reads as an unknown asset, without a lookup.
-    if !docket_task::id::is_well_formed(id) {
-        return Ok(None);
-    }
-    match deps.store.get(id).await {
-        Ok(Some(asset)) if is_admin || asset.owner == subject => Ok(Some(asset)),
-        Ok(_) => Ok(None),
-        Err(err) => Err(err.to_string()),
-    }
-}
-
-async fn get(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
+async fn get(deps: &Assets, call: &ToolCall) -> CallToolResult {
     let id = call
         .arguments
         .get("asset_id")
@@ -199,17 +145,12 @@ async fn get(deps: &AssetDeps, call: &ToolCall) -> CallToolResult {
     {
         Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset)),
         // Not yours and does not exist read the same.
-        Ok(None) => error_result(
-            "not_found",
-            "not_found",
+        Ok(None) => Refusal::NotFound.result(
             &format!("no asset {id:?}"),
             "Call list_assets to see your assets.",
         ),
-        Err(err) => error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        ),
+        Err(err) => {
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again.")
+        }
     }
 }

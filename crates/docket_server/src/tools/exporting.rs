@@ -12,9 +12,10 @@ use docket_protocol::JsonObject;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::Value;
 
-use super::assets::{AssetDeps, asset_result};
-use super::error_result;
+use super::assets::asset_result;
+use crate::assets::Assets;
 use crate::config::ExportsConfig;
+use crate::refusal::Refusal;
 use crate::registry::ToolCall;
 
 /// The timeout an export call asks for (`timeout_seconds`), or the default.
@@ -27,9 +28,7 @@ pub(crate) fn export_timeout(
         .and_then(Value::as_u64)
         .map(Duration::from_secs)
     {
-        Some(timeout) if timeout > limits.max_timeout => Err(error_result(
-            "invalid_arguments",
-            "client_input",
+        Some(timeout) if timeout > limits.max_timeout => Err(Refusal::InvalidArguments.result(
             &format!(
                 "timeout_seconds {} exceeds the maximum of {}",
                 timeout.as_secs(),
@@ -45,7 +44,7 @@ pub(crate) fn export_timeout(
 /// The asset an earlier call with this owner's idempotency key produced, as the
 /// result to answer with; `None` when there is none (or no key).
 pub(crate) async fn replay(
-    assets: &AssetDeps,
+    assets: &Assets,
     owner: &str,
     idempotency_key: Option<&str>,
     message: &str,
@@ -54,12 +53,9 @@ pub(crate) async fn replay(
     match assets.store.find_by_idempotency_key(owner, key).await {
         Ok(Some(existing)) => Some(asset_result(assets, &existing, message, None)),
         Ok(None) => None,
-        Err(err) => Some(error_result(
-            "unavailable",
-            "internal",
-            &format!("the asset store failed: {err}"),
-            "Try again.",
-        )),
+        Err(err) => Some(
+            Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again."),
+        ),
     }
 }
 
@@ -75,12 +71,7 @@ pub(crate) struct ExportIds {
 pub(crate) fn export_ids() -> Result<ExportIds, CallToolResult> {
     match (generate_id(), generate_id()) {
         (Ok(asset_id), Ok(call_id)) => Ok(ExportIds { asset_id, call_id }),
-        _ => Err(error_result(
-            "internal",
-            "internal",
-            "could not draw an id",
-            "Try again.",
-        )),
+        _ => Err(Refusal::Internal.result("could not draw an id", "Try again.")),
     }
 }
 
@@ -148,11 +139,9 @@ impl AssetFields {
 }
 
 /// Where exports go, or the refusal of an export when assets are not configured.
-pub(crate) fn configured(assets: Option<&AssetDeps>) -> Result<&AssetDeps, CallToolResult> {
+pub(crate) fn configured(assets: Option<&Assets>) -> Result<&Assets, CallToolResult> {
     assets.ok_or_else(|| {
-        error_result(
-            "not_configured",
-            "feature_unavailable",
+        Refusal::NotConfigured.result(
             "exports are not configured",
             "Configure storage and a database.",
         )
@@ -176,7 +165,7 @@ pub(crate) struct ExportStart {
 /// already produced an asset of this caller, answers with that asset (`Err`,
 /// saying `replayed`); otherwise draws fresh ids.
 pub(crate) async fn start_export(
-    assets: &AssetDeps,
+    assets: &Assets,
     limits: &ExportsConfig,
     call: &ToolCall,
     replayed: &str,
@@ -200,7 +189,7 @@ pub(crate) async fn start_export(
 /// Records the asset whose bytes are committed at `new.storage_key`. When another
 /// call with the same idempotency key won the race, its asset is kept and these
 /// bytes are deleted; when the row cannot be written, the bytes are deleted too.
-pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asset, CallToolResult> {
+pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, CallToolResult> {
     let storage_key = new.storage_key.clone();
     match assets.store.create_or_get(new).await {
         Ok(outcome) => {
@@ -211,12 +200,8 @@ pub(crate) async fn save_asset(assets: &AssetDeps, new: NewAsset) -> Result<Asse
         }
         Err(err) => {
             let _ = assets.sink.delete(&storage_key).await;
-            Err(error_result(
-                "storage_failed",
-                "internal",
-                &format!("could not record the asset: {err}"),
-                "Try again.",
-            ))
+            Err(Refusal::StorageFailed
+                .result(&format!("could not record the asset: {err}"), "Try again."))
         }
     }
 }
@@ -235,16 +220,11 @@ pub(crate) fn open_world_write() -> ToolAnnotations {
 
 /// Starts the upload of an export's bytes at `storage_key`.
 pub(crate) async fn begin_upload(
-    assets: &AssetDeps,
+    assets: &Assets,
     storage_key: &str,
 ) -> Result<Box<dyn Upload>, CallToolResult> {
     assets.sink.begin(storage_key).await.map_err(|err| {
-        error_result(
-            "storage_failed",
-            "internal",
-            &format!("could not start the upload: {err}"),
-            "Try again.",
-        )
+        Refusal::StorageFailed.result(&format!("could not start the upload: {err}"), "Try again.")
     })
 }
 

@@ -24,7 +24,6 @@ use super::api::{
     CallRecorder, HttpDeps, HttpTool, api_failure, export_properties, route_check, scrubbed,
 };
 use super::assets::asset_result;
-use super::error_result;
 use super::exporting::{
     ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes, open_world_write,
     start_export,
@@ -32,6 +31,7 @@ use super::exporting::{
 use crate::config::ConnectionKind;
 use crate::connections::HttpConnection;
 use crate::persona::Persona;
+use crate::refusal::Refusal;
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSpec};
 
 /// The most pages `graphql_export` follows.
@@ -173,10 +173,8 @@ fn prepare<'a>(
                     .unwrap_or(1),
             };
             if !operation.variables.contains(&pagination.cursor_variable) {
-                return Err(error_result(
-                    "invalid_arguments",
-                    "client_input",
-                    &format!(
+                return Err(Refusal::InvalidArguments.result(
+&format!(
                         "the operation declares no variable ${} for the cursor",
                         pagination.cursor_variable
                     ),
@@ -184,9 +182,7 @@ fn prepare<'a>(
                 ));
             }
             if pagination.page_info_path.split('.').any(str::is_empty) {
-                return Err(error_result(
-                    "invalid_arguments",
-                    "client_input",
+                return Err(Refusal::InvalidArguments.result(
                     "page_info_path must be a dotted path such as items.pageInfo",
                     "Name the fields from data down to pageInfo.",
                 ));
@@ -214,21 +210,15 @@ fn prepare<'a>(
 fn graphql_failure(err: &GraphqlError) -> CallToolResult {
     match err {
         GraphqlError::Api(api) => api_failure(api),
-        GraphqlError::Syntax { .. } | GraphqlError::Refused { .. } => error_result(
-            "invalid_query",
-            "client_input",
+        GraphqlError::Syntax { .. } | GraphqlError::Refused { .. } => Refusal::InvalidQuery.result(
             &err.to_string(),
             "Send one read-only query document; name the operation when there are several.",
         ),
-        GraphqlError::Errors { .. } => error_result(
-            "graphql_errors",
-            "upstream",
+        GraphqlError::Errors { .. } => Refusal::GraphqlErrors.result(
             &err.to_string(),
             "Fix the query (fields, arguments, variables) and call again.",
         ),
-        _ => error_result(
-            "upstream_failed",
-            "upstream",
+        _ => Refusal::UpstreamFailed.result(
             &err.to_string(),
             "Check the query and the endpoint, then call again.",
         ),

@@ -13,14 +13,10 @@ mod trino;
 
 use std::sync::Arc;
 
-use docket_protocol::tools::{CallToolResult, ContentBlock};
-use serde_json::json;
-
+use crate::assets::Assets;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
-pub use assets::AssetDeps;
-pub(crate) use assets::visible_asset;
 pub use diagnostics::DIAGNOSTICS_SLEEP;
 pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 
@@ -39,7 +35,7 @@ pub fn register_platform_tools(
     tasks_enabled: bool,
     trino_connections: Vec<crate::connections::TrinoConnection>,
     http_connections: Vec<crate::connections::HttpConnection>,
-    assets: Option<AssetDeps>,
+    assets: Option<Assets>,
 ) -> Result<(), RegistryError> {
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {
@@ -71,18 +67,4 @@ pub fn register_platform_tools(
         tool_names,
         tasks_enabled,
     )
-}
-
-/// A tool-level failure in the platform's error contract: `isError: true`, a text
-/// block `"<message> (code: <code>) Hint: <hint>"`, and
-/// `structuredContent: {error: {code, category, message, hint}}`.
-pub fn error_result(code: &str, category: &str, message: &str, hint: &str) -> CallToolResult {
-    let mut result = CallToolResult::from_content(vec![ContentBlock::text(format!(
-        "{message} (code: {code}) Hint: {hint}"
-    ))]);
-    result.is_error = Some(true);
-    result.structured_content = Some(
-        json!({ "error": { "code": code, "category": category, "message": message, "hint": hint } }),
-    );
-    result
 }

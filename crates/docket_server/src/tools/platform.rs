@@ -42,7 +42,9 @@ pub(super) fn register(
              connections the caller may use, and whether long calls run as tasks.",
             no_arguments.clone(),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        // A caller can always find out who it is, rate limited or not.
+        .without_rate_limit(),
         move |call: ToolCall| {
             let tool_names = Arc::clone(&tool_names);
             async move {
@@ -85,7 +87,7 @@ fn platform_info(call: &ToolCall, tool_names: &[String], tasks_enabled: bool) ->
         .collect();
     CallToolResult::structured(json!({
         "server": {
-            "name": crate::app::SERVER_NAME,
+            "name": crate::state::SERVER_NAME,
             "version": env!("CARGO_PKG_VERSION"),
             "protocol_version": docket_protocol::PROTOCOL_VERSION,
         },

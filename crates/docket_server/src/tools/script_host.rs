@@ -24,10 +24,10 @@ use serde_json::{Map, Value, json};
 
 use super::assets::asset_json;
 use super::exporting::{file_name, save_asset};
-use crate::app::{App, AppState};
 use crate::auth::Identity;
 use crate::call::call_in_process;
 use crate::error::McpError;
+use crate::state::{App, AppState};
 
 /// The most rows `platform.query` asks `trino_query` for.
 const QUERY_ROWS: u64 = 10_000;

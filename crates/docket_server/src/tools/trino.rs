@@ -21,14 +21,15 @@ use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequests};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
-use super::assets::{AssetDeps, asset_result};
-use super::error_result;
+use super::assets::asset_result;
 use super::exporting::{
     AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
     open_world_write, save_asset, start_export,
 };
+use crate::assets::Assets;
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
+use crate::refusal::Refusal;
 use crate::registry::{
     Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
     ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
@@ -48,7 +49,7 @@ pub(crate) struct TrinoDeps {
     /// Export caps.
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
-    pub(crate) assets: Option<AssetDeps>,
+    pub(crate) assets: Option<Assets>,
 }
 
 impl TrinoDeps {
@@ -70,17 +71,13 @@ impl TrinoDeps {
                 .iter()
                 .find(|c| c.name == name)
                 .ok_or_else(|| {
-                    error_result(
-                        "not_found",
-                        "not_found",
+                    Refusal::NotFound.result(
                         &format!("no trino connection named {name:?}"),
                         "Call list_connections to see the connections you may use.",
                     )
                 }),
             None => self.default_connection().ok_or_else(|| {
-                error_result(
-                    "connection_required",
-                    "client_input",
+                Refusal::ConnectionRequired.result(
                     "several trino connections exist and none is the default",
                     "Pass the connection argument; list_connections names them.",
                 )
@@ -221,9 +218,7 @@ fn check_sql(
     connection: &TrinoConnection,
 ) -> Result<ReadOnlyStatement, CallToolResult> {
     check_read_only_with(sql_argument(arguments), &connection.readonly).map_err(|err| {
-        error_result(
-            "read_only",
-            "client_input",
+        Refusal::ReadOnly.result(
             &format!("only read-only SQL is allowed: {err}"),
             "Send one SELECT, WITH … SELECT, VALUES, SHOW, DESCRIBE or EXPLAIN statement.",
         )
@@ -231,9 +226,7 @@ fn check_sql(
 }
 
 fn trino_failure(err: &TrinoError) -> CallToolResult {
-    error_result(
-        "query_failed",
-        "tool_error",
+    Refusal::QueryFailed.result(
         &format!("query execution failed: {err}"),
         "Fix the statement and try again.",
     )
@@ -278,9 +271,7 @@ async fn consent(
         return if accepted {
             Consent::Proceed
         } else {
-            Consent::Refuse(error_result(
-                "user_declined",
-                "user_declined",
+            Consent::Refuse(Refusal::UserDeclined.result(
                 "query declined: the user did not agree to run it",
                 "Narrow the query, or ask again when the user agrees.",
             ))
@@ -479,9 +470,7 @@ fn identifier(kind: &str, value: &str) -> Result<String, CallToolResult> {
     if valid {
         Ok(format!("\"{value}\""))
     } else {
-        Err(error_result(
-            "invalid_arguments",
-            "client_input",
+        Err(Refusal::InvalidArguments.result(
             &format!("{kind} {value:?} is not a valid name"),
             "Use the names trino_browse lists.",
         ))
@@ -517,12 +506,9 @@ async fn browse(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         (Some(catalog), Some(schema)) => identifier("catalog", catalog).and_then(|c| {
             identifier("schema", schema).map(|s| (format!("SHOW TABLES FROM {c}.{s}"), "tables"))
         }),
-        (None, Some(_)) => Err(error_result(
-            "invalid_arguments",
-            "client_input",
-            "a schema needs its catalog",
-            "Pass catalog too.",
-        )),
+        (None, Some(_)) => {
+            Err(Refusal::InvalidArguments.result("a schema needs its catalog", "Pass catalog too."))
+        }
     };
     match statement {
         Ok((sql, key)) => run_listing(connection, &sql, key).await,
@@ -547,9 +533,7 @@ async fn describe(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     let parts = match parts {
         Ok(parts) if parts.len() <= 3 => parts,
         Ok(_) => {
-            return error_result(
-                "invalid_arguments",
-                "client_input",
+            return Refusal::InvalidArguments.result(
                 "a table name has at most three parts",
                 "Use catalog.schema.table.",
             );
@@ -597,12 +581,8 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     {
         Some(Ok(format)) if format.is_available() => format,
         _ => {
-            return error_result(
-                "invalid_arguments",
-                "client_input",
-                "unsupported format",
-                "Use csv, json, jsonl or parquet.",
-            );
+            return Refusal::InvalidArguments
+                .result("unsupported format", "Use csv, json, jsonl or parquet.");
         }
     };
     let connection = match deps.connection(arguments) {
@@ -617,9 +597,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     let limits = &deps.exports;
     let max_rows = match arguments.get("limit").and_then(Value::as_u64) {
         Some(limit) if limit > limits.max_rows => {
-            return error_result(
-                "invalid_arguments",
-                "client_input",
+            return Refusal::InvalidArguments.result(
                 &format!(
                     "limit {limit} exceeds the deployment maximum of {} rows",
                     limits.max_rows
@@ -720,9 +698,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
                     None,
                 ))
                 .await;
-            return error_result(
-                "export_failed",
-                "tool_error",
+            return Refusal::ExportFailed.result(
                 &format!("the export failed: {err}"),
                 "Nothing was stored. Fix the cause and call again.",
             );

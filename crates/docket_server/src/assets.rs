@@ -1,0 +1,56 @@
+//! Assets as the server holds them: the rows (`AssetStore`), the call catalog and
+//! the object sink for the bytes, and who may see an asset. Exports write through
+//! it, the asset tools read through it, and `GET /assets/{id}/content` streams from it.
+
+use std::sync::Arc;
+
+use docket_catalog::{Asset, AssetStore, CallCatalog, NewCallRecord};
+use docket_export::sink::ObjectSink;
+
+/// The asset store, the call catalog and the sink, shared by exports, the asset
+/// tools and downloads.
+#[derive(Clone)]
+pub struct Assets {
+    /// Asset rows.
+    pub store: Arc<dyn AssetStore>,
+    /// The call catalog, when recording calls.
+    pub calls: Option<Arc<dyn CallCatalog>>,
+    /// Asset bytes.
+    pub sink: Arc<dyn ObjectSink>,
+    /// The server's public base URL, for download links.
+    pub base_url: String,
+}
+
+impl Assets {
+    /// Records a call; a failure is logged, never the caller's problem.
+    pub(crate) async fn record_call(&self, record: NewCallRecord) {
+        if let Some(calls) = &self.calls
+            && let Err(err) = calls.record(record).await
+        {
+            tracing::warn!(error = %err, "could not write a call record");
+        }
+    }
+
+    /// Where the asset's bytes can be downloaded.
+    pub(crate) fn download_url(&self, asset: &Asset) -> String {
+        format!("{}/assets/{}/content", self.base_url, asset.id)
+    }
+}
+
+/// The asset `id` if the caller may see it: its owner, or an administrator.
+pub(crate) async fn visible_asset(
+    deps: &Assets,
+    id: &str,
+    subject: &str,
+    is_admin: bool,
+) -> Result<Option<Asset>, String> {
+    // Text that is no asset id reads as an unknown asset, without a lookup.
+    if !docket_task::id::is_well_formed(id) {
+        return Ok(None);
+    }
+    match deps.store.get(id).await {
+        Ok(Some(asset)) if is_admin || asset.owner == subject => Ok(Some(asset)),
+        Ok(_) => Ok(None),
+        Err(err) => Err(err.to_string()),
+    }
+}

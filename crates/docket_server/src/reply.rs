@@ -1,0 +1,33 @@
+//! What a method answers with, as the transport sends it: one JSON result, or a
+//! stream of messages that the HTTP layer writes as server-sent events.
+
+use docket_protocol::error::ErrorObject;
+use docket_protocol::jsonrpc::OutgoingNotification;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::error::McpError;
+
+/// How a method answers.
+pub(crate) enum Reply {
+    /// One JSON result.
+    Json(Value),
+    /// An SSE stream of notifications ending with the result.
+    Stream(mpsc::Receiver<StreamItem>),
+}
+
+/// One message on an SSE response stream.
+pub(crate) enum StreamItem {
+    /// A notification related to the request (progress).
+    Notification(OutgoingNotification),
+    /// The final result; ends the stream.
+    Result(Value),
+    /// The final error; ends the stream.
+    Error(ErrorObject),
+}
+
+/// Serializes a result.
+pub(crate) fn to_value(result: &impl serde::Serialize) -> Result<Value, McpError> {
+    serde_json::to_value(result)
+        .map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
+}

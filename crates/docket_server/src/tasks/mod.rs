@@ -1,0 +1,197 @@
+//! The tasks extension on the server side: `tasks/get`, `tasks/update` and
+//! `tasks/cancel`, over every registered [`TaskSource`].
+//!
+//! Who may follow a task: whoever started it, administrators, and the task kind's
+//! extra follower. Everyone else gets exactly the answer an unknown id gets, so a
+//! task id's existence cannot be probed.
+//!
+//! Task ids are looked up in every source at once: the task table (exports and
+//! every other tool that runs as a task, [`source::CallTasks`]) and the sources
+//! tools register for work that is durable on its own (script runs in
+//! `script_runs`, registered by the script tools). Generic code here never knows
+//! which tool a task belongs to.
+
+mod source;
+mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_protocol::result::EmptyResult;
+use docket_protocol::tasks::{TaskIdParams, UpdateTaskParams};
+use docket_task::runtime::{SpawnError, TaskRuntime};
+use docket_task::{Caller, Outcome, TaskError, TaskId, TaskRecord, TaskView};
+use serde_json::Value;
+
+use crate::error::McpError;
+use crate::registry::ToolOutcome;
+use crate::reply::to_value;
+use crate::request::RequestContext;
+
+pub(crate) use source::{CallTasks, FoundTask, TaskSource};
+pub(crate) use wire::create_result;
+
+/// The task machinery of an app with a database and `tasks.enabled`.
+pub(crate) struct Tasks {
+    /// Runs task work on this replica.
+    pub(crate) runtime: Arc<TaskRuntime>,
+    /// How long an export task is kept after it was created.
+    pub(crate) retention: Duration,
+    /// How often clients should poll.
+    pub(crate) poll_interval_ms: u64,
+    /// How long without a heartbeat before a task's replica counts as gone.
+    pub(crate) stale_after: Duration,
+    /// Where task ids are looked up: the task table first, then what tools registered.
+    pub(crate) sources: Vec<Arc<dyn TaskSource>>,
+}
+
+/// The `tasks/*` methods.
+pub(crate) const METHODS: &[&str] = &["tasks/get", "tasks/update", "tasks/cancel"];
+
+/// Runs one `tasks/*` request for a caller whose persona makes them an
+/// administrator or not.
+pub(crate) async fn handle(
+    tasks: &Tasks,
+    context: &RequestContext,
+    is_admin: bool,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, McpError> {
+    // The capability check comes before the id is looked at, so a client that did not
+    // declare the extension learns nothing about ids.
+    if !context.meta.client_capabilities.declares_tasks() {
+        return Err(McpError::MissingCapability {
+            message: format!(
+                "{method} needs the io.modelcontextprotocol/tasks extension declared on the request"
+            ),
+            required: Box::new(docket_protocol::meta::ClientCapabilities::with_extension(
+                docket_protocol::TASKS_EXTENSION,
+            )),
+        });
+    }
+    let params = params.unwrap_or(Value::Null);
+    match method {
+        "tasks/get" => {
+            let TaskIdParams { task_id } = parse(params, method)?;
+            let (found, view) = find(tasks, context, is_admin, &task_id).await?;
+            to_value(&wire::get_result(&found.record, &view))
+        }
+        "tasks/cancel" => {
+            let TaskIdParams { task_id } = parse(params, method)?;
+            let (found, _) = find(tasks, context, is_admin, &task_id).await?;
+            found.source.cancel(&found.record.id).await?;
+            to_value(&EmptyResult::default())
+        }
+        "tasks/update" => {
+            let UpdateTaskParams {
+                task_id,
+                input_responses,
+            } = parse(params, method)?;
+            let (found, _) = find(tasks, context, is_admin, &task_id).await?;
+            let responses = input_responses.into_iter().collect();
+            // Applied before the acknowledgement, so the very next tasks/get on any
+            // replica shows it.
+            found
+                .source
+                .answer_input(&found.record.id, &responses)
+                .await?;
+            to_value(&EmptyResult::default())
+        }
+        other => Err(McpError::MethodNotFound(other.to_owned())),
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: Value, method: &str) -> Result<T, McpError> {
+    serde_json::from_value(params)
+        .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))
+}
+
+/// The task `task_id` as the caller may see it, or the one "unknown task" answer.
+async fn find(
+    tasks: &Tasks,
+    context: &RequestContext,
+    is_admin: bool,
+    task_id: &str,
+) -> Result<(FoundTask, TaskView), McpError> {
+    // One answer for unknown, expired and not-yours ids: the same bytes, whatever the id.
+    let unknown = || McpError::InvalidParams("Unknown task".to_owned());
+    let id = TaskId::from_client(task_id).ok_or_else(unknown)?;
+    // A caller without credentials owns no task, so it can follow none.
+    if !context.identity.may_own_tasks(is_admin) {
+        return Err(unknown());
+    }
+    // Every source is read for every id, at once: an id that exists but is not
+    // yours takes the same path, and the same time, as one that does not exist.
+    let lookups = tasks.sources.iter().map(|source| {
+        let source = Arc::clone(source);
+        let id = id.clone();
+        async move { source.find(&id).await }
+    });
+    let mut failure = None;
+    let mut found = None;
+    for lookup in futures_util::future::join_all(lookups).await {
+        match lookup {
+            Ok(Some(task)) if found.is_none() => found = Some(task),
+            Ok(_) => {}
+            Err(error) => failure = failure.or(Some(error)),
+        }
+    }
+    let found = match (found, failure) {
+        (Some(found), _) => found,
+        (None, Some(error)) => return Err(error),
+        (None, None) => return Err(unknown()),
+    };
+    let caller = Caller {
+        subject: context.identity.subject.clone(),
+        is_admin,
+    };
+    let expired = found
+        .record
+        .expires_at
+        .is_some_and(|expires_at| expires_at <= found.now);
+    if !found.record.may_follow(&caller) || expired {
+        return Err(unknown());
+    }
+    let view = found.record.view(found.now, tasks.stale_after);
+    Ok((found, view))
+}
+
+/// How a tool's outcome ends its task.
+pub(crate) fn task_outcome(outcome: ToolOutcome) -> Outcome {
+    match outcome {
+        ToolOutcome::Result(result) => match serde_json::to_value(&result) {
+            Ok(value) => Outcome::Completed(value),
+            Err(err) => Outcome::Failed(TaskError::internal(format!(
+                "could not encode the result: {err}"
+            ))),
+        },
+        ToolOutcome::Error(error) => {
+            let (_, object) = McpError::from(error).to_wire();
+            Outcome::Failed(TaskError {
+                code: object.code,
+                message: object.message,
+                data: object.data,
+            })
+        }
+        ToolOutcome::InputRequired { .. } => Outcome::Failed(TaskError::internal(
+            "the tool asked for input the direct way inside a task; tools ask through ToolCall::request_input in a task",
+        )),
+    }
+}
+
+/// Maps a failure to start a task.
+pub(crate) fn spawn_failure(error: SpawnError) -> McpError {
+    match error {
+        SpawnError::Draining => McpError::Unavailable(error.to_string()),
+        // The task row could not be written: the database is away; nothing started.
+        SpawnError::Store(store) => McpError::Unavailable(format!(
+            "the task store is unavailable, so no task was started; try again: {store}"
+        )),
+        other => McpError::Internal(other.to_string()),
+    }
+}
+
+/// A `tools/call` result value for a task record.
+pub(crate) fn create_result_value(record: &TaskRecord) -> Result<Value, McpError> {
+    to_value(&create_result(record))
+}

@@ -1,0 +1,87 @@
+//! Where task ids are found: the [`TaskSource`] trait, and the task table's own
+//! source, [`CallTasks`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use docket_protocol::JsonObject;
+use docket_task::runtime::TaskRuntime;
+use docket_task::store::TaskSignal;
+use docket_task::{TaskId, TaskRecord};
+use time::OffsetDateTime;
+
+use crate::error::McpError;
+
+/// A task found in a source, with the source's clock and the source itself, which
+/// cancels it and takes its input.
+pub(crate) struct FoundTask {
+    /// The task as the tasks surface shows it.
+    pub(crate) record: TaskRecord,
+    /// The source's clock when it was read.
+    pub(crate) now: OffsetDateTime,
+    /// Where it was found.
+    pub(crate) source: Arc<dyn TaskSource>,
+}
+
+/// A place task ids are looked up: the task table, or rows a tool keeps for work
+/// that is durable on its own (a script run in `script_runs` is its own task).
+/// Registered with the tasks surface; `tasks/*` reads every source for every id.
+#[async_trait]
+pub(crate) trait TaskSource: Send + Sync {
+    /// The task with this id, if this source has it. Who may follow it is decided
+    /// by the caller, from the record.
+    ///
+    /// # Errors
+    /// [`McpError::Unavailable`] when the source's store cannot be read.
+    async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError>;
+
+    /// Asks the task to stop, wherever it runs.
+    ///
+    /// # Errors
+    /// [`McpError::Unavailable`] when the request cannot be stored.
+    async fn cancel(&self, id: &TaskId) -> Result<(), McpError>;
+
+    /// Applies a client's input responses. A source whose tasks never ask for input
+    /// acknowledges and does nothing.
+    ///
+    /// # Errors
+    /// [`McpError::Unavailable`] when the answers cannot be stored.
+    async fn answer_input(&self, id: &TaskId, responses: &JsonObject) -> Result<(), McpError>;
+}
+
+/// The task table: tasks the pipeline created for calls (exports and every other
+/// tool that runs as a task).
+pub(crate) struct CallTasks {
+    /// The runtime over the task store.
+    pub(crate) runtime: Arc<TaskRuntime>,
+}
+
+fn store_failure(error: docket_task::StoreError) -> McpError {
+    McpError::Unavailable(format!("the task store is unavailable; try again: {error}"))
+}
+
+#[async_trait]
+impl TaskSource for CallTasks {
+    async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
+        let found = self.runtime.store().get(id).await.map_err(store_failure)?;
+        Ok(found.map(|(record, now)| FoundTask {
+            record,
+            now,
+            source: self,
+        }))
+    }
+
+    async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {
+        self.runtime.cancel(id).await.map_err(store_failure)
+    }
+
+    async fn answer_input(&self, id: &TaskId, responses: &JsonObject) -> Result<(), McpError> {
+        self.runtime
+            .store()
+            .answer_input(id, responses)
+            .await
+            .map_err(store_failure)?;
+        self.runtime.signal(TaskSignal::Input(id.clone()));
+        Ok(())
+    }
+}

@@ -1,0 +1,157 @@
+//! How the script tools answer: run and script summaries, and their refusals.
+
+use docket_catalog::CatalogError;
+use docket_catalog::scripts::{Run, RunErrorKind, RunStatus, Script};
+use docket_protocol::tools::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::refusal::Refusal;
+use crate::registry::ToolOutcome;
+
+pub(super) fn timestamp(time: Option<OffsetDateTime>) -> Value {
+    time.and_then(|time| time.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::String)
+}
+
+pub(super) fn text_result(value: Value, is_error: bool) -> CallToolResult {
+    let mut result = CallToolResult::from_content(vec![ContentBlock::text(value.to_string())]);
+    result.structured_content = Some(value);
+    if is_error {
+        result.is_error = Some(true);
+    }
+    result
+}
+
+/// A refusal in the platform's error contract.
+pub(super) fn refusal(kind: Refusal, message: &str, hint: &str) -> ToolOutcome {
+    ToolOutcome::Result(kind.result(message, hint))
+}
+
+pub(super) fn not_found(name: &str) -> ToolOutcome {
+    refusal(
+        Refusal::NotFound,
+        &format!("script {name:?} not found"),
+        "List your scripts with manage_script command=list.",
+    )
+}
+
+pub(super) fn run_not_found() -> ToolOutcome {
+    refusal(
+        Refusal::NotFound,
+        "run not found",
+        "List the runs you may read with list_runs.",
+    )
+}
+
+pub(super) fn unavailable(error: &CatalogError) -> ToolOutcome {
+    tracing::warn!(%error, "the script store failed");
+    refusal(
+        Refusal::Unavailable,
+        "the script store is unavailable",
+        "Try again in a moment.",
+    )
+}
+
+pub(super) fn inside_run(what: &str, reason: &str) -> ToolOutcome {
+    refusal(
+        Refusal::ToolError,
+        &format!("{what} cannot be called from inside a script run: {reason}"),
+        "Do the work in this script.",
+    )
+}
+
+pub(super) const REENTRANT: &str = "a run executes one at a time, so a script waiting on a run it started \
+     would wait on the worker running it. Do the work in this script, or give the second script \
+     its own schedule.";
+pub(super) const AUTHORING: &str = "a run may read the script surface but never change what exists or what \
+     will execute.";
+
+/// The run summary, plus what an ended run has. The text a running or queued
+/// run's `message` says depends on who asks, so it is added by the caller.
+pub(super) fn run_json(run: &Run) -> Value {
+    let mut value = json!({
+        "name": run.script_name,
+        "script_id": run.script_id,
+        "run_id": run.id,
+        "status": run.status.as_str(),
+        "version": run.version,
+        "trigger": "tool",
+        "attempt": run.attempt,
+        "tool_calls": run.host_calls,
+        // The sandbox's value is the original's script-decided part of the run
+        // result: `{queries, outputs}`.
+        "queries": run.result.as_ref().and_then(|result| result.get("queries")).cloned().unwrap_or(json!(0)),
+        "outputs": run.result.as_ref().and_then(|result| result.get("outputs")).cloned().unwrap_or(json!([])),
+        "started_at": timestamp(run.started_at),
+        "finished_at": timestamp(run.finished_at),
+    });
+    if let (Some(started), Some(finished)) = (run.started_at, run.finished_at) {
+        value["duration_ms"] = json!((finished - started).whole_milliseconds().max(0));
+    }
+    if run.status.is_terminal() {
+        value["log"] = json!(run.log.clone().unwrap_or_default());
+        value["log_truncated"] = json!(run.log_truncated);
+    }
+    if run.status == RunStatus::Failed {
+        value["error"] = json!(run.error);
+        value["retryable"] = json!(false);
+        value["message"] = json!(match run.error_kind {
+            Some(RunErrorKind::Platform) =>
+                "The platform failed this run repeatedly and gave up; run the script again.",
+            _ =>
+                "A script failure is deterministic: the same version on the same inputs fails \
+                  the same way, so the platform does not retry it. Fix the script with run_draft \
+                  and save the fix.",
+        });
+    }
+    if run.status == RunStatus::Cancelled {
+        value["message"] = json!("The run was cancelled.");
+    }
+    value
+}
+
+/// The `CallToolResult` of a run: ended runs as `tasks/get` shows them too.
+pub(super) fn run_result(run: &Run) -> CallToolResult {
+    text_result(run_json(run), run.status == RunStatus::Failed)
+}
+
+/// The result a run's task carries, when it has one.
+pub(super) fn run_task_result(run: &Run) -> Option<Value> {
+    serde_json::to_value(run_result(run)).ok()
+}
+
+pub(super) fn syntax_refusal(error: &docket_script::SyntaxError) -> ToolOutcome {
+    let at = error
+        .line
+        .map(|line| format!(" (line {line})"))
+        .unwrap_or_default();
+    let mut result = Refusal::InvalidScript.result(
+        &format!("the script does not parse{at}: {}", error.message),
+        "Fix the source and save it again; validate checks it without saving.",
+    );
+    if let Some(structured) = &mut result.structured_content {
+        structured["error"]["line"] = json!(error.line);
+    }
+    ToolOutcome::Result(result)
+}
+
+pub(super) fn script_json(script: &Script, source: Option<&str>) -> Value {
+    let mut value = json!({
+        "id": script.id,
+        "name": script.name,
+        "owner": script.owner,
+        "description": script.description,
+        "params": script.params,
+        "status": script.status.as_str(),
+        "enabled": script.enabled,
+        "version": script.version,
+        "created_at": timestamp(Some(script.created_at)),
+        "updated_at": timestamp(Some(script.updated_at)),
+    });
+    if let Some(source) = source {
+        value["source"] = json!(source);
+    }
+    value
+}

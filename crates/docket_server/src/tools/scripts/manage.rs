@@ -1,0 +1,201 @@
+//! `manage_script`: create, update, get, list, delete, validate and run_draft.
+
+use docket_catalog::scripts::{NewScript, Script, ScriptChange, ScriptStatus, ScriptVersion};
+use docket_catalog::{CatalogError, generate_id};
+use serde_json::{Value, json};
+
+use crate::refusal::Refusal;
+use crate::registry::{ToolCall, ToolOutcome};
+
+use super::answers::{
+    AUTHORING, REENTRANT, inside_run, not_found, refusal, script_json, syntax_refusal, text_result,
+    unavailable,
+};
+use super::context::{MAX_LIST, ScriptTools, is_run, string_arg};
+use super::draft::draft;
+use super::params::check_contract;
+
+pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
+    let command = string_arg(&call, "command").unwrap_or_default();
+    let name = string_arg(&call, "name").unwrap_or_default();
+    if is_run(&call.identity) {
+        match command {
+            "run_draft" => return inside_run("manage_script run_draft", REENTRANT),
+            "create" | "update" | "delete" => {
+                return inside_run(&format!("manage_script {command}"), AUTHORING);
+            }
+            _ => {}
+        }
+    }
+    let needs_name = matches!(command, "create" | "update" | "get" | "delete");
+    if needs_name && name.is_empty() {
+        return refusal(
+            Refusal::InvalidArguments,
+            &format!("{command} needs a name"),
+            "Give the script's name.",
+        );
+    }
+    let source = string_arg(&call, "source");
+    if let Some(source) = source
+        && matches!(command, "create" | "update" | "validate")
+        && let Err(error) = docket_script::check(source, &deps.run_limits)
+    {
+        return syntax_refusal(&error);
+    }
+    let params = call.arguments.get("params").cloned();
+    if let Some(params) = &params
+        && let Err(problem) = check_contract(params)
+    {
+        return refusal(
+            Refusal::InvalidArguments,
+            &problem,
+            "See the manage_script description.",
+        );
+    }
+    // The version's author is the one whose roles its runs act with.
+    let saved = |script: &Script, version: &ScriptVersion, message: &str| {
+        ToolOutcome::Result(text_result(
+            json!({
+                "script": script_json(script, None),
+                "version": version.version,
+                "author": version.author,
+                "message": message,
+            }),
+            false,
+        ))
+    };
+    match command {
+        "create" => {
+            let Some(source) = source else {
+                return refusal(
+                    Refusal::InvalidArguments,
+                    "create needs a source",
+                    "Give the Starlark source.",
+                );
+            };
+            let id = match generate_id() {
+                Ok(id) => id,
+                Err(error) => {
+                    return refusal(Refusal::Internal, &error.to_string(), "Try again.");
+                }
+            };
+            let new = NewScript {
+                id,
+                owner: call.identity.subject.clone(),
+                name: name.to_owned(),
+                description: string_arg(&call, "description")
+                    .unwrap_or_default()
+                    .to_owned(),
+                params: params.unwrap_or_else(|| json!([])),
+                source: source.to_owned(),
+                author: call.identity.subject.clone(),
+                author_roles: call.identity.roles.clone(),
+            };
+            match deps.store.create_script(new).await {
+                Ok((script, version)) => saved(&script, &version, "Saved."),
+                Err(CatalogError::Duplicate) => refusal(
+                    Refusal::AlreadyExists,
+                    &format!("a script named {name:?} already exists"),
+                    "Change it with command=update, or choose another name.",
+                ),
+                Err(error) => unavailable(&error),
+            }
+        }
+        "update" => {
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
+                Err(refused) => return refused,
+            };
+            let change = ScriptChange {
+                description: string_arg(&call, "description").map(str::to_owned),
+                params,
+                source: source.map(str::to_owned),
+                enabled: call.arguments.get("enabled").and_then(Value::as_bool),
+                status: string_arg(&call, "status").and_then(ScriptStatus::parse),
+                editor: call.identity.subject.clone(),
+                editor_roles: call.identity.roles.clone(),
+            };
+            let gave_source = change.source.is_some();
+            match deps.store.update_script(&script.id, change).await {
+                // An administrator who changed another person's source is now
+                // its author: runs of this version act with their roles.
+                Ok(Some((script, version)))
+                    if gave_source
+                        && version.author == call.identity.subject
+                        && script.owner != call.identity.subject =>
+                {
+                    saved(
+                        &script,
+                        &version,
+                        &format!(
+                            "Saved as a new version. You are now the author of version {}: \
+                             runs of it act with your roles, not {}'s.",
+                            version.version, script.owner
+                        ),
+                    )
+                }
+                Ok(Some((script, version))) => saved(&script, &version, "Saved as a new version."),
+                Ok(None) => not_found(name),
+                Err(error) => unavailable(&error),
+            }
+        }
+        "get" => {
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
+                Err(refused) => return refused,
+            };
+            match deps.store.script_version(&script.id, script.version).await {
+                Ok(version) => ToolOutcome::Result(text_result(
+                    script_json(
+                        &script,
+                        version.as_ref().map(|version| version.source.as_str()),
+                    ),
+                    false,
+                )),
+                Err(error) => unavailable(&error),
+            }
+        }
+        "list" => {
+            let owner = (!call.persona.is_admin).then_some(call.identity.subject.as_str());
+            match deps.store.list_scripts(owner, MAX_LIST).await {
+                Ok(scripts) => {
+                    let listed: Vec<Value> = scripts
+                        .iter()
+                        .map(|script| script_json(script, None))
+                        .collect();
+                    ToolOutcome::Result(text_result(
+                        json!({"count": listed.len(), "scripts": listed}),
+                        false,
+                    ))
+                }
+                Err(error) => unavailable(&error),
+            }
+        }
+        "delete" => {
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
+                Err(refused) => return refused,
+            };
+            match deps.store.delete_script(&script.id).await {
+                Ok(_) => {
+                    ToolOutcome::Result(text_result(json!({"name": name, "deleted": true}), false))
+                }
+                Err(error) => unavailable(&error),
+            }
+        }
+        "validate" => match source {
+            Some(_) => ToolOutcome::Result(text_result(json!({"valid": true}), false)),
+            None => refusal(
+                Refusal::InvalidArguments,
+                "validate needs a source",
+                "Give the Starlark source.",
+            ),
+        },
+        "run_draft" => draft(deps, &call, name, source).await,
+        other => refusal(
+            Refusal::InvalidArguments,
+            &format!("unknown command: {other}"),
+            "Use create, update, get, list, delete, validate or run_draft.",
+        ),
+    }
+}

@@ -1,0 +1,152 @@
+//! The script tools: `manage_script` (create, update, get, list, delete,
+//! validate, run_draft), `run_script`, `get_run`, `list_runs` and
+//! `cancel_run`, over the [`ScriptStore`] and the [`RunBridge`].
+//!
+//! Who may do what (the original platform's rules): a script is seen, run,
+//! changed and deleted by its owner and administrators; anyone else is told
+//! `script "X" not found`. A run is read and cancelled by whoever asked for
+//! it, the script's owner and administrators; anyone else is told `run not
+//! found`. `run_script` and the authoring commands are refused from inside a
+//! run.
+//!
+//! A run's result is one JSON object, as text and as `structuredContent`: the
+//! run summary (`name, run_id, status, version, attempt, tool_calls,
+//! started_at, finished_at, duration_ms`), plus `result`, `log` and
+//! `log_truncated` once it ended, `error`, `retryable: false` and a message
+//! when the script failed (then `isError: true`), and a message while it is
+//! still going. `tasks/get` on a run id answers this same result.
+
+mod answers;
+mod context;
+mod draft;
+mod manage;
+mod params;
+mod run;
+mod run_tasks;
+mod runs;
+
+pub(crate) use context::{DRAFT_SLOTS, ScriptTools};
+pub(crate) use run_tasks::RunTasks;
+
+use std::sync::Arc;
+
+use docket_protocol::tools::ToolAnnotations;
+use serde_json::json;
+
+use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSpec};
+
+use context::{CANCEL_RUN, GET_RUN, LIST_RUNS, MANAGE_SCRIPT, MAX_LIST, RUN_SCRIPT};
+use manage::manage;
+use run::RunScript;
+use runs::{cancel_run, get_run, list_runs};
+
+fn annotations(read_only: bool, destructive: bool) -> ToolAnnotations {
+    ToolAnnotations {
+        read_only_hint: Some(read_only),
+        destructive_hint: Some(destructive),
+        idempotent_hint: Some(read_only),
+        open_world_hint: Some(false),
+        ..ToolAnnotations::default()
+    }
+}
+
+/// Registers the script tools.
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    deps: Arc<ScriptTools>,
+) -> Result<(), RegistryError> {
+    let param = json!({"type": "object", "properties": {
+        "name": {"type": "string"},
+        "type": {"type": "string", "enum": ["string", "int", "float", "bool", "date", "enum", "connection"]},
+        "required": {"type": "boolean"},
+        "default": {},
+        "description": {"type": "string"},
+        "values": {"type": "array"}
+    }, "required": ["name"]});
+    let handler =
+        |deps: &Arc<ScriptTools>,
+         run: fn(Arc<ScriptTools>, ToolCall) -> crate::registry::ToolFuture| {
+            let deps = Arc::clone(deps);
+            move |call: ToolCall| run(Arc::clone(&deps), call)
+        };
+    registry.register(
+        ToolSpec::new(
+            MANAGE_SCRIPT,
+            "Manages your Starlark scripts: create, update (each save is a new version), get, list, delete, \
+             validate (parse without saving) and run_draft (run source as yourself, nothing saved). Scripts use \
+             platform.call(tool, args), platform.query(sql, connection=, params=), platform.export(name, rows, format), \
+             json, run.params and print.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "enum": ["create", "update", "get", "list", "delete", "validate", "run_draft"]},
+                "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                "source": {"type": "string"},
+                "description": {"type": "string"},
+                "params": {"type": "array", "items": param},
+                "args": {"type": "object"},
+                "enabled": {"type": "boolean"},
+                "status": {"type": "string", "enum": ["active", "deprecated"]},
+                "owner": {"type": "string", "description": "Administrators: the owner of the script to address."}
+            }, "required": ["command"], "additionalProperties": false}),
+        )
+        .with_annotations(annotations(false, true)),
+        handler(&deps, |deps, call| Box::pin(async move { manage(&deps, call).await })),
+    )?;
+    registry.register(
+        ToolSpec::new(
+            RUN_SCRIPT,
+            "Runs one of your saved scripts. Directly, it waits up to wait_seconds (default 120, at most 300; \
+             negative: do not wait) and returns the run or its pending state; with the tasks extension the run \
+             is the task (its taskId is the run id).",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "args": {"type": "object"},
+                "wait_seconds": {"type": "integer"},
+                "owner": {"type": "string", "description": "Administrators: the owner of the script."}
+            }, "required": ["name"], "additionalProperties": false}),
+        )
+        .with_annotations(annotations(false, false))
+        // A task when the request declares the extension; the run is then its own
+        // task (`RunScript::start_own_task`).
+        .with_task_support(TaskSupport::Optional),
+        RunScript {
+            tools: Arc::clone(&deps),
+        },
+    )?;
+    let run_id = json!({"type": "object", "properties": {
+        "run_id": {"type": "string", "minLength": 1}
+    }, "required": ["run_id"], "additionalProperties": false});
+    registry.register(
+        ToolSpec::new(
+            GET_RUN,
+            "Reads one script run: status, result, log and error.",
+            run_id.clone(),
+        )
+        .with_annotations(annotations(true, false)),
+        handler(&deps, |deps, call| {
+            Box::pin(async move { get_run(&deps, call).await })
+        }),
+    )?;
+    registry.register(
+        ToolSpec::new(
+            LIST_RUNS,
+            "Lists script runs you may read (yours, and those of your scripts), newest first; name narrows to one script.",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "owner": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}
+            }, "additionalProperties": false}),
+        )
+        .with_annotations(annotations(true, false)),
+        handler(&deps, |deps, call| Box::pin(async move { list_runs(&deps, call).await })),
+    )?;
+    registry.register(
+        ToolSpec::new(
+            CANCEL_RUN,
+            "Cancels a script run: a queued run ends at once, a running one stops wherever it runs; a run that \
+             already ended keeps its outcome.",
+            run_id,
+        )
+        .with_annotations(annotations(false, true)),
+        handler(&deps, |deps, call| Box::pin(async move { cancel_run(&deps, call).await })),
+    )
+}

@@ -1,0 +1,71 @@
+//! Script runs as tasks: the task source the script tools register with the tasks
+//! surface, so `tasks/get` and `tasks/cancel` on a run id read and stop the run.
+//! Its followers are whoever asked for the run and the script's owner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use docket_catalog::ScriptStore;
+use docket_protocol::JsonObject;
+use docket_run_bridge::RunBridge;
+use docket_task::TaskId;
+
+use super::answers::run_task_result;
+use crate::error::McpError;
+use crate::tasks::{FoundTask, TaskSource};
+
+/// The runs in `script_runs`, read as tasks.
+pub(crate) struct RunTasks {
+    /// Where runs are read.
+    pub(crate) store: Arc<dyn ScriptStore>,
+    /// Where a cancel goes: it marks the run and wakes its worker wherever it is.
+    pub(crate) bridge: Arc<RunBridge>,
+    /// How long a run is kept after it finished.
+    pub(crate) run_retention: Duration,
+    /// How often clients should poll a run's task.
+    pub(crate) poll_interval_ms: u64,
+}
+
+fn unavailable(error: &impl std::fmt::Display) -> McpError {
+    McpError::Unavailable(format!("the run store is unavailable; try again: {error}"))
+}
+
+#[async_trait]
+impl TaskSource for RunTasks {
+    async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
+        let Some((run, now)) = self
+            .store
+            .run(id.as_str())
+            .await
+            .map_err(|error| unavailable(&error))?
+        else {
+            return Ok(None);
+        };
+        let record = docket_run_bridge::task::run_task(
+            &run,
+            now,
+            self.run_retention,
+            self.poll_interval_ms,
+            run_task_result(&run),
+        );
+        Ok(Some(FoundTask {
+            record,
+            now,
+            source: self,
+        }))
+    }
+
+    async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {
+        self.bridge
+            .cancel(id.as_str())
+            .await
+            .map(|_| ())
+            .map_err(|error| unavailable(&error))
+    }
+
+    async fn answer_input(&self, _id: &TaskId, _responses: &JsonObject) -> Result<(), McpError> {
+        // A run never asks for input: acknowledged, nothing to apply.
+        Ok(())
+    }
+}
