@@ -125,8 +125,17 @@ async fn an_ending_is_retried_through_an_outage_but_not_forever() {
         .await
         .expect("spawned");
     store.set_failing(true);
+    let refused_before = store.refused_calls();
     release.send(()).expect("work waiting");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The ending reaches the store while it is away; only then does it come back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.refused_calls() == refused_before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ending never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     store.set_failing(false);
     wait_for_status(&*store, &kept.id, TaskStatus::Completed).await;
 
