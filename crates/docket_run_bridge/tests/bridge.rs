@@ -5,7 +5,7 @@
 //! two bridges sharing a queue, retention, and the run-as-task mapping.
 //!
 //! The scripts here run on a stand-in [`ScriptRunner`] whose behaviour the
-//! source names (`ok`, `block`, `fault`, `fault-once`, `error`), so these tests
+//! source names (`ok`, `block`, `gated`, `fault`, `fault-once`, `error`), so these tests
 //! are about the queue, not the sandbox (the server's tests run real scripts).
 //! No assertion is about time: waits are bounded by a generous hang guard.
 
@@ -43,10 +43,12 @@ async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
 }
 
-/// Runs scripts by what their source says, counting executions per run.
+/// Runs scripts by what their source says, counting executions per run. A `gated`
+/// run succeeds once the test signals `release`.
 #[derive(Default)]
 struct StandIn {
     executions: Mutex<HashMap<String, u32>>,
+    release: tokio::sync::Notify,
 }
 
 impl StandIn {
@@ -97,9 +99,9 @@ impl ScriptRunner for StandIn {
                 report(Err(ScriptFailure::Platform("a hiccup".into())))
             }
             "fault-once" => report(Ok(json!("recovered"))),
-            "slow" => {
-                tokio::time::sleep(Duration::from_millis(1500)).await;
-                report(Ok(json!("slept")))
+            "gated" => {
+                self.release.notified().await;
+                report(Ok(json!("released")))
             }
             _ => {
                 cancel.cancelled().await;
@@ -439,12 +441,14 @@ async fn a_run_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres(
     let proxy = FaultProxy::start(h.database.server_authority().expect("postgres")).await;
     let idle = h.idle("idle").await;
     let worker = h.replica_through(&proxy, Harness::config("worker")).await;
-    let run = h.queue(&idle, "slow").await;
+    let run = h.queue(&idle, "gated").await;
     h.running(&worker, &run).await;
     proxy.cut(Duration::from_secs(3));
+    // The run ends now, while the database is out of reach.
+    h.runner.release.notify_one();
     let ended = h.ended(&idle, &run).await;
     assert_eq!(ended.status, RunStatus::Succeeded, "{ended:?}");
-    assert_eq!(ended.result, Some(json!("slept")));
+    assert_eq!(ended.result, Some(json!("released")));
     assert_eq!(ended.attempt, 1, "the run was not taken again");
     assert_eq!(h.runner.executions(&run.id), 1);
     worker.shutdown(Duration::ZERO).await;

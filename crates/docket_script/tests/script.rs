@@ -46,7 +46,16 @@ async fn run_observed(
     limits: Limits,
     cancel: CancellationToken,
 ) -> (ScriptReport, Arc<FakeHost>, Arc<RunProgress>) {
-    let host = Arc::new(FakeHost::default());
+    run_on(Arc::new(FakeHost::default()), source, limits, cancel).await
+}
+
+/// [`run_observed`] against `host`, which the test may already be watching.
+async fn run_on(
+    host: Arc<FakeHost>,
+    source: &str,
+    limits: Limits,
+    cancel: CancellationToken,
+) -> (ScriptReport, Arc<FakeHost>, Arc<RunProgress>) {
     let progress = Arc::new(RunProgress::new());
     let input = ScriptInput {
         run_id: "run-1".to_owned(),

@@ -337,6 +337,7 @@ impl TaskStore for MemoryStore {
 pub struct FlakyStore {
     inner: MemoryStore,
     failing: std::sync::atomic::AtomicBool,
+    refused: std::sync::atomic::AtomicUsize,
 }
 
 impl FlakyStore {
@@ -346,8 +347,16 @@ impl FlakyStore {
             .store(failing, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// How many calls were refused so far: a test waits on it to know that a call
+    /// arrived during the outage it made, instead of guessing how long that takes.
+    pub fn refused_calls(&self) -> usize {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn check(&self) -> Result<(), StoreError> {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Err(StoreError::Unavailable(
                 "the test made the store fail".into(),
             ))

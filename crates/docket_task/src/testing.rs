@@ -200,7 +200,8 @@ pub async fn heartbeat_stamps_and_reports_cancels(store: Arc<dyn TaskStore>) {
     let (before, _) = store.get(&first.id).await.expect("get").expect("present");
     store.request_cancel(&second.id).await.expect("cancel");
     store.request_cancel(&foreign.id).await.expect("cancel");
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The stamp must be able to move: wait until the store's clock has.
+    wait_until_clock_passes(&store, &first.id, before.heartbeat_at).await;
     let beats = [
         Beat {
             id: first.id.clone(),
@@ -311,21 +312,37 @@ pub async fn input_requests_and_answers_live_with_the_task(store: Arc<dyn TaskSt
     assert_eq!(outstanding, 0, "a key used once is not asked again");
 }
 
-/// A working task whose replica stopped stamping it fails, once, with an audit row.
+/// A working task whose replica stopped stamping it fails, once, with an audit row;
+/// a task stamped within `stale_after` and an ended task are left alone.
+///
+/// Nothing here depends on how fast the machine is: "fresh" is checked against a
+/// threshold of an hour, and "stale" by waiting until the store's own clock shows
+/// the task older than the threshold the sweep is given.
 pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) {
-    // Margins are wide because a loaded machine may take a while between two
-    // statements; the only assumption is that creating the fresh task and sweeping
-    // take less than `stale_after`.
-    let stale_after = Duration::from_millis(600);
+    let stale_after = Duration::from_millis(50);
     let tool = "stale_tasks_fail_once_with_an_audit_row";
     let stale = new_task(tool);
-    store.create(stale.clone()).await.expect("create");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let fresh = new_task(tool);
-    store.create(fresh.clone()).await.expect("create");
+    let stamped = store.create(stale.clone()).await.expect("create");
+    let ended = new_task(tool);
+    store.create(ended.clone()).await.expect("create");
+
+    let failed = store
+        .fail_stale(Duration::from_secs(3600))
+        .await
+        .expect("sweep");
+    assert!(
+        !failed.contains(&stale.id) && !failed.contains(&ended.id),
+        "tasks stamped within stale_after are not failed: {failed:?}"
+    );
+    store
+        .finish(&ended.id, Outcome::Completed(json!({"content": []})))
+        .await
+        .expect("finish");
+
+    wait_until_clock_passes(&store, &stale.id, stamped.heartbeat_at + stale_after).await;
     let failed = store.fail_stale(stale_after).await.expect("sweep");
     assert!(
-        failed.contains(&stale.id) && !failed.contains(&fresh.id),
+        failed.contains(&stale.id) && !failed.contains(&ended.id),
         "{failed:?}"
     );
     let (read, _) = store.get(&stale.id).await.expect("get").expect("present");
@@ -335,11 +352,6 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
             .as_ref()
             .is_some_and(|error| error.message.contains("call the tool again"))
     );
-    // End the fresh task so a slow second sweep cannot find it stale too.
-    store
-        .finish(&fresh.id, Outcome::Completed(json!({"content": []})))
-        .await
-        .expect("finish");
     assert!(
         !store
             .fail_stale(stale_after)
@@ -359,6 +371,31 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     assert_eq!(audit.len(), 2, "one row for each task: {audit:?}");
 }
 
+/// Waits until the clock `store` reads (the database's, for a database) is past
+/// `instant`, reading it through task `id`. A wait on a condition, not a guess at
+/// how long something takes; the deadline only turns a hang into a failure.
+async fn wait_until_clock_passes(
+    store: &Arc<dyn TaskStore>,
+    id: &TaskId,
+    instant: time::OffsetDateTime,
+) {
+    let hang_guard = Duration::from_secs(60);
+    let waited = tokio::time::timeout(hang_guard, async {
+        loop {
+            let (_, now) = store.get(id).await.expect("get").expect("present");
+            if now > instant {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "the store's clock did not pass {instant} within {hang_guard:?}"
+    );
+}
+
 /// Retention deletes expired tasks and keeps the rest.
 pub async fn retention_deletes_only_expired_tasks(store: Arc<dyn TaskStore>) {
     let mut expired = new_task("retention_deletes_only_expired_tasks");
@@ -366,10 +403,16 @@ pub async fn retention_deletes_only_expired_tasks(store: Arc<dyn TaskStore>) {
     let kept = new_task("retention_deletes_only_expired_tasks");
     let mut unlimited = new_task("retention_deletes_only_expired_tasks");
     unlimited.retention = None;
+    let mut expires_at = None;
     for task in [&expired, &kept, &unlimited] {
-        store.create(task.clone()).await.expect("create");
+        let created = store.create(task.clone()).await.expect("create");
+        if task.id == expired.id {
+            expires_at = created.expires_at;
+        }
     }
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Expired means the store's clock is past the expiry: wait until it is.
+    let expires_at = expires_at.expect("a zero retention still expires");
+    wait_until_clock_passes(&store, &kept.id, expires_at).await;
     let deleted = store.delete_expired(1000).await.expect("retention");
     assert!(deleted.contains(&expired.id));
     assert!(!deleted.contains(&kept.id) && !deleted.contains(&unlimited.id));

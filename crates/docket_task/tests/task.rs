@@ -125,8 +125,17 @@ async fn an_ending_is_retried_through_an_outage_but_not_forever() {
         .await
         .expect("spawned");
     store.set_failing(true);
+    let refused_before = store.refused_calls();
     release.send(()).expect("work waiting");
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The ending reaches the store while it is away; only then does it come back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.refused_calls() == refused_before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ending never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     store.set_failing(false);
     wait_for_status(&*store, &kept.id, TaskStatus::Completed).await;
 
@@ -294,15 +303,22 @@ async fn one_heartbeat_statement_stamps_every_running_task() {
     runtime.drain(Duration::ZERO).await;
 }
 
-#[tokio::test]
+/// The short work runs while the replica drains and ends when the test lets it,
+/// once draining has begun; the long work never ends. The grace period runs on
+/// tokio's paused clock, which moves only when every task is waiting, so the short
+/// work always gets its turn within the grace however loaded the machine is.
+#[tokio::test(start_paused = true)]
 async fn draining_lets_short_work_finish_and_fails_long_work() {
     let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
     let runtime = TaskRuntime::new(Arc::clone(&store), config());
     let short = new_task("drain_short");
     let long = new_task("drain_long");
+    let (started, short_started) = oneshot::channel::<()>();
+    let (finish, short_may_finish) = oneshot::channel::<()>();
     runtime
-        .spawn(short.clone(), |_context| async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        .spawn(short.clone(), |_context| async move {
+            let _ = started.send(());
+            let _ = short_may_finish.await;
             Outcome::Completed(json!({"content": []}))
         })
         .await
@@ -311,7 +327,17 @@ async fn draining_lets_short_work_finish_and_fails_long_work() {
         .spawn(long.clone(), |_context| std::future::pending::<Outcome>())
         .await
         .expect("spawned");
-    runtime.drain(Duration::from_millis(500)).await;
+    short_started.await.expect("the short work started");
+    let release_once_draining = async {
+        while !runtime.is_draining() {
+            tokio::task::yield_now().await;
+        }
+        finish.send(()).expect("the short work is waiting");
+    };
+    tokio::join!(
+        runtime.drain(Duration::from_secs(30)),
+        release_once_draining
+    );
     let (short_read, _) = store.get(&short.id).await.expect("get").expect("present");
     assert_eq!(short_read.status, TaskStatus::Completed);
     let (long_read, _) = store.get(&long.id).await.expect("get").expect("present");
@@ -364,11 +390,22 @@ async fn work_can_wait_for_input_answered_through_the_store() {
 
 #[tokio::test]
 async fn maintenance_fails_tasks_of_a_vanished_replica() {
-    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    // The store reads a clock the test moves, so "older than stale_after" is a
+    // step the test takes, not a wait.
+    let start = OffsetDateTime::now_utc();
+    let elapsed_ms = Arc::new(AtomicUsize::new(0));
+    let clock = {
+        let elapsed_ms = Arc::clone(&elapsed_ms);
+        move || {
+            let elapsed = elapsed_ms.load(Ordering::SeqCst);
+            start + Duration::from_millis(u64::try_from(elapsed).expect("fits"))
+        }
+    };
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::with_clock(Box::new(clock)));
     let mut gone = new_task("vanished");
     gone.replica_id = "b".into();
     store.create(gone.clone()).await.expect("create");
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    elapsed_ms.store(30, Ordering::SeqCst);
     let runtime = TaskRuntime::new(
         Arc::clone(&store),
         RuntimeConfig {

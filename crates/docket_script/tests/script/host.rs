@@ -1,7 +1,6 @@
 //! A fake platform for the tests: it records every host call and answers by tool name.
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use docket_script::{Host, HostError};
 use serde_json::{Map, Value, json};
@@ -29,12 +28,22 @@ pub(crate) enum Seen {
 /// result, `refuse` a tool error, `broken` a platform fault, `panic` panics, `hang` never
 /// answers. Queries return
 /// two sales rows; exports return an asset.
+///
+/// Every `platform.call` that arrives also signals [`FakeHost::called`], so a test can act
+/// once the script has reached a call instead of guessing how long that takes.
 #[derive(Debug, Default)]
 pub(crate) struct FakeHost {
     pub(crate) seen: Mutex<Vec<Seen>>,
+    called: tokio::sync::Notify,
 }
 
 impl FakeHost {
+    /// Waits until a `platform.call` has arrived (at once if one arrived already and
+    /// nobody waited for it).
+    pub(crate) async fn called(&self) {
+        self.called.notified().await;
+    }
+
     pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen
             .lock()
@@ -56,6 +65,8 @@ impl Host for FakeHost {
             tool: tool.clone(),
             args: args.clone(),
         });
+        // A permit is kept when nobody waits yet, so the signal is never lost.
+        self.called.notify_one();
         match tool.as_str() {
             "echo" => Ok(args),
             "text" => Ok(json!({"text": "plain words"})),
@@ -64,10 +75,7 @@ impl Host for FakeHost {
             )),
             "broken" => Err(HostError::Platform("the database is down".to_owned())),
             "panic" => panic!("the fake host panics on purpose"),
-            "hang" => {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok(Value::Null)
-            }
+            "hang" => std::future::pending().await,
             other => Err(HostError::Tool(format!("unknown tool {other}"))),
         }
     }

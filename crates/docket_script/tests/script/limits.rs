@@ -1,11 +1,13 @@
 //! Every limit ends a run with an error naming it, and cancellation stops a busy script.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use docket_script::{LimitKind, Limits, ScriptFailure};
 use tokio_util::sync::CancellationToken;
 
-use crate::{assert_succeeded, run_cancellable, run_script};
+use crate::host::FakeHost;
+use crate::{assert_succeeded, run_cancellable, run_on, run_script};
 
 /// A loop that would run for hours (`range` takes 32-bit ints, hence two).
 const BUSY_LOOP: &str =
@@ -140,13 +142,18 @@ async fn cancelling_stops_a_busy_loop() {
         wall_time: Duration::from_secs(3600),
         ..Limits::draft()
     };
+    // The script makes one host call before its loop, so the cancel is sent once the
+    // run is under way, never before it started.
+    let source = format!("platform.call('echo', {{}})\nprint('looping')\n{BUSY_LOOP}");
+    let host = Arc::new(FakeHost::default());
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
+    let watched = Arc::clone(&host);
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        watched.called().await;
         canceller.cancel();
     });
-    let (report, _) = run_cancellable(BUSY_LOOP, limits, cancel).await;
+    let (report, _, _) = run_on(host, &source, limits, cancel).await;
     assert_eq!(report.outcome, Err(ScriptFailure::Cancelled));
 }
 
@@ -163,14 +170,17 @@ async fn the_wall_time_limit_stops_a_long_sum() {
 
 #[tokio::test]
 async fn cancelling_interrupts_a_host_call() {
+    // The cancel is sent once the call that never answers has arrived at the host.
+    let host = Arc::new(FakeHost::default());
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
+    let watched = Arc::clone(&host);
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        watched.called().await;
         canceller.cancel();
     });
     let source = "print('before')\nplatform.call('hang')\nprint('after')\n";
-    let (report, _) = run_cancellable(source, Limits::run(), cancel).await;
+    let (report, _, _) = run_on(host, source, Limits::run(), cancel).await;
     assert_eq!(report.outcome, Err(ScriptFailure::Cancelled));
     assert_eq!(report.log, "before\n");
 }

@@ -568,29 +568,96 @@ async fn every_call_is_audited_once_when_it_ends() {
     );
 }
 
+/// What a gated task and the test say to each other: the work says it started, and
+/// ends when the test releases it.
+#[derive(Default)]
+struct Gate {
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+/// Adds `gated`, a task-capable tool whose work signals `gate.started` and answers
+/// once `gate.release` is signalled.
+fn with_gated_tool(builder: AppBuilder, gate: &Arc<Gate>) -> AppBuilder {
+    let gate = Arc::clone(gate);
+    builder
+        .tool(
+            ToolSpec::new("gated", "Answers when the test says so.", schema(json!({})))
+                .with_task_support(TaskSupport::Optional),
+            move |_call: ToolCall| {
+                let gate = Arc::clone(&gate);
+                async move {
+                    gate.started.notify_one();
+                    gate.release.notified().await;
+                    ToolOutcome::Result(CallToolResult::text("released"))
+                }
+            },
+        )
+        .expect("registered")
+}
+
+/// [`task_server`] plus the `gated` tool.
+async fn gated_task_server(config: Config, gate: &Arc<Gate>) -> (TestServer, Arc<MemoryStore>) {
+    let store = Arc::new(MemoryStore::new());
+    let app = with_gated_tool(with_task_tools(App::builder(fast_tasks(config))), gate)
+        .task_store(Arc::clone(&store) as Arc<dyn TaskStore>)
+        .build()
+        .expect("app");
+    (TestServer::start(app).await, store)
+}
+
+/// The stored task `id`.
+async fn stored(store: &MemoryStore, id: String) -> docket_task::TaskRecord {
+    store
+        .get(&docket_task::TaskId::from_stored(id))
+        .await
+        .expect("get")
+        .expect("present")
+        .0
+}
+
+/// Work still running when the replica starts draining may finish within the grace
+/// period and keeps its result; work still running when the grace period is over is
+/// recorded as failed. Nothing here races the clock: the short work ends when the
+/// test releases it, once draining has begun, under a grace period far longer than
+/// that takes; the long work never ends, under a grace period the test waits out.
 #[tokio::test]
 async fn shutdown_lets_short_tasks_finish_and_records_long_ones_as_failed() {
+    let gate = Arc::new(Gate::default());
     let mut config = Config::embedded_default();
-    config.server.shutdown.grace_period = Duration::from_millis(700);
+    config.server.shutdown.grace_period = Duration::from_secs(60);
+    let (mut server, store) = gated_task_server(config, &gate).await;
+    let short = server.start_task("gated", json!({})).await;
+    gate.started.notified().await;
+    server.begin_shutdown();
+    let stopped = server.stopped.take().expect("running");
+    let draining = tokio::time::timeout(Duration::from_secs(60), async {
+        while !server.app.is_draining() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    draining.await.expect("the server began draining");
+    assert!(
+        !stopped.is_finished(),
+        "the server stopped while a task was still running"
+    );
+    gate.release.notify_one();
+    stopped.await.expect("joined").expect("served");
+    let short = stored(&store, short).await;
+    assert_eq!(short.status, docket_task::TaskStatus::Completed);
+    assert_eq!(
+        short.result.expect("result")["content"][0]["text"],
+        "released"
+    );
+
+    let mut config = Config::embedded_default();
+    config.server.shutdown.grace_period = Duration::from_millis(100);
     let (mut server, store) = task_server(config).await;
-    let short = server.start_task("slow", json!({"millis": 100})).await;
-    let long = server.start_task("slow", json!({"millis": 600000})).await;
+    let long = server.start_task("slow", json!({"millis": 600_000})).await;
     server.begin_shutdown();
     let stopped = server.stopped.take().expect("running");
     stopped.await.expect("joined").expect("served");
-    let read = |id: String| {
-        let store = Arc::clone(&store);
-        async move {
-            store
-                .get(&docket_task::TaskId::from_stored(id))
-                .await
-                .expect("get")
-                .expect("present")
-                .0
-        }
-    };
-    assert_eq!(read(short).await.status, docket_task::TaskStatus::Completed);
-    let long = read(long).await;
+    let long = stored(&store, long).await;
     assert_eq!(long.status, docket_task::TaskStatus::Failed);
     assert!(
         long.error
@@ -679,7 +746,7 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
 /// A task that ends while PostgreSQL is out of reach (every connection dropped,
 /// new ones refused for 3 s, through a proxy so the shared server is never
 /// stopped) keeps its outcome: it reads completed with its result afterwards,
-/// never failed.
+/// never failed. The work ends when the test releases it, right after the cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
     let Some(database) =
@@ -700,18 +767,17 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres
     .await
     .expect("connect through the proxy");
     let mut config = fast_tasks(Config::embedded_default());
-    config.diagnostics.enabled = true;
     config.tasks.stale_after = Duration::from_secs(5);
-    let app = App::builder(config)
+    let gate = Arc::new(Gate::default());
+    let app = with_gated_tool(App::builder(config), &gate)
         .task_store(store.task_store())
         .build()
         .expect("app");
     let server = TestServer::start(app).await;
-    let id = server
-        .start_task("diagnostics_sleep", json!({"seconds": 1.5}))
-        .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = server.start_task("gated", json!({})).await;
+    gate.started.notified().await;
     proxy.cut(Duration::from_secs(3));
+    gate.release.notify_one();
     // Reads fail while the database is away; poll until the task has ended.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let ended = loop {
@@ -727,7 +793,7 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(ended["status"], "completed", "{ended}");
-    assert_eq!(ended["result"]["structuredContent"]["slept_seconds"], 1.5);
+    assert_eq!(ended["result"]["content"][0]["text"], "released", "{ended}");
 }
 
 /// While the task store is unavailable every task method answers a clear
