@@ -13,7 +13,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{Identity, IdentityKind};
+use super::identity::{Identity, IdentityKind};
 
 /// Keys shorter than this are accepted but logged as a warning at start-up:
 /// a fast digest only protects a key that cannot be guessed.

@@ -10,11 +10,12 @@
 //! error messages.
 
 mod api_key;
+mod error;
+mod identity;
 mod oidc;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::error::Error as StdError;
 use std::fmt;
 
 use http::HeaderMap;
@@ -23,6 +24,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 pub use api_key::{ApiKeyConfig, key_sha256_hex};
+pub use error::AuthError;
+pub use identity::{Identity, IdentityKind, RunIdentity};
 pub use oidc::OidcConfig;
 
 use api_key::ApiKeyTable;
@@ -96,192 +99,6 @@ impl AuthConfig {
         }
         problems
     }
-}
-
-/// How an [`Identity`] proved itself.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IdentityKind {
-    /// A configured API key.
-    ApiKey,
-    /// An access token from the configured OpenID Connect provider.
-    Oidc,
-    /// No credentials, on a server that allows anonymous access.
-    Anonymous,
-    /// A managed script's run calling tools: `script:<script id>`, with the
-    /// roles its version's author held when saving its source, on behalf of the
-    /// script's owner (see [`Identity::on_behalf_of`]). Never from HTTP.
-    Script,
-}
-
-impl IdentityKind {
-    /// A short lower-case name for logs and audit rows: `apikey`, `oidc`,
-    /// `anonymous`, `script`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ApiKey => "apikey",
-            Self::Oidc => "oidc",
-            Self::Anonymous => "anonymous",
-            Self::Script => "script",
-        }
-    }
-}
-
-impl fmt::Display for IdentityKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Who is calling, as established by the [`Authenticator`] (or, for a script
-/// run, by the run bridge).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    /// The stable principal id: `apikey:<name>`, `oidc:<sub>`, `anonymous`, or
-    /// `script:<script id>` for a script run.
-    pub subject: String,
-    /// A human-readable name for the caller.
-    pub display_name: String,
-    /// The caller's e-mail address, when known.
-    pub email: Option<String>,
-    /// The caller's roles; they select the persona.
-    pub roles: Vec<String>,
-    /// How the caller proved who it is.
-    pub kind: IdentityKind,
-    /// For a script run: the run, and the person on whose behalf it acts.
-    /// `None` for everyone who calls in person.
-    pub run: Option<RunIdentity>,
-}
-
-/// The script run an [`Identity`] is, and on whose behalf it acts.
-///
-/// A run's own subject (`script:<script id>`) is who calls tools, what the
-/// audit log and call records name, and what its roles are checked for. What
-/// the run creates (assets) belongs to the script's owner instead, so exactly
-/// those who may follow the run reach it: its starter (always the owner or an
-/// administrator), the owner, and administrators.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunIdentity {
-    /// The run's id, which is also its task id.
-    pub run_id: String,
-    /// The subject of the script's owner.
-    pub owner: String,
-}
-
-impl Identity {
-    /// The subject of the anonymous identity.
-    pub const ANONYMOUS_SUBJECT: &'static str = "anonymous";
-
-    /// The anonymous identity with `roles`.
-    #[must_use]
-    pub fn anonymous(roles: Vec<String>) -> Self {
-        Self {
-            subject: Self::ANONYMOUS_SUBJECT.to_owned(),
-            display_name: Self::ANONYMOUS_SUBJECT.to_owned(),
-            email: None,
-            roles,
-            kind: IdentityKind::Anonymous,
-            run: None,
-        }
-    }
-
-    /// The subject this identity acts for: what it creates belongs to them, and
-    /// idempotency keys and asset visibility are theirs. A script run acts for
-    /// its script's owner; everyone else for themselves.
-    #[must_use]
-    pub fn on_behalf_of(&self) -> &str {
-        self.run.as_ref().map_or(&self.subject, |run| &run.owner)
-    }
-
-    /// Whether this identity may own tasks: everyone with credentials, and an
-    /// anonymous caller only as an administrator (the embedded default's local
-    /// user). Other anonymous callers share one subject, so a task of one would be
-    /// every one's.
-    #[must_use]
-    pub fn may_own_tasks(&self, is_admin: bool) -> bool {
-        self.kind != IdentityKind::Anonymous || is_admin
-    }
-
-    /// The script run this identity is, if it is one.
-    #[must_use]
-    pub fn run_id(&self) -> Option<&str> {
-        self.run.as_ref().map(|run| run.run_id.as_str())
-    }
-}
-
-/// Why a request could not be given an identity.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    /// The request carried no credentials and anonymous access is off.
-    #[error("no credentials: send `Authorization: Bearer <token>` or `X-API-Key: <key>`")]
-    MissingCredentials,
-    /// The request carried credentials that are not valid.
-    #[error("invalid credentials: {reason}")]
-    InvalidCredentials {
-        /// Why, in words safe to show the caller; never contains the credential.
-        reason: String,
-    },
-    /// The credentials could not be checked because the identity provider (its
-    /// discovery document or its keys) could not be reached.
-    #[error("authentication is temporarily unavailable: {reason}")]
-    Unavailable {
-        /// What could not be reached, safe to show the caller.
-        reason: String,
-        /// The underlying failure, when there is one.
-        #[source]
-        source: Option<Box<dyn StdError + Send + Sync>>,
-    },
-    /// The `auth:` configuration is not valid; the message lists every problem.
-    #[error("invalid auth configuration: {0}")]
-    Config(String),
-}
-
-impl AuthError {
-    /// An [`AuthError::InvalidCredentials`] with `reason`.
-    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
-        Self::InvalidCredentials {
-            reason: reason.into(),
-        }
-    }
-
-    /// The `WWW-Authenticate` header value for a 401 answer to this error
-    /// (RFC 6750 §3, RFC 9728 §5.1), pointing the client at the protected-resource
-    /// metadata URL. `None` for errors that are not the caller's to fix
-    /// ([`AuthError::Unavailable`], [`AuthError::Config`]).
-    #[must_use]
-    pub fn www_authenticate(&self, resource_metadata_url: &str) -> Option<String> {
-        let metadata = quoted(resource_metadata_url);
-        match self {
-            Self::MissingCredentials => Some(format!("Bearer resource_metadata={metadata}")),
-            Self::InvalidCredentials { reason } => Some(format!(
-                "Bearer error=\"invalid_token\", error_description={}, resource_metadata={metadata}",
-                quoted(reason)
-            )),
-            Self::Unavailable { .. } | Self::Config(_) => None,
-        }
-    }
-}
-
-/// `text` as an RFC 7230 quoted-string.
-fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            // A header value cannot hold control characters; drop them rather
-            // than produce a header hyper would refuse.
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The credential a request presents.

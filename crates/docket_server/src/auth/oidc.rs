@@ -25,7 +25,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::{AuthError, Identity, IdentityKind};
+use super::error::AuthError;
+use super::identity::{Identity, IdentityKind};
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 const LEEWAY_SECONDS: u64 = 30;
