@@ -2,6 +2,12 @@
 //! transport rules — origin and host checks, authentication, body limits, header
 //! validation, and JSON or SSE answers.
 //!
+//! The routes are also a service of their own ([`McpService`], from [`App::service`]) that
+//! an embedder mounts in its own axum, tower or hyper application, and the work that runs
+//! beside requests (the task runtime, the run bridge, the retention pass) starts with
+//! [`App::start_background`] and ends with [`Background::shutdown`]. `serve` is those
+//! three put together around an accept loop, so both ways of serving share one code path.
+//!
 //! The order of the checks on `POST /mcp` is part of the contract (the conformance
 //! suite tests it): origin/host (403) → credentials (401) → content type (415) →
 //! body size (413) → JSON-RPC shape (400) → notifications (202) → `_meta` (400,
@@ -11,8 +17,10 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use docket_protocol::jsonrpc::{
@@ -22,6 +30,7 @@ use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_server_info;
 use futures_util::StreamExt as _;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
@@ -51,6 +60,9 @@ pub const MCP_PATH: &str = "/mcp";
 /// marks the app as draining and waits up to `server.shutdown.grace_period` for
 /// open requests to finish.
 ///
+/// It is [`App::start_background`], the routes of [`App::service`] on every accepted
+/// connection, and [`Background::shutdown`] once `shutdown` resolves.
+///
 /// # Errors
 /// Only when accepting connections fails in a way that cannot be retried.
 pub async fn serve(
@@ -59,26 +71,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
-    if let Some(runtime) = app.task_runtime() {
-        runtime.start_background();
-    }
-    if let Some(bridge) = app.run_bridge() {
-        bridge.start();
-    }
-    let retention = {
-        let app = app.clone();
-        tokio::spawn(async move {
-            let ages = crate::retention::RetentionAges::from_config(app.config());
-            tokio::time::sleep(crate::retention::FIRST_PASS_AFTER).await;
-            loop {
-                let report = app.delete_expired(ages).await;
-                if report != crate::retention::RetentionReport::default() {
-                    tracing::info!(?report, "retention pass deleted expired rows");
-                }
-                tokio::time::sleep(crate::retention::INTERVAL).await;
-            }
-        })
-    };
+    let background = app.start_background();
     let limits = &app.config().server;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The header timer also closes kept-alive connections that send nothing more.
@@ -127,9 +120,12 @@ pub async fn serve(
                     continue;
                 };
                 let app = app.clone();
-                let service = service_fn(move |request| {
+                let service = service_fn(move |mut request: hyper::Request<Incoming>| {
                     let app = app.clone();
-                    async move { Ok::<_, Infallible>(route(&app, request, peer).await) }
+                    // The peer is only logged, and only here is it known: a mounted
+                    // service logs its requests without one.
+                    request.extensions_mut().insert(Peer(peer));
+                    async move { Ok::<_, Infallible>(route(&app, request).await) }
                 });
                 let connection = builder.serve_connection(io, service);
                 let connection = graceful.watch(connection);
@@ -144,30 +140,13 @@ pub async fn serve(
         }
     }
     drop(listener);
-    retention.abort();
-    app.start_draining();
     let grace = app.config().server.shutdown.grace_period;
+    let tasks = background.shutdown(grace);
     tracing::info!(
         ?grace,
         "shutting down: no new tasks; waiting for open requests and running tasks"
     );
-    // Running tasks get the grace period to finish; the rest are recorded as failed.
-    // Open requests are waited for alongside.
-    // Script runs still going after the grace period are released back to the
-    // queue for another replica, not failed.
-    let tasks = async {
-        let runs = async {
-            if let Some(bridge) = app.run_bridge() {
-                bridge.shutdown(grace).await;
-            }
-        };
-        let exports = async {
-            if let Some(runtime) = app.task_runtime() {
-                runtime.drain(grace).await;
-            }
-        };
-        tokio::join!(runs, exports);
-    };
+    // Open requests are waited for alongside the running tasks and script runs.
     let requests = async {
         if tokio::time::timeout(grace, graceful.shutdown())
             .await
@@ -178,6 +157,165 @@ pub async fn serve(
     };
     tokio::join!(tasks, requests);
     Ok(())
+}
+
+impl App {
+    /// Docket's routes (`/mcp`, `/healthz`, `/readyz`, `/metrics`, the protected-resource
+    /// metadata and asset downloads) as a service to mount in an application of one's own:
+    /// with axum, `Router::new().nest_service("/docket", app.service())` answers
+    /// `POST /docket/mcp`. Each request is answered exactly as [`serve`] answers it.
+    ///
+    /// The service routes on the path it is given, so a prefix must be stripped before it
+    /// (axum's `nest_service` does). The links Docket hands out — asset download URLs, the
+    /// protected-resource metadata and its `WWW-Authenticate` pointer — are built from
+    /// `server.public_base_url`, which an embedder mounting under a prefix sets to the URL
+    /// clients reach that prefix at (`https://example.com/docket`).
+    ///
+    /// Start the background work with [`App::start_background`] as well: without it running
+    /// tasks get no heartbeat (so they read as failed after `tasks.stale_after`), no cancel
+    /// from another replica reaches them, and script runs stay queued.
+    pub fn service(&self) -> McpService {
+        McpService { app: self.clone() }
+    }
+
+    /// Starts what runs beside requests: the task runtime's heartbeat and maintenance
+    /// pass, the run bridge's workers, and the hourly retention pass. [`serve`] calls it
+    /// before it accepts a connection; an embedder that mounts [`App::service`] calls it
+    /// once, from inside a tokio runtime, and keeps the [`Background`] to shut down with.
+    pub fn start_background(&self) -> Background {
+        if let Some(runtime) = self.task_runtime() {
+            runtime.start_background();
+        }
+        if let Some(bridge) = self.run_bridge() {
+            bridge.start();
+        }
+        let app = self.clone();
+        let retention = tokio::spawn(async move {
+            let ages = crate::retention::RetentionAges::from_config(app.config());
+            tokio::time::sleep(crate::retention::FIRST_PASS_AFTER).await;
+            loop {
+                let report = app.delete_expired(ages).await;
+                if report != crate::retention::RetentionReport::default() {
+                    tracing::info!(?report, "retention pass deleted expired rows");
+                }
+                tokio::time::sleep(crate::retention::INTERVAL).await;
+            }
+        });
+        Background {
+            app: self.clone(),
+            retention,
+        }
+    }
+}
+
+/// The background work [`App::start_background`] started; [`Background::shutdown`] ends it.
+///
+/// Dropping it without shutting down leaves the work running until the runtime stops, and
+/// running tasks then end without their outcome written (they read as failed once stale).
+#[must_use = "shut the background work down with `Background::shutdown` when the app stops"]
+pub struct Background {
+    app: App,
+    retention: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    /// Shuts down as [`serve`] does once its shutdown future resolves. At once: the
+    /// retention pass stops and the app starts draining (`/readyz` answers 503, no new
+    /// task-creating call is accepted). The future it returns then gives running tasks up
+    /// to `grace` to finish and records the rest as failed, and releases script runs still
+    /// going after `grace` back to the queue. [`serve`] passes
+    /// `server.shutdown.grace_period`.
+    ///
+    /// Waiting for the embedder's own open requests is the embedder's part (axum's
+    /// `with_graceful_shutdown`); run it alongside this future, as `serve` does.
+    pub fn shutdown(self, grace: Duration) -> impl Future<Output = ()> + Send + 'static {
+        self.retention.abort();
+        self.app.start_draining();
+        let app = self.app;
+        async move {
+            let runs = async {
+                if let Some(bridge) = app.run_bridge() {
+                    bridge.shutdown(grace).await;
+                }
+            };
+            let exports = async {
+                if let Some(runtime) = app.task_runtime() {
+                    runtime.drain(grace).await;
+                }
+            };
+            tokio::join!(runs, exports);
+        }
+    }
+}
+
+/// Docket's HTTP routes as a service: a [`tower_service::Service`] (what axum's
+/// `nest_service` and `route_service` take) and a [`hyper::service::Service`] (what
+/// `hyper::server::conn::http1::Builder::serve_connection` takes), for any request body
+/// of [`Bytes`] whose error converts into a boxed error. It never fails: every problem
+/// is an HTTP answer. Made by [`App::service`]; cheap to clone.
+///
+/// Every rule of a request is applied here, `server.max_request_bytes` and
+/// `server.body_timeout` included; what [`serve`] adds around connections
+/// (`server.max_connections`, `server.header_read_timeout`, `TCP_NODELAY`) is the host
+/// server's to set.
+#[derive(Clone)]
+pub struct McpService {
+    app: App,
+}
+
+/// The error a request body may fail with, once boxed.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The future of one answer from [`McpService`].
+type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Body>, Infallible>> + Send>>;
+
+/// The peer address [`serve`] puts in each request's extensions, for the request log.
+/// Private, so no request from elsewhere can claim one.
+#[derive(Clone, Copy)]
+struct Peer(SocketAddr);
+
+impl McpService {
+    fn answer<B>(&self, request: hyper::Request<B>) -> Answer
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let app = self.app.clone();
+        Box::pin(async move { Ok(route(&app, request).await) })
+    }
+}
+
+impl<B> tower_service::Service<hyper::Request<B>> for McpService
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = hyper::Response<Body>;
+    type Error = Infallible;
+    type Future = Answer;
+
+    /// Always ready: a request waits for nothing but its own work.
+    fn poll_ready(&mut self, _context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: hyper::Request<B>) -> Self::Future {
+        self.answer(request)
+    }
+}
+
+impl<B> hyper::service::Service<hyper::Request<B>> for McpService
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = hyper::Response<Body>;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, request: hyper::Request<B>) -> Self::Future {
+        self.answer(request)
+    }
 }
 
 /// Connections over the cap answered at once; beyond them a connection is closed.
@@ -204,17 +342,19 @@ async fn over_capacity(
     Ok(response)
 }
 
-/// Routes one HTTP request.
-async fn route(
-    app: &App,
-    request: hyper::Request<Incoming>,
-    peer: SocketAddr,
-) -> hyper::Response<Body> {
-    let path = request.uri().path().to_owned();
+/// Routes one HTTP request. The request is taken apart first, so that what the
+/// answer's future holds across an await (the headers) is `Sync` whatever the body is.
+async fn route<B>(app: &App, request: hyper::Request<B>) -> hyper::Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_owned();
     // The DNS-rebinding guard covers every route that answers with more than a
     // liveness word: a page in a browser must not read assets or metrics.
     if !matches!(path.as_str(), "/healthz" | "/readyz")
-        && let Err(reason) = check_origin_and_host(app, request.headers())
+        && let Err(reason) = check_origin_and_host(app, &parts.headers)
     {
         tracing::info!(
             reason,
@@ -226,14 +366,21 @@ async fn route(
         }
         return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
     }
-    match (request.method(), path.as_str()) {
+    match (&parts.method, path.as_str()) {
         (&Method::POST, MCP_PATH) => {
             let started = Instant::now();
-            let (method, response) = handle_mcp(app, request).await;
+            let peer = parts.extensions.get::<Peer>().map(|peer| peer.0);
+            let (method, response) = handle_mcp(app, parts, body).await;
             app.state
                 .metrics
                 .record_request(&method, response.status().as_u16());
-            tracing::debug!(%peer, method, status = response.status().as_u16(), elapsed = ?started.elapsed(), "mcp request");
+            tracing::debug!(
+                peer = peer.map(tracing::field::display),
+                method,
+                status = response.status().as_u16(),
+                elapsed = ?started.elapsed(),
+                "mcp request"
+            );
             response
         }
         (_, MCP_PATH) => {
@@ -276,7 +423,7 @@ async fn route(
                 .trim_start_matches("/assets/")
                 .trim_end_matches("/content")
                 .to_owned();
-            asset_content(app, request.headers(), &id).await
+            asset_content(app, &parts.headers, &id).await
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
@@ -349,12 +496,12 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
 }
 
 /// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics.
-async fn handle_mcp(
-    app: &App,
-    request: hyper::Request<Incoming>,
-) -> (String, hyper::Response<Body>) {
+async fn handle_mcp<B>(app: &App, parts: Parts, body: B) -> (String, hyper::Response<Body>)
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let unknown = || "-".to_owned();
-    let (parts, body) = request.into_parts();
     let identity = match app.state.authenticator.authenticate(&parts.headers).await {
         Ok(identity) => identity,
         Err(err) => return (unknown(), auth_failure(app, &err)),

@@ -32,7 +32,7 @@ pub use config::{Config, object_sink};
 pub use docket_script::child as script_child;
 pub use docket_script::{ChildProcess, Isolation};
 pub use error::McpError;
-pub use http::{Body, MCP_PATH, serve};
+pub use http::{Background, Body, MCP_PATH, McpService, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};

@@ -5,6 +5,7 @@ mod auth;
 mod http;
 mod pipeline;
 mod scripts;
+mod service;
 mod support;
 mod tasks;
 mod trino;
