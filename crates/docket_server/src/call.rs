@@ -26,10 +26,11 @@ use crate::audit::redact_arguments;
 use crate::error::McpError;
 use crate::headers;
 use crate::metrics::CallOutcome;
+use crate::persona::Persona;
 use crate::refusal::Refusal;
 use crate::registry::{
-    Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, TaskSupport, ToolCall,
-    ToolHandler, ToolOutcome,
+    Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, RegisteredTool, TaskSupport,
+    ToolCall, ToolHandler, ToolOutcome,
 };
 use crate::reply::{Reply, StreamItem, to_value};
 use crate::request::RequestContext;
@@ -37,7 +38,32 @@ use crate::request_state::Binding;
 use crate::state::App;
 use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
 
-/// Runs one `tools/call`.
+/// Why the pipeline stopped before the handler ran: a refusal (a tool result with
+/// `isError: true`, counted and logged as refused) or a malformed call (a JSON-RPC
+/// error).
+enum Stop {
+    Refused(CallToolResult),
+    Error(McpError),
+}
+
+impl From<McpError> for Stop {
+    fn from(error: McpError) -> Self {
+        Self::Error(error)
+    }
+}
+
+/// One `tools/call` on its way through the pipeline: what every stage reads.
+struct Call<'a> {
+    app: &'a App,
+    context: RequestContext,
+    name: String,
+    tool: &'a RegisteredTool,
+    arguments: JsonObject,
+    started: Instant,
+}
+
+/// Runs one `tools/call` through the pipeline's stages, in the contract's order:
+/// authorize → gates → consent → start a task or answer.
 pub(crate) async fn call_tool(
     app: &App,
     context: RequestContext,
@@ -46,8 +72,8 @@ pub(crate) async fn call_tool(
     let started = Instant::now();
     let params: CallToolParams = serde_json::from_value(params.unwrap_or(Value::Null))
         .map_err(|err| McpError::InvalidParams(format!("invalid tools/call params: {err}")))?;
-    let state = &app.state;
-    let tool = state
+    let tool = app
+        .state
         .registry
         .get(&params.name)
         .ok_or_else(|| McpError::InvalidParams(format!("Unknown tool: {}", params.name)))?;
@@ -57,52 +83,80 @@ pub(crate) async fn call_tool(
         headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments)
             .map_err(McpError::HeaderMismatch)?;
     }
-
-    let identity = &context.identity;
-    let refuse = |result: CallToolResult| {
-        state
-            .metrics
-            .record_tool_call(&params.name, CallOutcome::Refused, started.elapsed());
-        tracing::info!(
-            tool = params.name,
-            subject = identity.subject,
-            "tool call refused"
-        );
-        to_value(&result).map(Reply::Json)
+    let call = Call {
+        app,
+        context,
+        name: params.name.clone(),
+        tool,
+        arguments,
+        started,
     };
-
-    // Authorization: the persona must allow the tool and the connection the call
-    // uses — the one it names, or the tool's default when it names none.
-    let Some(persona) = state.personas.resolve(&identity.roles) else {
-        return refuse(Refusal::Unauthorized.result(
-            &format!(
-                "not authorized: no persona matches the roles of {}",
-                identity.display_name
-            ),
-            "Ask an administrator to give you a role that maps to a persona.",
-        ));
+    let identity = Arc::clone(&call.context.identity);
+    let stages = async {
+        let (persona, connection) = call.authorize()?;
+        let declares_tasks = call.gates(&persona)?;
+        let input = call.input_round(&params)?;
+        let finish = call.finish(&persona, connection);
+        if let Some(answer) = call.consent(&persona, input.as_ref(), &finish).await? {
+            return Ok(answer);
+        }
+        call.start_or_answer(persona, input, declares_tasks, finish)
+            .await
+            .map_err(Stop::Error)
     };
-    if !persona.may_call_tool(&params.name) {
-        return refuse(Refusal::Unauthorized.result(
-&format!(
-                "not authorized: tool not allowed for persona: {}",
-                persona.name
-            ),
-            &format!(
-                "Persona \"{}\" is not permitted to call \"{}\". Request access from an administrator.",
-                persona.name, params.name
-            ),
-        ));
+    match stages.await {
+        Ok(reply) => Ok(reply),
+        Err(Stop::Error(error)) => Err(error),
+        Err(Stop::Refused(result)) => {
+            app.state.metrics.record_tool_call(
+                &params.name,
+                CallOutcome::Refused,
+                started.elapsed(),
+            );
+            tracing::info!(
+                tool = params.name,
+                subject = identity.subject,
+                "tool call refused"
+            );
+            to_value(&result).map(Reply::Json)
+        }
     }
-    let connection = match arguments.get("connection") {
-        Some(Value::String(named)) => Some(named.clone()),
-        _ => tool.spec.default_connection.clone(),
-    };
-    if let Some(connection) = &connection
-        && !persona.may_use_connection(connection)
-    {
+}
+
+impl Call<'_> {
+    /// Authorization: the persona must allow the tool and the connection the call
+    /// uses — the one it names, or the tool's default when it names none.
+    fn authorize(&self) -> Result<(Arc<Persona>, Option<String>), Stop> {
+        let identity = &self.context.identity;
+        let Some(persona) = self.app.state.personas.resolve(&identity.roles) else {
+            return Err(Stop::Refused(Refusal::Unauthorized.result(
+                &format!(
+                    "not authorized: no persona matches the roles of {}",
+                    identity.display_name
+                ),
+                "Ask an administrator to give you a role that maps to a persona.",
+            )));
+        };
+        if !persona.may_call_tool(&self.name) {
+            return Err(Stop::Refused(Refusal::Unauthorized.result(
+                &format!(
+                    "not authorized: tool not allowed for persona: {}",
+                    persona.name
+                ),
+                &format!(
+                    "Persona \"{}\" is not permitted to call \"{}\". Request access from an administrator.",
+                    persona.name, self.name
+                ),
+            )));
+        }
+        let connection = match self.arguments.get("connection") {
+            Some(Value::String(named)) => Some(named.clone()),
+            _ => self.tool.spec.default_connection.clone(),
+        };
+        if let Some(connection) = &connection
+            && !persona.may_use_connection(connection)
         {
-            return refuse(Refusal::Unauthorized.result(
+            return Err(Stop::Refused(Refusal::Unauthorized.result(
                 &format!(
                     "not authorized: connection not allowed for persona: {}",
                     persona.name
@@ -111,201 +165,230 @@ pub(crate) async fn call_tool(
                     "Persona \"{}\" may not use connection \"{connection}\".",
                     persona.name
                 ),
-            ));
+            )));
         }
+        Ok((persona, connection))
     }
 
-    // Gates. The rate limit comes first; platform_info stays callable so a caller
-    // can always find out who it is.
-    if tool.spec.rate_limited
-        && let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now())
-    {
+    /// The gates: the rate limit first (a tool may be exempt, as `platform_info`
+    /// is, so a caller can always find out who it is), then task support, the
+    /// arguments against the tool's schema, and draining. Answers whether the call
+    /// may become a task.
+    fn gates(&self, persona: &Persona) -> Result<bool, Stop> {
+        let state = &self.app.state;
+        let identity = &self.context.identity;
+        let task_support = self.tool.spec.task_support;
+        if self.tool.spec.rate_limited
+            && let Err(limited) = state.rate_limiter.check(&identity.subject, Instant::now())
         {
-            return refuse(Refusal::RateLimited.result(
+            return Err(Stop::Refused(Refusal::RateLimited.result(
                 &format!(
                     "RATE_LIMITED: too many tool calls in a short window; {} was refused",
-                    params.name
+                    self.name
                 ),
                 &format!(
                     "Wait {} seconds before calling again.",
                     limited.retry_after.as_secs().max(1)
                 ),
-            ));
+            )));
         }
-    }
-    // A caller without credentials (other than the local administrator of the
-    // embedded default) shares one subject with every other such caller: it gets
-    // no task, so nobody can follow or cancel another's.
-    let anonymous = !identity.may_own_tasks(persona.is_admin);
-    if anonymous && tool.spec.task_support == TaskSupport::Required {
-        return Err(McpError::InvalidParams(format!(
-            "the tool {} runs only as a task, and callers without credentials get no tasks: \
-             authenticate",
-            params.name
-        )));
-    }
-    let declares_tasks = context.meta.client_capabilities.declares_tasks() && !anonymous;
-    if tool.spec.task_support == TaskSupport::Required && !declares_tasks {
-        return Err(McpError::MissingCapability {
-            message: format!(
-                "the tool {} runs only as a task: declare the io.modelcontextprotocol/tasks extension",
-                params.name
-            ),
-            required: Box::new(docket_protocol::meta::ClientCapabilities::with_extension(
-                docket_protocol::TASKS_EXTENSION,
-            )),
-        });
-    }
-    tool.validate(&arguments).map_err(|problems| {
-        McpError::InvalidParams(format!(
-            "invalid arguments for tool {}: {problems}",
-            params.name
-        ))
-    })?;
-    // A draining replica starts no new long work, task or direct, whatever the
-    // tool: the caller is sent to another replica, every tool alike.
-    if tool.spec.task_support != TaskSupport::Never && app.is_draining() {
-        return Err(McpError::Unavailable(
-            docket_task::runtime::SpawnError::Draining.to_string(),
-        ));
+        // A caller without credentials (other than the local administrator of the
+        // embedded default) shares one subject with every other such caller: it gets
+        // no task, so nobody can follow or cancel another's.
+        let anonymous = !identity.may_own_tasks(persona.is_admin);
+        if anonymous && task_support == TaskSupport::Required {
+            return Err(Stop::Error(McpError::InvalidParams(format!(
+                "the tool {} runs only as a task, and callers without credentials get no tasks: \
+                 authenticate",
+                self.name
+            ))));
+        }
+        let declares_tasks = self.context.meta.client_capabilities.declares_tasks() && !anonymous;
+        if task_support == TaskSupport::Required && !declares_tasks {
+            return Err(Stop::Error(McpError::MissingCapability {
+                message: format!(
+                    "the tool {} runs only as a task: declare the io.modelcontextprotocol/tasks extension",
+                    self.name
+                ),
+                required: Box::new(docket_protocol::meta::ClientCapabilities::with_extension(
+                    docket_protocol::TASKS_EXTENSION,
+                )),
+            }));
+        }
+        self.tool.validate(&self.arguments).map_err(|problems| {
+            McpError::InvalidParams(format!(
+                "invalid arguments for tool {}: {problems}",
+                self.name
+            ))
+        })?;
+        // A draining replica starts no new long work, task or direct, whatever the
+        // tool: the caller is sent to another replica, every tool alike.
+        if task_support != TaskSupport::Never && self.app.is_draining() {
+            return Err(Stop::Error(McpError::Unavailable(
+                docket_task::runtime::SpawnError::Draining.to_string(),
+            )));
+        }
+        Ok(declares_tasks)
     }
 
-    // Consent and other multi round-trip input: the state must be ours, for this
-    // caller and this very call.
-    let now = unix_now();
-    let binding = Binding {
-        subject: &identity.subject,
-        tool: &params.name,
-        arguments: &arguments,
-    };
-    let input = match (&params.request_state, &params.input_responses) {
-        (None, None) => None,
-        (Some(sealed), responses) => {
-            let state_value = state
-                .state_key
-                .open(sealed, binding, now)
-                .map_err(|err| McpError::InvalidParams(err.to_string()))?;
-            Some(InputRound {
-                responses: responses.clone().unwrap_or_default(),
-                state: state_value,
-            })
-        }
-        (None, Some(responses)) => Some(InputRound {
-            responses: responses.clone(),
-            state: Value::Null,
-        }),
-    };
+    /// The answers of an earlier `input_required` round: the state must be ours,
+    /// for this caller and this very call.
+    fn input_round(&self, params: &CallToolParams) -> Result<Option<InputRound>, Stop> {
+        let binding = Binding {
+            subject: &self.context.identity.subject,
+            tool: &self.name,
+            arguments: &self.arguments,
+        };
+        Ok(match (&params.request_state, &params.input_responses) {
+            (None, None) => None,
+            (Some(sealed), responses) => {
+                let state_value = self
+                    .app
+                    .state
+                    .state_key
+                    .open(sealed, binding, unix_now())
+                    .map_err(|err| McpError::InvalidParams(err.to_string()))?;
+                Some(InputRound {
+                    responses: responses.clone().unwrap_or_default(),
+                    state: state_value,
+                })
+            }
+            (None, Some(responses)) => Some(InputRound {
+                responses: responses.clone(),
+                state: Value::Null,
+            }),
+        })
+    }
 
-    // Consent: the tool may ask the client before anything runs, and before any
-    // task exists, so a refusal or a prompt leaves no task behind.
-    let handler = tool.handler();
-    let consent_request = ConsentRequest {
-        arguments: &arguments,
-        identity,
-        persona: &persona,
-        client_capabilities: &context.meta.client_capabilities,
-        input: input.as_ref(),
-    };
-    let finish = Finish {
-        app: app.clone(),
-        tool: params.name.clone(),
-        subject: identity.subject.clone(),
-        persona: persona.name.clone(),
-        connection,
-        arguments: arguments.clone(),
-        run_id: context.run_id.clone(),
-        started,
-        now,
-    };
-    match handler.consent(&consent_request).await {
-        Consent::Proceed => {}
-        Consent::Refuse(result) => return refuse(result),
-        Consent::Error(error) => return Err(McpError::from(error)),
-        Consent::Ask {
-            requests,
-            state: consent_state,
-        } => {
-            let outcome = ToolOutcome::InputRequired {
-                requests,
-                state: consent_state,
-            };
-            return finish.into_result(outcome).map(Reply::Json);
+    /// What turns the handler's outcome into the answer, and audits it.
+    fn finish(&self, persona: &Persona, connection: Option<String>) -> Finish {
+        Finish {
+            app: self.app.clone(),
+            tool: self.name.clone(),
+            subject: self.context.identity.subject.clone(),
+            persona: persona.name.clone(),
+            connection,
+            arguments: self.arguments.clone(),
+            run_id: self.context.run_id.clone(),
+            started: self.started,
+            now: unix_now(),
         }
     }
 
-    // A task when the tool may become one, this very request declares the extension,
-    // and tasks are on.
-    if tool.spec.task_support != TaskSupport::Never && declares_tasks {
-        match &state.tasks {
-            Some(tasks) => {
-                let call = ToolCall {
-                    arguments,
-                    identity: identity.clone(),
-                    persona,
-                    client_capabilities: context.meta.client_capabilities.clone(),
-                    progress: Progress::default(),
-                    input,
-                    cancel: CancellationToken::new(),
-                    task: None,
-                };
-                // A tool whose work is durable on its own answers its own task.
-                if let Some(own_task) = handler.start_own_task(&call) {
-                    return match own_task.await {
-                        Ok(record) => {
-                            state.metrics.record_tool_call(
-                                &params.name,
-                                CallOutcome::TaskCreated,
-                                started.elapsed(),
-                            );
-                            create_result_value(&record).map(Reply::Json)
-                        }
-                        Err(refused) => finish.into_result(refused).map(Reply::Json),
+    /// Consent: the tool may ask the client before anything runs, and before any
+    /// task exists, so a refusal or a prompt leaves no task behind. `Some` is the
+    /// answer when the call stops here.
+    async fn consent(
+        &self,
+        persona: &Persona,
+        input: Option<&InputRound>,
+        finish: &Finish,
+    ) -> Result<Option<Reply>, Stop> {
+        let request = ConsentRequest {
+            arguments: &self.arguments,
+            identity: &self.context.identity,
+            persona,
+            client_capabilities: &self.context.meta.client_capabilities,
+            input,
+        };
+        match self.tool.handler().consent(&request).await {
+            Consent::Proceed => Ok(None),
+            Consent::Refuse(result) => Err(Stop::Refused(result)),
+            Consent::Error(error) => Err(Stop::Error(McpError::from(error))),
+            Consent::Ask { requests, state } => {
+                let outcome = ToolOutcome::InputRequired { requests, state };
+                finish
+                    .clone()
+                    .into_result(outcome)
+                    .map(|value| Some(Reply::Json(value)))
+                    .map_err(Stop::Error)
+            }
+        }
+    }
+
+    /// Starts the call: as a task when the tool may become one, this very request
+    /// declares the extension, and tasks are on (a tool whose work is durable on
+    /// its own answers its own task); otherwise the handler runs now, streaming
+    /// progress when the request asked for it.
+    async fn start_or_answer(
+        self,
+        persona: Arc<Persona>,
+        input: Option<InputRound>,
+        declares_tasks: bool,
+        finish: Finish,
+    ) -> Result<Reply, McpError> {
+        let state = &self.app.state;
+        let handler = self.tool.handler();
+        let task_support = self.tool.spec.task_support;
+        if task_support != TaskSupport::Never && declares_tasks {
+            match &state.tasks {
+                Some(tasks) => {
+                    let call = ToolCall {
+                        arguments: self.arguments,
+                        identity: Arc::clone(&self.context.identity),
+                        persona,
+                        client_capabilities: self.context.meta.client_capabilities.clone(),
+                        progress: Progress::default(),
+                        input,
+                        cancel: CancellationToken::new(),
+                        task: None,
                     };
+                    if let Some(own_task) = handler.start_own_task(&call) {
+                        return match own_task.await {
+                            Ok(record) => {
+                                state.metrics.record_tool_call(
+                                    &self.name,
+                                    CallOutcome::TaskCreated,
+                                    self.started.elapsed(),
+                                );
+                                create_result_value(&record).map(Reply::Json)
+                            }
+                            Err(refused) => finish.into_result(refused).map(Reply::Json),
+                        };
+                    }
+                    return start_task(self.app, tasks, call, handler, finish).await;
                 }
-                return start_task(app, tasks, call, handler, finish).await;
+                None if task_support == TaskSupport::Required => {
+                    return Err(McpError::Unavailable(format!(
+                        "the tool {} runs only as a task, and tasks are not enabled on this server",
+                        self.name
+                    )));
+                }
+                None => {}
             }
-            None if tool.spec.task_support == TaskSupport::Required => {
-                return Err(McpError::Unavailable(format!(
-                    "the tool {} runs only as a task, and tasks are not enabled on this server",
-                    params.name
-                )));
+        }
+        let cancel = CancellationToken::new();
+        let (progress, progress_updates) = match &self.context.meta.progress_token {
+            Some(token) => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                (Progress::new(token.clone(), sender), Some(receiver))
             }
-            None => {}
-        }
-    }
-
-    let cancel = CancellationToken::new();
-    let (progress, progress_updates) = match &context.meta.progress_token {
-        Some(token) => {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            (Progress::new(token.clone(), sender), Some(receiver))
-        }
-        None => (Progress::default(), None),
-    };
-    let call = ToolCall {
-        arguments,
-        identity: identity.clone(),
-        persona,
-        client_capabilities: context.meta.client_capabilities.clone(),
-        progress,
-        input,
-        cancel: cancel.clone(),
-        task: None,
-    };
-    let running = RunningCall::new(
-        tokio::spawn(async move { handler.call(call).await }),
-        cancel,
-    );
-
-    match progress_updates {
-        None => {
-            let outcome = running.wait().await;
-            finish.into_result(outcome).map(Reply::Json)
-        }
-        Some(updates) => {
-            let (items, receiver) = mpsc::channel(32);
-            tokio::spawn(stream_call(running, updates, items, finish));
-            Ok(Reply::Stream(receiver))
+            None => (Progress::default(), None),
+        };
+        let call = ToolCall {
+            arguments: self.arguments,
+            identity: Arc::clone(&self.context.identity),
+            persona,
+            client_capabilities: self.context.meta.client_capabilities.clone(),
+            progress,
+            input,
+            cancel: cancel.clone(),
+            task: None,
+        };
+        let running = RunningCall::new(
+            tokio::spawn(async move { handler.call(call).await }),
+            cancel,
+        );
+        match progress_updates {
+            None => {
+                let outcome = running.wait().await;
+                finish.into_result(outcome).map(Reply::Json)
+            }
+            Some(updates) => {
+                let (items, receiver) = mpsc::channel(32);
+                tokio::spawn(stream_call(running, updates, items, finish));
+                Ok(Reply::Stream(receiver))
+            }
         }
     }
 }
@@ -429,6 +512,7 @@ fn progress_notification(update: ProgressUpdate) -> OutgoingNotification {
 }
 
 /// What is needed to turn a handler's outcome into an answer.
+#[derive(Clone)]
 struct Finish {
     app: App,
     tool: String,
