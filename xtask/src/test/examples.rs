@@ -30,6 +30,13 @@ const CHECKED_EXAMPLES: &[CheckedExample] = &[
         name: "long_tool",
         args: &["--self-check"],
     },
+    // An axum application with routes of its own and Docket's endpoint nested under
+    // /docket, calling both over HTTP.
+    CheckedExample {
+        package: "docket_server",
+        name: "axum_mount",
+        args: &["--self-check"],
+    },
     // docket_task + docket_storage as a job runner: a cancel from a second process, and a
     // worker killed mid-job.
     CheckedExample {
