@@ -24,6 +24,17 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The URL names a backend this build of the crate leaves out.
+    #[error(
+        "the database url names {backend}, which this build does not include: \
+         docket_storage was compiled without its `{feature}` feature"
+    )]
+    BackendNotBuilt {
+        /// The backend the URL names.
+        backend: Backend,
+        /// The Cargo feature that would build it in.
+        feature: &'static str,
+    },
     /// The folder for the SQLite file could not be created.
     #[error("could not create the folder {} for the sqlite database", .path.display())]
     CreateDirectory {
@@ -102,6 +113,7 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
 }
 
 /// A failed catalog statement, classified as a task statement's would be.
+#[cfg(feature = "postgres")]
 pub(crate) fn catalog_query_error(error: DieselError) -> CatalogError {
     catalog_error(query_error(error))
 }

@@ -1,19 +1,29 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(not(any(feature = "postgres", feature = "sqlite")))]
+compile_error!(
+    "docket_storage needs at least one backend: turn on its `postgres` feature, its `sqlite` \
+     feature, or both (the default)"
+);
+
+mod database_url;
 mod error;
-mod migrations;
+#[cfg(feature = "postgres")]
 mod pg;
-#[cfg(feature = "testing")]
+#[cfg(all(feature = "testing", feature = "postgres"))]
 pub mod probe;
 mod retention;
 mod scripts;
 mod shared;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "testing")]
 pub mod test_db;
 mod url;
 
 use std::sync::Arc;
+
+use database_url::DatabaseUrl;
 
 /// The catalog traits, beside [`TaskStore`], so a crate that opens a store can
 /// name what [`Store::asset_store`], [`Store::call_catalog`],
@@ -23,7 +33,9 @@ pub use docket_catalog::{AssetStore, CallCatalog, CatalogError, Retention, Scrip
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
 pub use error::{Cause, StorageError};
+#[cfg(feature = "postgres")]
 pub use pg::PgStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use url::Backend;
 
@@ -47,13 +59,15 @@ impl Default for ConnectOptions {
     }
 }
 
-/// A connected store on one of the backends.
+/// A connected store on one of the backends this build carries.
 #[non_exhaustive]
 #[derive(Clone)]
 pub enum Store {
-    /// PostgreSQL.
+    /// PostgreSQL (feature `postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(Arc<PgStore>),
-    /// SQLite.
+    /// SQLite (feature `sqlite`).
+    #[cfg(feature = "sqlite")]
     Sqlite(Arc<SqliteStore>),
 }
 
@@ -61,7 +75,9 @@ impl Store {
     /// The store as the task machinery uses it.
     pub fn task_store(&self) -> Arc<dyn TaskStore> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn TaskStore>,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn TaskStore>,
         }
     }
@@ -69,7 +85,9 @@ impl Store {
     /// The store as the export and asset tools use it.
     pub fn asset_store(&self) -> Arc<dyn AssetStore> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn AssetStore>,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn AssetStore>,
         }
     }
@@ -77,7 +95,9 @@ impl Store {
     /// The store as the call pipeline keeps the call catalog with it.
     pub fn call_catalog(&self) -> Arc<dyn CallCatalog> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn CallCatalog>,
         }
     }
@@ -85,7 +105,9 @@ impl Store {
     /// The store as the retention pass of audit rows, call records and assets uses it.
     pub fn retention(&self) -> Arc<dyn Retention> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn Retention>,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn Retention>,
         }
     }
@@ -93,7 +115,9 @@ impl Store {
     /// The store as the script tools and the run bridge use it.
     pub fn script_store(&self) -> Arc<dyn ScriptStore> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
         }
     }
@@ -101,7 +125,9 @@ impl Store {
     /// Which backend it runs on.
     pub fn backend(&self) -> Backend {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(_) => Backend::Postgres,
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(_) => Backend::Sqlite,
         }
     }
@@ -119,15 +145,18 @@ impl std::fmt::Debug for Store {
 /// With `options.migrate`, pending migrations are applied first.
 ///
 /// # Errors
-/// [`StorageError`] when the URL names no supported database, the SQLite folder
-/// cannot be created, the migrations fail, or the database cannot be reached. No
-/// error carries the URL's password.
+/// [`StorageError`] when the URL names no supported database or one this build
+/// leaves out (features `postgres` and `sqlite`), the SQLite folder cannot be
+/// created, the migrations fail, or the database cannot be reached. No error
+/// carries the URL's password.
 pub async fn connect(url: &str, options: ConnectOptions) -> Result<Store, StorageError> {
-    match url::DatabaseUrl::parse(url)? {
-        url::DatabaseUrl::Postgres(url) => Ok(Store::Postgres(Arc::new(
-            PgStore::connect(url, &options).await?,
+    match DatabaseUrl::parse(url)? {
+        #[cfg(feature = "postgres")]
+        DatabaseUrl::Postgres(url) => Ok(Store::Postgres(Arc::new(
+            PgStore::connect(&url, &options).await?,
         ))),
-        url::DatabaseUrl::Sqlite(path) => Ok(Store::Sqlite(Arc::new(
+        #[cfg(feature = "sqlite")]
+        DatabaseUrl::Sqlite(path) => Ok(Store::Sqlite(Arc::new(
             SqliteStore::open(&path, &options).await?,
         ))),
     }
@@ -138,14 +167,16 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Store, Storag
 /// replicas at once (they take turns on an advisory lock).
 ///
 /// # Errors
-/// [`StorageError`] when the URL names no supported database, the database
-/// cannot be reached, or a migration fails.
+/// [`StorageError`] when the URL names no supported database or one this build
+/// leaves out, the database cannot be reached, or a migration fails.
 pub async fn migrate(url: &str) -> Result<(), StorageError> {
-    match url::DatabaseUrl::parse(url)? {
-        url::DatabaseUrl::Postgres(url) => migrations::postgres(url.to_owned()).await,
-        url::DatabaseUrl::Sqlite(path) => {
-            url::create_parent_directory(&path)?;
-            migrations::sqlite(path).await
+    match DatabaseUrl::parse(url)? {
+        #[cfg(feature = "postgres")]
+        DatabaseUrl::Postgres(url) => pg::migrate(url).await,
+        #[cfg(feature = "sqlite")]
+        DatabaseUrl::Sqlite(path) => {
+            database_url::create_parent_directory(&path)?;
+            sqlite::migrate(path).await
         }
     }
 }

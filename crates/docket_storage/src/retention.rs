@@ -8,12 +8,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Text};
+#[cfg(feature = "postgres")]
 use diesel_async::RunQueryDsl as _;
 use docket_catalog::CatalogError;
 use docket_catalog::retention::{DueAsset, Retention};
 
-use crate::error::{catalog_error, query_error};
+#[cfg(feature = "sqlite")]
+use crate::error::catalog_error;
+#[cfg(feature = "postgres")]
+use crate::error::catalog_query_error;
+#[cfg(feature = "postgres")]
 use crate::pg::PgStore;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
 
 /// A due asset as both backends' statements return it.
@@ -44,10 +50,7 @@ fn count(deleted: usize) -> u64 {
     u64::try_from(deleted).unwrap_or(u64::MAX)
 }
 
-fn unavailable(error: diesel::result::Error) -> CatalogError {
-    catalog_error(query_error(error))
-}
-
+#[cfg(feature = "postgres")]
 /// Deletes up to `limit` rows of `table` (one of this module's own names, never
 /// input) written more than `age` ago, oldest first; how many.
 async fn pg_delete_older_than(
@@ -68,10 +71,11 @@ async fn pg_delete_older_than(
     .execute(&mut *conn)
     .await
     .map(count)
-    .map_err(unavailable)
+    .map_err(catalog_query_error)
 }
 
-/// [`pg_delete_older_than`] on SQLite.
+#[cfg(feature = "sqlite")]
+/// `pg_delete_older_than` on SQLite.
 async fn sqlite_delete_older_than(
     store: &SqliteStore,
     table: &'static str,
@@ -98,6 +102,7 @@ async fn sqlite_delete_older_than(
         .map_err(catalog_error)
 }
 
+#[cfg(feature = "postgres")]
 #[async_trait]
 impl Retention for PgStore {
     async fn delete_audit_older_than(
@@ -132,7 +137,7 @@ impl Retention for PgStore {
         .load::<DueAssetRow>(&mut *conn)
         .await
         .map(due)
-        .map_err(unavailable)
+        .map_err(catalog_query_error)
     }
 
     async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError> {
@@ -148,15 +153,17 @@ impl Retention for PgStore {
         .load::<DueAssetRow>(&mut *conn)
         .await
         .map(due)
-        .map_err(unavailable)
+        .map_err(catalog_query_error)
     }
 }
 
+#[cfg(feature = "sqlite")]
 /// SQLite's `created_at` text for `age` ago, as `strftime` modifiers take it.
 fn sqlite_age(age: Duration) -> String {
     format!("-{} seconds", seconds(age))
 }
 
+#[cfg(feature = "sqlite")]
 #[async_trait]
 impl Retention for SqliteStore {
     async fn delete_audit_older_than(

@@ -27,14 +27,20 @@
 //! harness should, and is not for production code.
 
 use std::error::Error;
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
+#[cfg(feature = "postgres")]
+use std::sync::Once;
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use diesel_async::SimpleAsyncConnection;
 use docket_task::TaskStore;
 
-use crate::url::{Backend, redact};
+use crate::url::Backend;
+#[cfg(feature = "postgres")]
+use crate::url::redact;
 use crate::{ConnectOptions, Store};
 
 /// The variable naming the PostgreSQL server tests use.
@@ -52,6 +58,7 @@ pub const POSTGRES_CASES_FILTERED_VAR: &str = "DOCKET_POSTGRES_CASES_FILTERED";
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// How long to wait for the server before deciding it is not there.
+#[cfg(feature = "postgres")]
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections each store from [`TestDatabase::store`] may open: enough for the
@@ -68,8 +75,10 @@ pub struct TestDatabase {
 #[derive(Debug)]
 enum Cleanup {
     /// Drop this schema through a connection to the server's URL.
+    #[cfg(feature = "postgres")]
     Schema { server_url: String, schema: String },
     /// Remove this folder.
+    #[cfg(feature = "sqlite")]
     Directory(PathBuf),
 }
 
@@ -139,6 +148,7 @@ impl TestDatabase {
     /// When the server cannot be reached and is [required](PostgresServer::required)
     /// or its cases were filtered out, or when the schema cannot be created or
     /// migrated.
+    #[cfg(feature = "postgres")]
     pub async fn postgres(server: &PostgresServer) -> Option<Self> {
         let reason = match Self::try_postgres(server).await {
             Ok(database) => return Some(database),
@@ -172,6 +182,7 @@ impl TestDatabase {
     /// # Panics
     /// When the server cannot be reached and is [required](PostgresServer::required), or when
     /// the database cannot be created or migrated.
+    #[cfg(all(feature = "postgres", feature = "sqlite"))]
     pub async fn postgres_or_sqlite(server: &PostgresServer) -> Self {
         match Self::try_postgres(server).await {
             Ok(database) => database,
@@ -195,6 +206,7 @@ impl TestDatabase {
     /// # Panics
     /// When the server cannot be reached and is [required](PostgresServer::required), or when
     /// the schema cannot be created or migrated.
+    #[cfg(feature = "postgres")]
     async fn try_postgres(server: &PostgresServer) -> Result<Self, String> {
         let server_url = server.url.clone();
         let reason =
@@ -238,6 +250,7 @@ impl TestDatabase {
     ///
     /// # Panics
     /// When the folder cannot be created or the file cannot be migrated.
+    #[cfg(feature = "sqlite")]
     pub async fn sqlite() -> Self {
         let folder = std::env::temp_dir().join(format!("docket-test-{}", random_hex()));
         std::fs::create_dir_all(&folder).unwrap_or_else(|error| {
@@ -288,7 +301,9 @@ impl TestDatabase {
     /// Which backend it is.
     pub fn backend(&self) -> Backend {
         match self.cleanup {
+            #[cfg(feature = "postgres")]
             Cleanup::Schema { .. } => Backend::Postgres,
+            #[cfg(feature = "sqlite")]
             Cleanup::Directory(_) => Backend::Sqlite,
         }
     }
@@ -321,7 +336,9 @@ impl TestDatabase {
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         match &self.cleanup {
+            #[cfg(feature = "postgres")]
             Cleanup::Schema { server_url, schema } => drop_schema(server_url, schema),
+            #[cfg(feature = "sqlite")]
             Cleanup::Directory(folder) => {
                 // Best effort: a leftover temporary folder harms nothing.
                 let _ = std::fs::remove_dir_all(folder);
@@ -334,6 +351,7 @@ impl Drop for TestDatabase {
 /// where blocking on a future would panic, so the work runs on a thread of its
 /// own with a runtime of its own. Failures are printed, never raised: a panic in
 /// `Drop` during a failing test's unwinding would abort the test binary.
+#[cfg(feature = "postgres")]
 fn drop_schema(server_url: &str, schema: &str) {
     let server_url = server_url.to_owned();
     let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
@@ -364,6 +382,7 @@ fn drop_schema(server_url: &str, schema: &str) {
 /// error stream directly rather than through `eprintln!`, which libtest captures
 /// and shows only for failing tests: a case that could not run passes, so its
 /// output would never be seen.
+#[cfg(feature = "postgres")]
 fn announce_once(once: &'static Once, notice: &str) {
     use std::io::Write as _;
     once.call_once(|| {
@@ -373,6 +392,7 @@ fn announce_once(once: &'static Once, notice: &str) {
 }
 
 /// `url` with the schema search path set to `schema` for every connection.
+#[cfg(feature = "postgres")]
 fn with_search_path(url: &str, schema: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}options=-csearch_path%3D{schema}")
@@ -402,6 +422,7 @@ fn chain(error: &(dyn Error + 'static)) -> String {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn the_search_path_rides_in_the_url() {
         assert_eq!(

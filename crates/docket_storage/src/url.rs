@@ -1,10 +1,16 @@
-//! Database URLs: which backend a URL names, where a SQLite file lives, and how to
-//! show a URL without its password.
+//! Database URLs as text: which backend a URL names, and how to show a URL
+//! without its password. Nothing here fails with a [`StorageError`]; turning a
+//! URL into what a store opens is `database_url`'s.
+//!
+//! [`StorageError`]: crate::StorageError
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 
-use crate::error::StorageError;
+/// The prefixes of a PostgreSQL URL.
+pub(crate) const POSTGRES_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+/// The prefix of a SQLite URL; the file's path follows it.
+pub(crate) const SQLITE_SCHEME: &str = "sqlite://";
 
 /// The database a store runs on.
 #[non_exhaustive]
@@ -17,12 +23,27 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend `url` names, if any: `postgres://`, `postgresql://` or `sqlite://`.
+    /// The backend `url` names, if any: `postgres://`, `postgresql://` or
+    /// `sqlite://PATH`. The answer does not depend on which backends this build
+    /// of the crate carries.
     pub fn from_url(url: &str) -> Option<Self> {
-        DatabaseUrl::parse(url).ok().map(|parsed| match parsed {
-            DatabaseUrl::Postgres(_) => Backend::Postgres,
-            DatabaseUrl::Sqlite(_) => Backend::Sqlite,
-        })
+        if POSTGRES_SCHEMES
+            .iter()
+            .any(|scheme| url.starts_with(scheme))
+        {
+            return Some(Backend::Postgres);
+        }
+        url.strip_prefix(SQLITE_SCHEME)
+            .filter(|path| !path.is_empty())
+            .map(|_| Backend::Sqlite)
+    }
+
+    /// The Cargo feature of this crate that builds the backend.
+    pub(crate) fn feature(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
     }
 }
 
@@ -35,47 +56,8 @@ impl fmt::Display for Backend {
     }
 }
 
-/// A URL split by backend.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum DatabaseUrl<'a> {
-    /// The URL as given; tokio-postgres parses the rest.
-    Postgres(&'a str),
-    /// The SQLite file's path.
-    Sqlite(PathBuf),
-}
-
-impl<'a> DatabaseUrl<'a> {
-    pub(crate) fn parse(url: &'a str) -> Result<Self, StorageError> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Ok(DatabaseUrl::Postgres(url));
-        }
-        match url.strip_prefix("sqlite://") {
-            Some(path) if !path.is_empty() => Ok(DatabaseUrl::Sqlite(PathBuf::from(path))),
-            Some(_) => Err(StorageError::InvalidUrl {
-                reason: "a sqlite:// url needs a file path, as in sqlite://./docket-data/docket.db",
-            }),
-            None => Err(StorageError::InvalidUrl {
-                reason: "the database url must start with postgres://, postgresql:// or sqlite://",
-            }),
-        }
-    }
-}
-
-/// Creates the folder a SQLite file goes in, if it is missing.
-pub(crate) fn create_parent_directory(path: &Path) -> Result<(), StorageError> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => {
-            std::fs::create_dir_all(parent).map_err(|source| StorageError::CreateDirectory {
-                path: parent.to_owned(),
-                source,
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
 /// `url` with the password, if it has one, replaced by `***`, for messages.
-#[cfg(any(test, feature = "testing"))]
+#[cfg(any(test, all(feature = "testing", feature = "postgres")))]
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
@@ -110,23 +92,19 @@ mod tests {
     #[test]
     fn urls_name_their_backend() {
         assert_eq!(
-            DatabaseUrl::parse("postgres://u@h/db").expect("pg"),
-            DatabaseUrl::Postgres("postgres://u@h/db")
+            Backend::from_url("postgres://u@h/db"),
+            Some(Backend::Postgres)
         );
         assert_eq!(
             Backend::from_url("postgresql://h/db"),
             Some(Backend::Postgres)
         );
         assert_eq!(
-            DatabaseUrl::parse("sqlite://./docket-data/docket.db").expect("sqlite"),
-            DatabaseUrl::Sqlite(PathBuf::from("./docket-data/docket.db"))
+            Backend::from_url("sqlite://./docket-data/docket.db"),
+            Some(Backend::Sqlite)
         );
-        assert_eq!(
-            DatabaseUrl::parse("sqlite:///var/lib/docket/docket.db").expect("sqlite"),
-            DatabaseUrl::Sqlite(PathBuf::from("/var/lib/docket/docket.db"))
-        );
-        assert!(DatabaseUrl::parse("sqlite://").is_err());
-        assert!(DatabaseUrl::parse("mysql://h/db").is_err());
+        assert_eq!(Backend::from_url("sqlite://"), None);
+        assert_eq!(Backend::from_url("mysql://h/db"), None);
         assert_eq!(Backend::from_url("docket.db"), None);
     }
 

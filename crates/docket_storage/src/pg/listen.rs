@@ -23,8 +23,11 @@ use tokio::sync::oneshot;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::tasks::CHANNEL;
-use crate::scripts::{RUN_CHANNEL, parse_signal};
 use docket_catalog::scripts::RunSignal;
+
+/// The channel run signals travel on; payloads are `queued:<id>` and
+/// `cancel:<id>`.
+pub(crate) const RUN_CHANNEL: &str = "docket_runs";
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -54,7 +57,7 @@ impl Signals<TaskSignal> {
 impl Signals<RunSignal> {
     /// Run signals, on `docket_runs`.
     pub(crate) fn runs(url: String) -> Self {
-        Self::new(url, RUN_CHANNEL, parse_signal)
+        Self::new(url, RUN_CHANNEL, parse_run_signal)
     }
 }
 
@@ -182,6 +185,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Parses a run signal payload: `queued:<id>` or `cancel:<id>`.
+fn parse_run_signal(payload: &str) -> Option<RunSignal> {
+    let (kind, id) = payload.split_once(':')?;
+    match kind {
+        "queued" => Some(RunSignal::Queued(id.to_owned())),
+        "cancel" => Some(RunSignal::Cancel(id.to_owned())),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +206,19 @@ mod tests {
         assert_eq!(parse("input:abc"), Some(TaskSignal::Input(id)));
         assert_eq!(parse("resume:abc"), None);
         assert_eq!(parse("cancel"), None);
+    }
+
+    #[test]
+    fn run_payloads_name_a_kind_and_a_run() {
+        assert_eq!(
+            parse_run_signal("queued:a"),
+            Some(RunSignal::Queued("a".into()))
+        );
+        assert_eq!(
+            parse_run_signal("cancel:a"),
+            Some(RunSignal::Cancel("a".into()))
+        );
+        assert_eq!(parse_run_signal("other:a"), None);
+        assert_eq!(parse_run_signal("cancel"), None);
     }
 }

@@ -8,7 +8,9 @@
 mod assets;
 mod audit;
 mod calls;
+mod connection;
 mod listen;
+mod migrations;
 mod schema;
 mod scripts;
 mod tasks;
@@ -16,7 +18,6 @@ mod tasks;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use diesel::{ConnectionError, ConnectionResult};
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use diesel_async::pooled_connection::{
@@ -27,16 +28,17 @@ use docket_task::store::{AuditEntry, Beat, SignalListener};
 use docket_task::{NewTask, StoreError, TaskId, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
-use tokio_postgres::NoTls;
 
 use crate::ConnectOptions;
 use crate::error::{Cause, StorageError, catalog_error, pool_error};
 use crate::shared::{self, Ending};
 use crate::url::Backend;
+pub(crate) use connection::establish;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
+pub(crate) use migrations::run as migrate;
 
 /// How long a caller waits for a free pooled connection before the store
 /// reports itself unavailable.
@@ -73,10 +75,10 @@ impl PgStore {
     /// [`StorageError::Connect`] when the database cannot be reached.
     pub async fn connect(url: &str, options: &ConnectOptions) -> Result<Self, StorageError> {
         if options.migrate {
-            crate::migrations::postgres(url.to_owned()).await?;
+            migrations::run(url.to_owned()).await?;
         }
         let mut config = ManagerConfig::default();
-        config.custom_setup = Box::new(|url| Box::pin(establish(url.to_owned())));
+        config.custom_setup = Box::new(|url| Box::pin(connection::establish(url.to_owned())));
         // Each checkout would otherwise cost a `SELECT 1` round trip; a broken
         // connection is still detected (deadpool asks whether it is closed) and
         // one that breaks mid-use fails that one statement.
@@ -115,18 +117,6 @@ impl PgStore {
     pub(crate) async fn catalog_conn(&self) -> Result<Object<AsyncPgConnection>, CatalogError> {
         self.conn().await.map_err(catalog_error)
     }
-}
-
-/// Opens one connection. diesel-async's own `establish` keeps only the top line
-/// of tokio-postgres's error ("error connecting to server"); connecting here
-/// keeps its cause ("Connection refused") for the operator, password scrubbed.
-pub(crate) async fn establish(url: String) -> ConnectionResult<AsyncPgConnection> {
-    let (client, connection) = tokio_postgres::connect(&url, NoTls)
-        .await
-        .map_err(|error| {
-            ConnectionError::BadConnection(Cause::scrubbed(&error, &url).to_string())
-        })?;
-    AsyncPgConnection::try_from_client_and_connection(client, connection).await
 }
 
 #[async_trait]

@@ -12,6 +12,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::PgStore;
+use super::listen::RUN_CHANNEL;
 use crate::error::catalog_query_error;
 use crate::scripts::rows::{
     self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
@@ -418,7 +419,7 @@ impl ScriptStore for PgStore {
                  VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING {RUN_COLUMNS} \
              ), told AS (SELECT pg_notify('{channel}', 'queued:' || id) FROM queued) \
              SELECT queued.* FROM queued, (SELECT count(*) FROM told) AS sent",
-            channel = scripts::RUN_CHANNEL
+            channel = RUN_CHANNEL
         ))
         .bind::<Text, _>(&run.id)
         .bind::<Text, _>(&run.script_id)
@@ -575,7 +576,7 @@ impl ScriptStore for PgStore {
                              COALESCE(cancel_requested_at, now()), updated_at = now() \
                              WHERE id = $1 RETURNING id) \
                              SELECT pg_notify('{channel}', 'cancel:' || id) FROM asked",
-                            channel = scripts::RUN_CHANNEL
+                            channel = RUN_CHANNEL
                         ))
                         .bind::<Text, _>(&id)
                         .execute(conn)
@@ -634,7 +635,7 @@ async fn requeue(
              not_before = now() + $5 * interval '1 millisecond', updated_at = now() \
              WHERE {FENCE} RETURNING id) \
          SELECT pg_notify('{channel}', 'queued:' || id) FROM queued",
-        channel = scripts::RUN_CHANNEL
+        channel = RUN_CHANNEL
     ))
     .bind::<Text, _>(&lease.run_id)
     .bind::<Text, _>(&lease.owner)

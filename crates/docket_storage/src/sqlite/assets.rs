@@ -11,7 +11,7 @@ use time::macros::format_description;
 use time::{OffsetDateTime, UtcOffset};
 
 use super::schema::assets;
-use super::tasks::{json, time};
+use super::sql::{json, time};
 use crate::error::catalog_error;
 use crate::shared;
 use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};

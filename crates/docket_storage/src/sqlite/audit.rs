@@ -7,7 +7,7 @@ use docket_task::StoreError;
 use docket_task::store::{AuditContext, AuditEntry};
 
 use super::schema::audit_logs;
-use super::tasks::json;
+use super::sql::json;
 
 /// An audit row as read (its arguments as JSON text).
 #[derive(Debug, Queryable, Selectable)]

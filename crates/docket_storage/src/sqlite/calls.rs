@@ -5,7 +5,7 @@ use diesel::prelude::*;
 use diesel::sqlite::Sqlite;
 
 use super::schema::call_records;
-use super::tasks::time;
+use super::sql::time;
 use crate::error::catalog_error;
 use crate::shared;
 use docket_catalog::{CallRecord, CatalogError, NewCallRecord};

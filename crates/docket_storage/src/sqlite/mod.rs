@@ -22,8 +22,10 @@
 mod assets;
 mod audit;
 mod calls;
+mod migrations;
 mod schema;
 mod scripts;
+mod sql;
 mod tasks;
 
 use std::path::Path;
@@ -45,21 +47,19 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
+use crate::database_url::create_parent_directory;
 use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
 use crate::shared::{self, Ending};
-use crate::url::{self, Backend};
+use crate::url::Backend;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
     NewCallRecord,
 };
+pub(crate) use migrations::run as migrate;
 
-/// How long a statement waits for another process's write lock.
-pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
-
-/// Run on every new connection. The busy timeout comes first so that switching
-/// the file to WAL waits for a lock rather than failing.
-const CONNECTION_SETUP: &str = "PRAGMA busy_timeout = 5000; \
-     PRAGMA journal_mode = WAL; \
+/// Run on every new connection after [`sql::BUSY_TIMEOUT`], which comes first so
+/// that switching the file to WAL waits for a lock rather than failing.
+const CONNECTION_SETUP: &str = "PRAGMA journal_mode = WAL; \
      PRAGMA synchronous = FULL; \
      PRAGMA foreign_keys = ON;";
 
@@ -93,9 +93,9 @@ impl SqliteStore {
     /// [`StorageError::Migrate`] when a migration fails, and
     /// [`StorageError::Connect`] when the file cannot be opened.
     pub async fn open(path: &Path, options: &ConnectOptions) -> Result<Self, StorageError> {
-        url::create_parent_directory(path)?;
+        create_parent_directory(path)?;
         if options.migrate {
-            crate::migrations::sqlite(path.to_owned()).await?;
+            migrations::run(path.to_owned()).await?;
         }
         let location = path.to_string_lossy().into_owned();
         let writer = pool(&location, 1)?;
@@ -150,10 +150,12 @@ fn pool(location: &str, size: usize) -> Result<Pool<Connection>, StorageError> {
 /// Opens one connection and sets it up.
 async fn establish(location: String) -> Result<Connection, ConnectionError> {
     let mut connection = Connection::establish(&location).await?;
-    connection
-        .batch_execute(CONNECTION_SETUP)
-        .await
-        .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    for setup in [sql::BUSY_TIMEOUT, CONNECTION_SETUP] {
+        connection
+            .batch_execute(setup)
+            .await
+            .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    }
     Ok(connection)
 }
 
@@ -170,7 +172,7 @@ impl TaskStore for SqliteStore {
         let Some((row, now)) = self.read(move |conn| tasks::get(conn, &id)).await? else {
             return Ok(None);
         };
-        Ok(Some((row.try_into()?, tasks::time(&now)?)))
+        Ok(Some((row.try_into()?, sql::time(&now)?)))
     }
 
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
@@ -223,7 +225,7 @@ impl TaskStore for SqliteStore {
             .write(move |conn| tasks::take_answers(conn, &id))
             .await?
         {
-            Some(answers) => shared::answers(tasks::json(&answers)?),
+            Some(answers) => shared::answers(sql::json(&answers)?),
             None => Ok(Map::new()),
         }
     }

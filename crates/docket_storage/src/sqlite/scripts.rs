@@ -12,7 +12,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::SqliteStore;
-use super::tasks::{NOW, json, modifier, time};
+use super::sql::{NOW, json, modifier, time};
 use crate::error::catalog_error;
 use crate::scripts::rows::{
     self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,

@@ -12,16 +12,11 @@ use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
 use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::audit::{self, NewAuditRow};
 use super::schema::call_tasks;
+use super::sql::{NOW, json, modifier, time};
 use crate::shared::{self, Answered, Ending, InputState};
-
-/// The database clock, in the one form every time is stored in: RFC 3339, UTC,
-/// milliseconds, fixed width (so text order is time order).
-pub(crate) const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 /// A task as read: every column a [`TaskRecord`] needs, JSON and times as text.
 #[derive(Debug, Queryable, Selectable, QueryableByName)]
@@ -72,28 +67,11 @@ impl TryFrom<TaskRow> for TaskRecord {
     }
 }
 
-/// A stored time.
-pub(crate) fn time(text: &str) -> Result<OffsetDateTime, StoreError> {
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|err| StoreError::Corrupt(format!("a stored time `{text}`: {err}")))
-}
-
-/// A stored JSON value.
-pub(crate) fn json(text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("stored JSON: {err}")))
-}
-
 /// A stored value that could not be read, as a diesel error, so it can abort a
 /// transaction; [`crate::error::query_error`] turns it back into
 /// [`StoreError::Corrupt`].
 fn corrupt(error: StoreError) -> diesel::result::Error {
     diesel::result::Error::DeserializationError(Box::new(error))
-}
-
-/// A duration as an SQLite time modifier, to the millisecond (`+1.250 seconds`).
-pub(crate) fn modifier(sign: char, duration: Duration) -> String {
-    let millis = shared::millis(duration);
-    format!("{sign}{}.{:03} seconds", millis / 1000, millis % 1000)
 }
 
 /// One task id returned by a statement.

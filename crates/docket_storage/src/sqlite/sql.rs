@@ -1,0 +1,37 @@
+//! What every SQLite model file shares: the database clock as SQL text, how a
+//! stored time and a stored JSON value are read back, a duration as an SQLite
+//! time modifier, and the busy timeout every connection (the migrating one
+//! too) sets.
+
+use std::time::Duration;
+
+use docket_task::StoreError;
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::shared;
+
+/// The database clock, in the one form every time is stored in: RFC 3339, UTC,
+/// milliseconds, fixed width (so text order is time order).
+pub(crate) const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+
+/// How long a statement waits for another process's write lock.
+pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
+
+/// A stored time.
+pub(crate) fn time(text: &str) -> Result<OffsetDateTime, StoreError> {
+    OffsetDateTime::parse(text, &Rfc3339)
+        .map_err(|err| StoreError::Corrupt(format!("a stored time `{text}`: {err}")))
+}
+
+/// A stored JSON value.
+pub(crate) fn json(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("stored JSON: {err}")))
+}
+
+/// A duration as an SQLite time modifier, to the millisecond (`+1.250 seconds`).
+pub(crate) fn modifier(sign: char, duration: Duration) -> String {
+    let millis = shared::millis(duration);
+    format!("{sign}{}.{:03} seconds", millis / 1000, millis % 1000)
+}
