@@ -34,6 +34,14 @@ pub(crate) fn run() -> anyhow::Result<()> {
     util::section("tidy");
     report(&mut failed, "tidy", tidy::run());
 
+    // The workspace builds docket_storage with both backends; an embedder may build one.
+    util::section("docket_storage with one backend");
+    report(
+        &mut failed,
+        "docket_storage with one backend",
+        storage_backends(),
+    );
+
     // Broken intra-doc links, unclosed HTML tags in prose and the like fail here
     // (STYLE.md 14: the crate docs are part of the product).
     util::section("rustdoc");
@@ -85,6 +93,42 @@ pub(crate) fn run() -> anyhow::Result<()> {
         bail!("ci failed: {}", failed.join(", "));
     }
     println!("\nci: all checks passed");
+    Ok(())
+}
+
+/// docket_storage with only its `sqlite` feature, then only its `postgres` feature:
+/// each builds without warnings (the `testing` harness too), and the other
+/// backend's driver is not in its dependency tree.
+fn storage_backends() -> anyhow::Result<()> {
+    for (feature, absent) in [("sqlite", "tokio-postgres"), ("postgres", "libsqlite3-sys")] {
+        let features = format!("{feature},testing");
+        let only = [
+            "-p",
+            "docket_storage",
+            "--no-default-features",
+            "--features",
+        ];
+        util::run(util::cargo().arg("clippy").args(only).args([
+            features.as_str(),
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+        let tree = util::output(util::cargo().arg("tree").args(only).args([
+            features.as_str(),
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ]))?;
+        if tree
+            .lines()
+            .any(|line| line.starts_with(&format!("{absent} ")))
+        {
+            bail!("docket_storage with only `{feature}` still depends on {absent}");
+        }
+        println!("docket_storage with only `{feature}`: builds, and {absent} is not linked");
+    }
     Ok(())
 }
 
