@@ -10,7 +10,7 @@ use docket_export::sink::ObjectSink;
 /// The asset store, the call catalog and the sink, shared by exports, the asset
 /// tools and downloads.
 #[derive(Clone)]
-pub struct Assets {
+pub(crate) struct Assets {
     /// Asset rows.
     pub store: Arc<dyn AssetStore>,
     /// The call catalog, when recording calls.

@@ -20,7 +20,7 @@ const MAX_STRING_BYTES: usize = 16 * 1024;
 /// The arguments as the audit log records them: values of secret keys (built-in and
 /// `extra_keys`, compared case-insensitively, at any depth) become `"[REDACTED]"`,
 /// and strings over 16 KiB become `"[TRUNCATED: <n> bytes]"`.
-pub fn redact_arguments(arguments: &JsonObject, extra_keys: &[String]) -> Value {
+pub(crate) fn redact_arguments(arguments: &JsonObject, extra_keys: &[String]) -> Value {
     let is_secret = |key: &str| {
         BUILT_IN_SECRET_KEYS
             .iter()

@@ -16,7 +16,7 @@ use crate::config::{ConnectionConfig, ConnectionKind, deserialize_bytes, deseria
 /// When a Trino connection asks the user before running a statement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ConsentMode {
+pub(crate) enum ConsentMode {
     /// Only when `EXPLAIN` estimates more rows than `consent.trino.row_threshold`.
     #[default]
     Threshold,
@@ -69,7 +69,7 @@ impl Default for TrinoSettings {
 
 /// A Trino connection ready for the tools.
 #[derive(Clone, Debug)]
-pub struct TrinoConnection {
+pub(crate) struct TrinoConnection {
     /// Its name in `connections:`.
     pub name: String,
     /// The client.
@@ -86,7 +86,7 @@ pub struct TrinoConnection {
 ///
 /// # Errors
 /// One sentence per problem, prefixed by the key path.
-pub fn trino_connections(
+pub(crate) fn trino_connections(
     connections: &BTreeMap<String, ConnectionConfig>,
 ) -> Result<Vec<TrinoConnection>, Vec<String>> {
     let mut problems = Vec::new();
@@ -285,7 +285,7 @@ const DEFAULT_API_METHODS: &[&str] = &["GET", "HEAD"];
 
 /// An `api` or `graphql` connection ready for the tools.
 #[derive(Clone, Debug)]
-pub struct HttpConnection {
+pub(crate) struct HttpConnection {
     /// Its name in `connections:`.
     pub name: String,
     /// `api` or `graphql`.
@@ -305,7 +305,7 @@ pub struct HttpConnection {
 /// # Errors
 /// One sentence per problem, prefixed by the key path. Problems never quote a
 /// credential.
-pub fn http_connections(
+pub(crate) fn http_connections(
     connections: &BTreeMap<String, ConnectionConfig>,
 ) -> Result<Vec<HttpConnection>, Vec<String>> {
     let mut problems = Vec::new();

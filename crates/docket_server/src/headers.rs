@@ -11,19 +11,19 @@ use http::HeaderMap;
 use serde_json::Value;
 
 /// The protocol version header.
-pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub(crate) const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The method header.
-pub const METHOD: &str = "mcp-method";
+pub(crate) const METHOD: &str = "mcp-method";
 /// The name header (tool name, task id).
-pub const NAME: &str = "mcp-name";
+pub(crate) const NAME: &str = "mcp-name";
 /// The prefix of headers that mirror tool arguments marked `x-mcp-header`.
-pub const PARAM_PREFIX: &str = "mcp-param-";
+pub(crate) const PARAM_PREFIX: &str = "mcp-param-";
 
 /// Reads and decodes one header.
 ///
 /// Returns `Ok(None)` when absent, and `Err` with a reason when present but not a
 /// valid value (not visible ASCII, a broken base64 wrapper, or repeated).
-pub fn read(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
+pub(crate) fn read(headers: &HeaderMap, name: &str) -> Result<Option<String>, String> {
     let mut values = headers.get_all(name).iter();
     let Some(raw) = values.next() else {
         return Ok(None);
@@ -61,7 +61,7 @@ fn decode(text: &str) -> Result<String, String> {
 ///
 /// # Errors
 /// A message naming the header and both values.
-pub fn require_match(
+pub(crate) fn require_match(
     headers: &HeaderMap,
     name: &str,
     display: &str,
@@ -84,7 +84,7 @@ pub fn require_match(
 ///
 /// # Errors
 /// A message naming the first header that is missing or differs.
-pub fn check_param_headers(
+pub(crate) fn check_param_headers(
     headers: &HeaderMap,
     input_schema: &Value,
     arguments: &serde_json::Map<String, Value>,

@@ -2,19 +2,19 @@
 
 pub mod auth;
 pub mod config;
-pub mod connections;
-pub mod headers;
+mod connections;
+mod headers;
 pub mod metrics;
 pub mod persona;
 pub mod rate_limit;
 pub mod refusal;
 pub mod registry;
-pub mod request_state;
-pub mod tools;
+mod request_state;
+mod tools;
 
 mod app;
-pub mod assets;
-pub mod audit;
+mod assets;
+mod audit;
 mod call;
 mod dispatch;
 mod error;

@@ -17,11 +17,11 @@ use sha2::{Digest, Sha256};
 type HmacSha256 = hmac::Hmac<Sha256>;
 
 /// How long a sealed state stays valid, in seconds.
-pub const STATE_LIFETIME_SECONDS: u64 = 15 * 60;
+pub(crate) const STATE_LIFETIME_SECONDS: u64 = 15 * 60;
 
 /// The secret key states are sealed with.
 #[derive(Clone)]
-pub struct RequestStateKey([u8; 32]);
+pub(crate) struct RequestStateKey([u8; 32]);
 
 impl std::fmt::Debug for RequestStateKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -31,7 +31,7 @@ impl std::fmt::Debug for RequestStateKey {
 
 /// What a sealed state is bound to.
 #[derive(Clone, Copy, Debug)]
-pub struct Binding<'a> {
+pub(crate) struct Binding<'a> {
     /// The caller's subject.
     pub subject: &'a str,
     /// The tool called.
@@ -43,7 +43,7 @@ pub struct Binding<'a> {
 /// Why a state was refused. Deliberately coarse: the client learns only that it is invalid.
 #[non_exhaustive]
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     /// Not a sealed state, or its seal does not verify.
     #[error("requestState is malformed or has been tampered with")]
     Tampered,
@@ -70,19 +70,19 @@ impl RequestStateKey {
     ///
     /// # Errors
     /// When the OS random source fails.
-    pub fn random() -> Result<Self, getrandom::Error> {
+    pub(crate) fn random() -> Result<Self, getrandom::Error> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key)?;
         Ok(Self(key))
     }
 
     /// A key derived from a configured secret, so every replica shares it.
-    pub fn from_secret(secret: &str) -> Self {
+    pub(crate) fn from_secret(secret: &str) -> Self {
         Self(Sha256::digest(secret.as_bytes()).into())
     }
 
     /// Seals `state` for `binding`, valid until `now_unix + STATE_LIFETIME_SECONDS`.
-    pub fn seal(&self, binding: Binding<'_>, state: &Value, now_unix: u64) -> String {
+    pub(crate) fn seal(&self, binding: Binding<'_>, state: &Value, now_unix: u64) -> String {
         let sealed = Sealed {
             v: 1,
             sub: binding.subject.to_owned(),
@@ -101,7 +101,7 @@ impl RequestStateKey {
     ///
     /// # Errors
     /// [`StateError`] when the seal fails, the binding differs, or the state expired.
-    pub fn open(
+    pub(crate) fn open(
         &self,
         token: &str,
         binding: Binding<'_>,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// The tool's name.
-pub const DIAGNOSTICS_SLEEP: &str = "diagnostics_sleep";
+pub(crate) const DIAGNOSTICS_SLEEP: &str = "diagnostics_sleep";
 
 pub(super) fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError> {
     let spec = ToolSpec::new(

@@ -17,9 +17,6 @@ use crate::assets::Assets;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
-pub use diagnostics::DIAGNOSTICS_SLEEP;
-pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
-
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
 /// tools when Trino connections exist, the API and GraphQL tools when connections
 /// of those kinds exist, the asset tools when assets are configured, and
@@ -28,7 +25,7 @@ pub use platform::{LIST_CONNECTIONS, PLATFORM_INFO};
 ///
 /// # Errors
 /// When an embedder already registered a tool with one of these names.
-pub fn register_platform_tools(
+pub(crate) fn register_platform_tools(
     registry: &mut ToolRegistry,
     config: &Config,
     tool_names: Arc<std::sync::OnceLock<Vec<String>>>,

@@ -11,9 +11,9 @@ use crate::config::ConnectionConfig;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// The name of the platform information tool.
-pub const PLATFORM_INFO: &str = "platform_info";
+pub(crate) const PLATFORM_INFO: &str = "platform_info";
 /// The name of the connection listing tool.
-pub const LIST_CONNECTIONS: &str = "list_connections";
+pub(crate) const LIST_CONNECTIONS: &str = "list_connections";
 
 fn read_only() -> ToolAnnotations {
     ToolAnnotations {
