@@ -39,7 +39,7 @@ impl fmt::Display for IdentityKind {
     }
 }
 
-/// Who is calling, as established by the [`Authenticator`] (or, for a script
+/// Who is calling, as established by the [`Authenticator`](super::Authenticator) (or, for a script
 /// run, by the run bridge).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
