@@ -1,4 +1,4 @@
--- Durable MCP tasks and the audit log (DESIGN.md §2).
+-- Durable MCP tasks and the audit log (docs/design.md, Tasks).
 -- No table is qualified with a schema: per-test schemas work through search_path.
 
 -- One row per tools/call that became a task. The row is the source of truth for

@@ -1,4 +1,4 @@
--- Assets and the call catalog (DESIGN.md §2–§3).
+-- Assets and the call catalog (docs/design.md, Tasks and Tools).
 -- No table is qualified with a schema: per-test schemas work through search_path.
 -- Neither table has a foreign key to call_tasks (or to each other): an asset
 -- normally outlives the task that made it, and retention deletes each table on

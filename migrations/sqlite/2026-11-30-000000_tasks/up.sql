@@ -1,4 +1,4 @@
--- Durable MCP tasks and the audit log (DESIGN.md §2), SQLite twin of
+-- Durable MCP tasks and the audit log (docs/design.md, Tasks), SQLite twin of
 -- migrations/postgres. JSON is stored as TEXT (checked with json_valid) and every
 -- time as TEXT in one fixed-width form, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 -- (RFC 3339, UTC, milliseconds), so text order is time order.

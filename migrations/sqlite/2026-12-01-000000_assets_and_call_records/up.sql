@@ -1,4 +1,4 @@
--- Assets and the call catalog (DESIGN.md §2–§3), SQLite twin of
+-- Assets and the call catalog (docs/design.md, Tasks and Tools), SQLite twin of
 -- migrations/postgres. JSON is stored as TEXT (checked with json_valid) and every
 -- time as TEXT in one fixed-width form, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 -- (RFC 3339, UTC, milliseconds), so text order is time order.
