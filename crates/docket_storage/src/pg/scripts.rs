@@ -1,5 +1,5 @@
-//! Scripts, versions and runs on PostgreSQL: the rows as read, and the
-//! [`ScriptStore`] implementation. The claim lives in `scripts/claim.sql`; the
+//! Scripts, versions and runs on PostgreSQL: the [`ScriptStore`]
+//! implementation, over the rows `scripts::rows` reads on both backends. The claim lives in `scripts/claim.sql`; the
 //! other statements are short enough to read here.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use super::PgStore;
 use super::listen::RUN_CHANNEL;
 use crate::error::catalog_query_error;
 use crate::scripts::rows::{
-    self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
+    self, CancelRow, Columns, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
 };
 use crate::scripts::{self, VersionInsert};
 use crate::shared;
@@ -28,173 +28,20 @@ use docket_catalog::scripts::{
 /// The fence every write of a lease holder carries ($1 id, $2 owner, $3 attempt).
 const FENCE: &str = "id = $1 AND lease_owner = $2 AND attempt = $3 AND status = 'running'";
 
-#[derive(QueryableByName)]
-struct ScriptRow {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    owner: String,
-    #[diesel(sql_type = Text)]
-    name: String,
-    #[diesel(sql_type = Text)]
-    description: String,
-    #[diesel(sql_type = Jsonb)]
-    params: Value,
-    #[diesel(sql_type = Text)]
-    status: String,
-    #[diesel(sql_type = Bool)]
-    enabled: bool,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Timestamptz)]
-    created_at: OffsetDateTime,
-    #[diesel(sql_type = Timestamptz)]
-    updated_at: OffsetDateTime,
+/// How PostgreSQL stores times and JSON: `timestamptz` and `jsonb`, read
+/// into the values themselves.
+struct PgColumns;
+
+impl Columns for PgColumns {
+    type TimeSql = Timestamptz;
+    type Time = OffsetDateTime;
+    type JsonSql = Jsonb;
+    type Json = Value;
 }
 
-impl TryFrom<ScriptRow> for Script {
-    type Error = CatalogError;
-
-    fn try_from(row: ScriptRow) -> Result<Self, CatalogError> {
-        Ok(Script {
-            id: row.id,
-            owner: row.owner,
-            name: row.name,
-            description: row.description,
-            params: row.params,
-            status: scripts::script_status(&row.status)?,
-            enabled: row.enabled,
-            version: row.version,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        })
-    }
-}
-
-#[derive(QueryableByName)]
-struct VersionRow {
-    #[diesel(sql_type = Text)]
-    script_id: String,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Text)]
-    source: String,
-    #[diesel(sql_type = Text)]
-    description: String,
-    #[diesel(sql_type = Jsonb)]
-    params: Value,
-    #[diesel(sql_type = Text)]
-    author: String,
-    #[diesel(sql_type = Jsonb)]
-    author_roles: Value,
-    #[diesel(sql_type = Timestamptz)]
-    created_at: OffsetDateTime,
-}
-
-impl TryFrom<VersionRow> for ScriptVersion {
-    type Error = CatalogError;
-
-    fn try_from(row: VersionRow) -> Result<Self, CatalogError> {
-        Ok(ScriptVersion {
-            script_id: row.script_id,
-            version: row.version,
-            source: row.source,
-            description: row.description,
-            params: row.params,
-            author: row.author,
-            author_roles: scripts::roles(row.author_roles)?,
-            created_at: row.created_at,
-        })
-    }
-}
-
-#[derive(QueryableByName)]
-struct RunRow {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    script_id: String,
-    #[diesel(sql_type = Text)]
-    script_name: String,
-    #[diesel(sql_type = Text)]
-    script_owner: String,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Text)]
-    status: String,
-    #[diesel(sql_type = Jsonb)]
-    params: Value,
-    #[diesel(sql_type = Text)]
-    requested_by: String,
-    #[diesel(sql_type = Integer)]
-    attempt: i32,
-    #[diesel(sql_type = Integer)]
-    platform_faults: i32,
-    #[diesel(sql_type = Integer)]
-    reclaims: i32,
-    #[diesel(sql_type = Nullable<Text>)]
-    lease_owner: Option<String>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    lease_expires_at: Option<OffsetDateTime>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    cancel_requested_at: Option<OffsetDateTime>,
-    #[diesel(sql_type = BigInt)]
-    host_calls: i64,
-    #[diesel(sql_type = Nullable<Jsonb>)]
-    result: Option<Value>,
-    #[diesel(sql_type = Nullable<Text>)]
-    error: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    error_kind: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    log: Option<String>,
-    #[diesel(sql_type = Bool)]
-    log_truncated: bool,
-    #[diesel(sql_type = Jsonb)]
-    metrics: Value,
-    #[diesel(sql_type = Timestamptz)]
-    created_at: OffsetDateTime,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    started_at: Option<OffsetDateTime>,
-    #[diesel(sql_type = Nullable<Timestamptz>)]
-    finished_at: Option<OffsetDateTime>,
-    #[diesel(sql_type = Timestamptz)]
-    updated_at: OffsetDateTime,
-}
-
-impl TryFrom<RunRow> for Run {
-    type Error = CatalogError;
-
-    fn try_from(row: RunRow) -> Result<Self, CatalogError> {
-        Ok(Run {
-            status: scripts::run_status(&row.status)?,
-            error_kind: scripts::error_kind(row.error_kind.as_deref())?,
-            id: row.id,
-            script_id: row.script_id,
-            script_name: row.script_name,
-            script_owner: row.script_owner,
-            version: row.version,
-            params: row.params,
-            requested_by: row.requested_by,
-            attempt: row.attempt,
-            platform_faults: row.platform_faults,
-            reclaims: row.reclaims,
-            lease_owner: row.lease_owner,
-            lease_expires_at: row.lease_expires_at,
-            cancel_requested_at: row.cancel_requested_at,
-            host_calls: row.host_calls,
-            result: row.result,
-            error: row.error,
-            log: row.log,
-            log_truncated: row.log_truncated,
-            metrics: row.metrics,
-            created_at: row.created_at,
-            started_at: row.started_at,
-            finished_at: row.finished_at,
-            updated_at: row.updated_at,
-        })
-    }
-}
+type ScriptRow = rows::ScriptRow<PgColumns>;
+type VersionRow = rows::VersionRow<PgColumns>;
+type RunRow = rows::RunRow<PgColumns>;
 
 #[derive(QueryableByName)]
 struct NowRow {

@@ -1,12 +1,221 @@
-//! What both backends' script statements share: the column lists, the small
-//! rows that do not depend on the backend's types, and how a statement's
-//! answer becomes a [`Renewal`] or a [`CancelOutcome`].
+//! What both backends' script statements share: the column lists, the rows
+//! (written once over [`Columns`], which says how a backend stores times and
+//! JSON) and how they become a [`Script`], a [`ScriptVersion`] and a [`Run`],
+//! and how a statement's answer becomes a [`Renewal`] or a [`CancelOutcome`].
 
 use diesel::QueryableByName;
-use diesel::sql_types::{Bool, Text};
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+use serde_json::Value;
+use time::OffsetDateTime;
 
 use docket_catalog::CatalogError;
-use docket_catalog::scripts::{CancelOutcome, Renewal, Run};
+use docket_catalog::scripts::{CancelOutcome, Renewal, Run, Script, ScriptVersion};
+
+use crate::scripts;
+
+/// How one backend stores the columns whose types differ between backends:
+/// times and JSON. PostgreSQL reads them as `timestamptz` and `jsonb` into the
+/// values themselves; SQLite reads them as text and parses it. The rows below
+/// are written once, over a `Columns`, so a script, a version and a run are
+/// read back the same way on both.
+pub(crate) trait Columns {
+    /// The SQL type of a time column.
+    type TimeSql;
+    /// What diesel reads a time column into.
+    type Time: StoredValue<OffsetDateTime>;
+    /// The SQL type of a JSON column.
+    type JsonSql;
+    /// What diesel reads a JSON column into.
+    type Json: StoredValue<Value>;
+}
+
+/// A column value as read, turned into the value a domain type holds.
+pub(crate) trait StoredValue<T> {
+    /// The value, or [`CatalogError::Corrupt`] when the stored form cannot be read.
+    fn value(self) -> Result<T, CatalogError>;
+}
+
+impl<T> StoredValue<T> for T {
+    fn value(self) -> Result<T, CatalogError> {
+        Ok(self)
+    }
+}
+
+/// An optional column's value.
+fn optional<T, S: StoredValue<T>>(stored: Option<S>) -> Result<Option<T>, CatalogError> {
+    stored.map(StoredValue::value).transpose()
+}
+
+/// A script as read.
+#[derive(QueryableByName)]
+pub(crate) struct ScriptRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = C::JsonSql)]
+    params: C::Json,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Bool)]
+    enabled: bool,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    updated_at: C::Time,
+}
+
+impl<C: Columns> TryFrom<ScriptRow<C>> for Script {
+    type Error = CatalogError;
+
+    fn try_from(row: ScriptRow<C>) -> Result<Self, CatalogError> {
+        Ok(Script {
+            params: row.params.value()?,
+            status: scripts::script_status(&row.status)?,
+            created_at: row.created_at.value()?,
+            updated_at: row.updated_at.value()?,
+            id: row.id,
+            owner: row.owner,
+            name: row.name,
+            description: row.description,
+            enabled: row.enabled,
+            version: row.version,
+        })
+    }
+}
+
+/// A script version as read.
+#[derive(QueryableByName)]
+pub(crate) struct VersionRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    pub(crate) script_id: String,
+    #[diesel(sql_type = Integer)]
+    pub(crate) version: i32,
+    #[diesel(sql_type = Text)]
+    pub(crate) source: String,
+    #[diesel(sql_type = Text)]
+    pub(crate) description: String,
+    #[diesel(sql_type = C::JsonSql)]
+    pub(crate) params: C::Json,
+    #[diesel(sql_type = Text)]
+    pub(crate) author: String,
+    #[diesel(sql_type = C::JsonSql)]
+    pub(crate) author_roles: C::Json,
+    #[diesel(sql_type = C::TimeSql)]
+    pub(crate) created_at: C::Time,
+}
+
+impl<C: Columns> TryFrom<VersionRow<C>> for ScriptVersion {
+    type Error = CatalogError;
+
+    fn try_from(row: VersionRow<C>) -> Result<Self, CatalogError> {
+        Ok(ScriptVersion {
+            params: row.params.value()?,
+            author_roles: scripts::roles(row.author_roles.value()?)?,
+            created_at: row.created_at.value()?,
+            script_id: row.script_id,
+            version: row.version,
+            source: row.source,
+            description: row.description,
+            author: row.author,
+        })
+    }
+}
+
+/// A run as read ([`RUN_COLUMNS`]).
+#[derive(QueryableByName)]
+pub(crate) struct RunRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    script_id: String,
+    #[diesel(sql_type = Text)]
+    script_name: String,
+    #[diesel(sql_type = Text)]
+    script_owner: String,
+    #[diesel(sql_type = Integer)]
+    version: i32,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = C::JsonSql)]
+    params: C::Json,
+    #[diesel(sql_type = Text)]
+    requested_by: String,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
+    #[diesel(sql_type = Integer)]
+    platform_faults: i32,
+    #[diesel(sql_type = Integer)]
+    reclaims: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    lease_owner: Option<String>,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    lease_expires_at: Option<C::Time>,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    cancel_requested_at: Option<C::Time>,
+    #[diesel(sql_type = BigInt)]
+    host_calls: i64,
+    #[diesel(sql_type = Nullable<C::JsonSql>)]
+    result: Option<C::Json>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    error_kind: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    log: Option<String>,
+    #[diesel(sql_type = Bool)]
+    log_truncated: bool,
+    #[diesel(sql_type = C::JsonSql)]
+    metrics: C::Json,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    started_at: Option<C::Time>,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    finished_at: Option<C::Time>,
+    #[diesel(sql_type = C::TimeSql)]
+    updated_at: C::Time,
+}
+
+impl<C: Columns> TryFrom<RunRow<C>> for Run {
+    type Error = CatalogError;
+
+    fn try_from(row: RunRow<C>) -> Result<Self, CatalogError> {
+        Ok(Run {
+            status: scripts::run_status(&row.status)?,
+            error_kind: scripts::error_kind(row.error_kind.as_deref())?,
+            params: row.params.value()?,
+            lease_expires_at: optional(row.lease_expires_at)?,
+            cancel_requested_at: optional(row.cancel_requested_at)?,
+            result: optional(row.result)?,
+            metrics: row.metrics.value()?,
+            created_at: row.created_at.value()?,
+            started_at: optional(row.started_at)?,
+            finished_at: optional(row.finished_at)?,
+            updated_at: row.updated_at.value()?,
+            id: row.id,
+            script_id: row.script_id,
+            script_name: row.script_name,
+            script_owner: row.script_owner,
+            version: row.version,
+            requested_by: row.requested_by,
+            attempt: row.attempt,
+            platform_faults: row.platform_faults,
+            reclaims: row.reclaims,
+            lease_owner: row.lease_owner,
+            host_calls: row.host_calls,
+            error: row.error,
+            log: row.log,
+            log_truncated: row.log_truncated,
+        })
+    }
+}
 
 /// The columns of a run, as every statement that returns one lists them.
 pub(crate) const RUN_COLUMNS: &str = "id, script_id, script_name, script_owner, version, status, \

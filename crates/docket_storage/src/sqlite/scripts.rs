@@ -1,5 +1,6 @@
-//! Scripts, versions and runs on SQLite: the rows as read (JSON and times as
-//! text), and the [`ScriptStore`] implementation. One replica: the claim is one
+//! Scripts, versions and runs on SQLite: how its columns store JSON and times
+//! (as text), and the [`ScriptStore`] implementation, over the rows
+//! `scripts::rows` reads on both backends. One replica: the claim is one
 //! `UPDATE` on the one writer connection, which no other worker can interleave
 //! with, and there are no notifications.
 
@@ -15,7 +16,8 @@ use super::SqliteStore;
 use super::sql::{NOW, json, modifier, time};
 use crate::error::catalog_error;
 use crate::scripts::rows::{
-    self, CancelRow, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
+    self, CancelRow, Columns, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, StoredValue,
+    VERSION_COLUMNS,
 };
 use crate::scripts::{self, VersionInsert};
 use crate::shared;
@@ -40,177 +42,32 @@ fn stored_time(text: &str) -> Result<OffsetDateTime, CatalogError> {
     time(text).map_err(corrupt)
 }
 
-fn optional_time(text: Option<&str>) -> Result<Option<OffsetDateTime>, CatalogError> {
-    text.map(stored_time).transpose()
+/// How SQLite stores times and JSON: as text (times in the one form
+/// [`NOW`] writes), parsed when read.
+struct TextColumns;
+
+impl Columns for TextColumns {
+    type TimeSql = Text;
+    type Time = String;
+    type JsonSql = Text;
+    type Json = String;
 }
 
-#[derive(QueryableByName)]
-struct ScriptRow {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    owner: String,
-    #[diesel(sql_type = Text)]
-    name: String,
-    #[diesel(sql_type = Text)]
-    description: String,
-    #[diesel(sql_type = Text)]
-    params: String,
-    #[diesel(sql_type = Text)]
-    status: String,
-    #[diesel(sql_type = Bool)]
-    enabled: bool,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Text)]
-    created_at: String,
-    #[diesel(sql_type = Text)]
-    updated_at: String,
-}
-
-impl TryFrom<ScriptRow> for Script {
-    type Error = CatalogError;
-
-    fn try_from(row: ScriptRow) -> Result<Self, CatalogError> {
-        Ok(Script {
-            params: stored_json(&row.params)?,
-            status: scripts::script_status(&row.status)?,
-            created_at: stored_time(&row.created_at)?,
-            updated_at: stored_time(&row.updated_at)?,
-            id: row.id,
-            owner: row.owner,
-            name: row.name,
-            description: row.description,
-            enabled: row.enabled,
-            version: row.version,
-        })
+impl StoredValue<OffsetDateTime> for String {
+    fn value(self) -> Result<OffsetDateTime, CatalogError> {
+        stored_time(&self)
     }
 }
 
-#[derive(QueryableByName)]
-struct VersionRow {
-    #[diesel(sql_type = Text)]
-    script_id: String,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Text)]
-    source: String,
-    #[diesel(sql_type = Text)]
-    description: String,
-    #[diesel(sql_type = Text)]
-    params: String,
-    #[diesel(sql_type = Text)]
-    author: String,
-    #[diesel(sql_type = Text)]
-    author_roles: String,
-    #[diesel(sql_type = Text)]
-    created_at: String,
-}
-
-impl TryFrom<VersionRow> for ScriptVersion {
-    type Error = CatalogError;
-
-    fn try_from(row: VersionRow) -> Result<Self, CatalogError> {
-        Ok(ScriptVersion {
-            params: stored_json(&row.params)?,
-            author_roles: scripts::roles(stored_json(&row.author_roles)?)?,
-            created_at: stored_time(&row.created_at)?,
-            script_id: row.script_id,
-            version: row.version,
-            source: row.source,
-            description: row.description,
-            author: row.author,
-        })
+impl StoredValue<Value> for String {
+    fn value(self) -> Result<Value, CatalogError> {
+        stored_json(&self)
     }
 }
 
-#[derive(QueryableByName)]
-struct RunRow {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    script_id: String,
-    #[diesel(sql_type = Text)]
-    script_name: String,
-    #[diesel(sql_type = Text)]
-    script_owner: String,
-    #[diesel(sql_type = Integer)]
-    version: i32,
-    #[diesel(sql_type = Text)]
-    status: String,
-    #[diesel(sql_type = Text)]
-    params: String,
-    #[diesel(sql_type = Text)]
-    requested_by: String,
-    #[diesel(sql_type = Integer)]
-    attempt: i32,
-    #[diesel(sql_type = Integer)]
-    platform_faults: i32,
-    #[diesel(sql_type = Integer)]
-    reclaims: i32,
-    #[diesel(sql_type = Nullable<Text>)]
-    lease_owner: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    lease_expires_at: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    cancel_requested_at: Option<String>,
-    #[diesel(sql_type = BigInt)]
-    host_calls: i64,
-    #[diesel(sql_type = Nullable<Text>)]
-    result: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    error: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    error_kind: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    log: Option<String>,
-    #[diesel(sql_type = Bool)]
-    log_truncated: bool,
-    #[diesel(sql_type = Text)]
-    metrics: String,
-    #[diesel(sql_type = Text)]
-    created_at: String,
-    #[diesel(sql_type = Nullable<Text>)]
-    started_at: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    finished_at: Option<String>,
-    #[diesel(sql_type = Text)]
-    updated_at: String,
-}
-
-impl TryFrom<RunRow> for Run {
-    type Error = CatalogError;
-
-    fn try_from(row: RunRow) -> Result<Self, CatalogError> {
-        Ok(Run {
-            status: scripts::run_status(&row.status)?,
-            error_kind: scripts::error_kind(row.error_kind.as_deref())?,
-            params: stored_json(&row.params)?,
-            lease_expires_at: optional_time(row.lease_expires_at.as_deref())?,
-            cancel_requested_at: optional_time(row.cancel_requested_at.as_deref())?,
-            result: row.result.as_deref().map(stored_json).transpose()?,
-            metrics: stored_json(&row.metrics)?,
-            created_at: stored_time(&row.created_at)?,
-            started_at: optional_time(row.started_at.as_deref())?,
-            finished_at: optional_time(row.finished_at.as_deref())?,
-            updated_at: stored_time(&row.updated_at)?,
-            id: row.id,
-            script_id: row.script_id,
-            script_name: row.script_name,
-            script_owner: row.script_owner,
-            version: row.version,
-            requested_by: row.requested_by,
-            attempt: row.attempt,
-            platform_faults: row.platform_faults,
-            reclaims: row.reclaims,
-            lease_owner: row.lease_owner,
-            host_calls: row.host_calls,
-            error: row.error,
-            log: row.log,
-            log_truncated: row.log_truncated,
-        })
-    }
-}
+type ScriptRow = rows::ScriptRow<TextColumns>;
+type VersionRow = rows::VersionRow<TextColumns>;
+type RunRow = rows::RunRow<TextColumns>;
 
 #[derive(QueryableByName)]
 struct NowRow {
