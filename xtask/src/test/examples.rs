@@ -44,6 +44,13 @@ const CHECKED_EXAMPLES: &[CheckedExample] = &[
         name: "job_runner",
         args: &["demo"],
     },
+    // The run queue in memory: claims oldest first, a lease renewed, a cancel heard,
+    // each run ended through its lease.
+    CheckedExample {
+        package: "docket_catalog",
+        name: "run_queue",
+        args: &[],
+    },
 ];
 
 /// Runs every example in its checking mode; fails naming each one that failed.
