@@ -103,12 +103,22 @@ async fn main() -> Result<(), Box<dyn Error>> {
             .await?;
     }
 
+    // What a reader should see, checked, so `cargo xtask test` notices if it changes:
+    // the oldest run succeeded, the cancelled one ended cancelled.
+    let mut ended = Vec::new();
     for run in &queued {
         let (run, _) = store.run(&run.id).await?.ok_or("the run is kept")?;
         println!(
             "run {} for {}: {} after {} attempt(s)",
             run.id, run.params["day"], run.status, run.attempt
         );
+        ended.push(run.status);
+    }
+    if ended != [RunStatus::Succeeded, RunStatus::Cancelled] {
+        return Err(format!(
+            "expected the first run succeeded and the second cancelled, got {ended:?}"
+        )
+        .into());
     }
     Ok(())
 }
