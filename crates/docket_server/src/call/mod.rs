@@ -7,19 +7,14 @@
 //! a handler.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use docket_protocol::JsonObject;
-use docket_protocol::jsonrpc::{JsonRpcVersion, OutgoingNotification};
-use docket_protocol::mrtr::InputRequiredResult;
-use docket_protocol::progress::{PROGRESS_METHOD, ProgressParams};
-use docket_protocol::result::ResultType;
 use docket_protocol::tools::{CallToolParams, CallToolResult};
 use docket_task::TaskId;
-use docket_task::store::{AuditContext, AuditEntry, NewTask};
+use docket_task::store::NewTask;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::redact_arguments;
@@ -29,14 +24,20 @@ use crate::metrics::CallOutcome;
 use crate::persona::Persona;
 use crate::refusal::Refusal;
 use crate::registry::{
-    Consent, ConsentRequest, InputRound, Progress, ProgressUpdate, RegisteredTool, TaskSupport,
-    ToolCall, ToolHandler, ToolOutcome,
+    Consent, ConsentRequest, InputRound, Progress, RegisteredTool, TaskSupport, ToolCall,
+    ToolHandler, ToolOutcome,
 };
-use crate::reply::{Reply, StreamItem, to_value};
+use crate::reply::{Reply, to_value};
 use crate::request::RequestContext;
 use crate::request_state::Binding;
 use crate::state::App;
 use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
+
+mod finish;
+mod running;
+
+use finish::Finish;
+use running::{RunningCall, stream_call};
 
 /// Why the pipeline stopped before the handler ran: a refusal (a tool result with
 /// `isError: true`, counted and logged as refused) or a malformed call (a JSON-RPC
@@ -391,235 +392,6 @@ impl Call<'_> {
             }
         }
     }
-}
-
-/// How long a cancelled handler may take to clean up (cancel its upstream
-/// query, abort its upload, record the call) before its task is aborted.
-const CANCEL_GRACE: Duration = Duration::from_secs(5);
-
-/// A handler running on its own tokio task. Dropping it (the client went away,
-/// the task was cancelled) fires the call's cancel token and aborts the task if
-/// it has not ended within [`CANCEL_GRACE`]: a handler that honours the token
-/// finishes its cleanup (aborting at once would cut a cleanup that is already
-/// awaiting, such as the `DELETE` to Trino or the call record), and one that
-/// ignores it is stopped anyway.
-struct RunningCall {
-    handle: Option<JoinHandle<ToolOutcome>>,
-    cancel: CancellationToken,
-}
-
-impl RunningCall {
-    fn new(handle: JoinHandle<ToolOutcome>, cancel: CancellationToken) -> Self {
-        Self {
-            handle: Some(handle),
-            cancel,
-        }
-    }
-
-    async fn wait(mut self) -> ToolOutcome {
-        let Some(handle) = self.handle.as_mut() else {
-            return ToolOutcome::Error(crate::registry::ToolError::Internal(
-                "the tool was already stopped".into(),
-            ));
-        };
-        let outcome = handle.await;
-        self.handle = None;
-        match outcome {
-            Ok(outcome) => outcome,
-            Err(err) => ToolOutcome::Error(crate::registry::ToolError::Internal(format!(
-                "the tool stopped unexpectedly: {err}"
-            ))),
-        }
-    }
-}
-
-impl Drop for RunningCall {
-    fn drop(&mut self) {
-        let Some(mut handle) = self.handle.take() else {
-            return;
-        };
-        self.cancel.cancel();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if tokio::time::timeout(CANCEL_GRACE, &mut handle)
-                        .await
-                        .is_err()
-                    {
-                        handle.abort();
-                    }
-                });
-            }
-            Err(_) => handle.abort(),
-        }
-    }
-}
-
-/// Forwards progress to the SSE stream until the handler ends, then sends the
-/// final answer. A stream that closes first cancels the call.
-async fn stream_call(
-    running: RunningCall,
-    mut updates: mpsc::UnboundedReceiver<ProgressUpdate>,
-    items: mpsc::Sender<StreamItem>,
-    finish: Finish,
-) {
-    let wait = running.wait();
-    tokio::pin!(wait);
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut wait => break outcome,
-            Some(update) = updates.recv() => {
-                if items.send(StreamItem::Notification(progress_notification(update))).await.is_err() {
-                    tracing::info!(tool = finish.tool, "the client closed the stream; cancelling the call");
-                    return;
-                }
-            }
-            () = items.closed() => {
-                tracing::info!(tool = finish.tool, "the client closed the stream; cancelling the call");
-                return;
-            }
-        }
-    };
-    // Progress sent just before the end still goes out first, in order.
-    while let Ok(update) = updates.try_recv() {
-        if items
-            .send(StreamItem::Notification(progress_notification(update)))
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
-    let item = match finish.into_result(outcome) {
-        Ok(result) => StreamItem::Result(result),
-        Err(error) => StreamItem::Error(error.to_wire().1),
-    };
-    let _ = items.send(item).await;
-}
-
-fn progress_notification(update: ProgressUpdate) -> OutgoingNotification {
-    let params = ProgressParams {
-        progress_token: update.token,
-        progress: update.progress.into(),
-        total: update.total.map(Into::into),
-        message: update.message,
-    };
-    OutgoingNotification {
-        jsonrpc: JsonRpcVersion,
-        method: PROGRESS_METHOD.to_owned(),
-        params: serde_json::to_value(params).unwrap_or(Value::Null),
-    }
-}
-
-/// What is needed to turn a handler's outcome into an answer.
-#[derive(Clone)]
-struct Finish {
-    app: App,
-    tool: String,
-    subject: String,
-    persona: String,
-    connection: Option<String>,
-    arguments: JsonObject,
-    /// The script run making the call, recorded in its audit row.
-    run_id: Option<String>,
-    started: Instant,
-    now: u64,
-}
-
-impl Finish {
-    fn into_result(self, outcome: ToolOutcome) -> Result<Value, McpError> {
-        let state = &self.app.state;
-        let (label, answer) = match outcome {
-            ToolOutcome::Result(result) => {
-                let label = if result.is_error() {
-                    CallOutcome::ToolError
-                } else {
-                    CallOutcome::Ok
-                };
-                (label, to_value(&result))
-            }
-            ToolOutcome::InputRequired {
-                requests,
-                state: handler_state,
-            } => {
-                let binding = Binding {
-                    subject: &self.subject,
-                    tool: &self.tool,
-                    arguments: &self.arguments,
-                };
-                let result = InputRequiredResult {
-                    result_type: ResultType::InputRequired,
-                    input_requests: Some(requests),
-                    request_state: Some(state.state_key.seal(binding, &handler_state, self.now)),
-                    meta: None,
-                };
-                (CallOutcome::InputRequired, to_value(&result))
-            }
-            ToolOutcome::Error(error) => (CallOutcome::ProtocolError, Err(McpError::from(error))),
-        };
-        let elapsed = self.started.elapsed();
-        state.metrics.record_tool_call(&self.tool, label, elapsed);
-        if label != CallOutcome::InputRequired {
-            self.audit(label, &answer, elapsed);
-        }
-        tracing::info!(tool = self.tool, subject = self.subject, outcome = ?label, ?elapsed, "tool call");
-        answer
-    }
-}
-
-impl Finish {
-    /// The audit context of this call.
-    fn audit_context(&self) -> AuditContext {
-        let redact_keys = &self.app.state.config.audit.redact_keys;
-        let arguments = redact_arguments(&self.arguments, redact_keys);
-        AuditContext {
-            persona: Some(self.persona.clone()),
-            connection: self.connection.clone(),
-            // A script run's calls carry its run id, so the run's audit trail
-            // can be read back call by call.
-            arguments: match &self.run_id {
-                Some(run_id) => serde_json::json!({"run_id": run_id, "arguments": arguments}),
-                None => arguments,
-            },
-        }
-    }
-
-    /// Writes the audit row of a call that ran and did not become a task. Written
-    /// in the background: an audit failure never fails the call.
-    fn audit(&self, label: CallOutcome, answer: &Result<Value, McpError>, elapsed: Duration) {
-        let Some(store) = self.app.state.audit.clone() else {
-            return;
-        };
-        let (outcome, error_message) = match (label, answer) {
-            (CallOutcome::Ok, _) => ("completed", None),
-            (CallOutcome::ToolError, Ok(result)) => ("tool_error", first_text(result)),
-            (_, Err(error)) => ("failed", Some(error.to_string())),
-            _ => ("failed", None),
-        };
-        let entry = AuditEntry {
-            tool: self.tool.clone(),
-            subject: self.subject.clone(),
-            context: self.audit_context(),
-            success: label == CallOutcome::Ok,
-            outcome: outcome.to_owned(),
-            error_message,
-            duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
-        };
-        tokio::spawn(async move {
-            if let Err(err) = store.record_audit(entry).await {
-                tracing::warn!(error = %err, "could not write an audit row");
-            }
-        });
-    }
-}
-
-/// The first text block of a result, for an audit message.
-fn first_text(result: &Value) -> Option<String> {
-    result
-        .get("content")?
-        .as_array()?
-        .iter()
-        .find_map(|block| block.get("text")?.as_str().map(str::to_owned))
 }
 
 /// Commits the task row, starts the work detached from this request, and answers
