@@ -211,6 +211,17 @@ pub(crate) fn tags(value: Value) -> Result<Vec<String>, CatalogError> {
         .map_err(|err| CatalogError::Corrupt(format!("stored asset tags: {err}")))
 }
 
+/// A stored upstream HTTP status (an `integer` column; a status fits in 16 bits).
+pub(crate) fn upstream_status(stored: Option<i32>) -> Result<Option<u16>, CatalogError> {
+    stored
+        .map(|status| {
+            u16::try_from(status).map_err(|_| {
+                CatalogError::Corrupt(format!("upstream_status {status} is not a status"))
+            })
+        })
+        .transpose()
+}
+
 /// A stored call kind.
 pub(crate) fn call_kind(name: &str) -> Result<CallKind, CatalogError> {
     CallKind::parse(name)

@@ -53,12 +53,7 @@ impl TryFrom<CallRow> for CallRecord {
             bytes: row.bytes,
             asset_id: row.asset_id,
             task_id: row.task_id,
-            upstream_status: match row.upstream_status {
-                None => None,
-                Some(status) => Some(u16::try_from(status).map_err(|_| {
-                    CatalogError::Corrupt(format!("upstream_status {status} is not a status"))
-                })?),
-            },
+            upstream_status: shared::upstream_status(row.upstream_status)?,
             created_at: time(&row.created_at).map_err(catalog_error)?,
         })
     }
