@@ -21,7 +21,7 @@ use crate::rate_limit::RateLimiter;
 use crate::registry::{RegistryError, ToolHandler, ToolRegistry, ToolSpec};
 use crate::request_state::RequestStateKey;
 use crate::state::{App, AppState, SERVER_NAME};
-use crate::tasks::{CallTasks, Tasks};
+use crate::tasks::{CallTasks, TaskSource, Tasks};
 use crate::tools;
 use crate::tools::script_host::ScriptHost;
 use crate::tools::scripts::{RunTasks, ScriptTools};
@@ -58,6 +58,7 @@ pub struct AppBuilder {
     scripts: Option<Arc<dyn ScriptStore>>,
     retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     script_isolation: Isolation,
+    task_sources: Vec<Arc<dyn TaskSource>>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -79,6 +80,7 @@ impl App {
             scripts: None,
             retention: None,
             script_isolation: Isolation::InProcess,
+            task_sources: Vec::new(),
         }
     }
 }
@@ -131,6 +133,15 @@ impl AppBuilder {
         self
     }
 
+    /// Registers where `tasks/*` also looks task ids up, for a tool whose
+    /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
+    /// does for runs). The task table is always read; every source is read for every
+    /// id, at once, so an id's existence cannot be told apart by timing.
+    pub fn task_source(mut self, source: Arc<dyn TaskSource>) -> Self {
+        self.task_sources.push(source);
+        self
+    }
+
     /// Where runs and drafts are evaluated. The default, [`Isolation::InProcess`], is for tests
     /// and trusted scripts only: a script can abort the process it runs in. `docket serve` runs
     /// every script in a child process ([`Isolation::Child`]: itself, with its hidden
@@ -162,6 +173,7 @@ impl AppBuilder {
             scripts,
             retention,
             script_isolation,
+            task_sources,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -220,7 +232,9 @@ impl AppBuilder {
                 });
                 Some(Tasks {
                     runtime,
-                    sources: vec![call_tasks],
+                    sources: std::iter::once(call_tasks as Arc<dyn TaskSource>)
+                        .chain(task_sources)
+                        .collect(),
                     retention: Duration::from_secs(u64::from(config.tasks.retention_days) * 86_400),
                     poll_interval_ms: config.tasks.poll_interval_ms,
                     stale_after: config.tasks.stale_after,

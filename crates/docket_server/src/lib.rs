@@ -36,3 +36,4 @@ pub use http::{Background, Body, MCP_PATH, McpService, serve};
 pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};
+pub use tasks::{FoundTask, TaskSource};

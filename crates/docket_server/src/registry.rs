@@ -279,7 +279,8 @@ pub trait ToolHandler: Send + Sync + 'static {
     /// For a tool whose work is durable on its own (a script run is a row in
     /// `script_runs` that any replica's worker picks up): starts that work for a call
     /// that becomes a task and answers with its own task record, which a
-    /// [task source](crate::App) registered for those rows then reports on. `None`,
+    /// [`TaskSource`](crate::TaskSource) registered for those rows
+    /// ([`AppBuilder::task_source`](crate::AppBuilder::task_source)) then reports on. `None`,
     /// the default, lets the pipeline create a row in the task table and run
     /// [`ToolHandler::call`] as the task's work.
     fn start_own_task<'a>(&'a self, call: &'a ToolCall) -> Option<OwnTaskFuture<'a>> {

@@ -28,7 +28,8 @@ use crate::registry::ToolOutcome;
 use crate::reply::to_value;
 use crate::request::RequestContext;
 
-pub(crate) use source::{CallTasks, FoundTask, TaskSource};
+pub(crate) use source::CallTasks;
+pub use source::{FoundTask, TaskSource};
 pub(crate) use wire::create_result;
 
 /// The task machinery of an app with a database and `tasks.enabled`.

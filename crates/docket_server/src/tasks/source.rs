@@ -14,20 +14,22 @@ use crate::error::McpError;
 
 /// A task found in a source, with the source's clock and the source itself, which
 /// cancels it and takes its input.
-pub(crate) struct FoundTask {
+pub struct FoundTask {
     /// The task as the tasks surface shows it.
-    pub(crate) record: TaskRecord,
+    pub record: TaskRecord,
     /// The source's clock when it was read.
-    pub(crate) now: OffsetDateTime,
+    pub now: OffsetDateTime,
     /// Where it was found.
-    pub(crate) source: Arc<dyn TaskSource>,
+    pub source: Arc<dyn TaskSource>,
 }
 
 /// A place task ids are looked up: the task table, or rows a tool keeps for work
 /// that is durable on its own (a script run in `script_runs` is its own task).
-/// Registered with the tasks surface; `tasks/*` reads every source for every id.
+/// Registered with the tasks surface ([`crate::AppBuilder::task_source`]); `tasks/*`
+/// reads every source for every id. A tool whose [`crate::registry::ToolHandler::start_own_task`]
+/// answers its own task registers the source its records are read from.
 #[async_trait]
-pub(crate) trait TaskSource: Send + Sync {
+pub trait TaskSource: Send + Sync {
     /// The task with this id, if this source has it. Who may follow it is decided
     /// by the caller, from the record.
     ///

@@ -840,3 +840,119 @@ async fn every_task_method_answers_unavailable_while_the_store_is_down() {
     server.task_request("tasks/cancel", &id, json!({})).await;
     server.wait_for(&id, "cancelled").await;
 }
+
+/// A tool whose work is durable on its own, as an embedder would write one: its
+/// records live in its own ledger, it answers its own task, and the ledger is
+/// registered as a task source.
+mod own_task {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use docket_protocol::JsonObject;
+    use docket_server::registry::{OwnTaskFuture, ToolFuture, ToolHandler};
+    use docket_server::{FoundTask, McpError, TaskSource};
+    use docket_task::{TaskId, TaskRecord, TaskStatus};
+    use time::OffsetDateTime;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Ledger {
+        records: Mutex<HashMap<TaskId, TaskRecord>>,
+    }
+
+    struct LedgerTool(Arc<Ledger>);
+
+    impl ToolHandler for LedgerTool {
+        fn call(&self, _call: ToolCall) -> ToolFuture {
+            Box::pin(async { ToolOutcome::Error(ToolError::Internal("only as a task".into())) })
+        }
+
+        fn start_own_task<'a>(&'a self, call: &'a ToolCall) -> Option<OwnTaskFuture<'a>> {
+            Some(Box::pin(async move {
+                let now = OffsetDateTime::now_utc();
+                let record = TaskRecord {
+                    id: TaskId::generate().expect("an id"),
+                    tool: "ledger".into(),
+                    arguments: json!({}),
+                    owner: call.identity.subject.clone(),
+                    extra_follower: None,
+                    replica_id: "ledger".into(),
+                    status: TaskStatus::Working,
+                    status_message: Some("in the ledger".into()),
+                    created_at: now,
+                    last_updated_at: now,
+                    heartbeat_at: now,
+                    cancel_requested_at: None,
+                    result: None,
+                    error: None,
+                    input_requests: None,
+                    expires_at: None,
+                    poll_interval_ms: 100,
+                };
+                let mut records = self.0.records.lock().expect("ledger");
+                records.insert(record.id.clone(), record.clone());
+                Ok(record)
+            }))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TaskSource for Ledger {
+        async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
+            let record = self.records.lock().expect("ledger").get(id).cloned();
+            Ok(record.map(|record| FoundTask {
+                record,
+                // The ledger's clock: the record is always fresh.
+                now: OffsetDateTime::now_utc(),
+                source: self,
+            }))
+        }
+
+        async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {
+            if let Some(record) = self.records.lock().expect("ledger").get_mut(id) {
+                record.status = TaskStatus::Cancelled;
+            }
+            Ok(())
+        }
+
+        async fn answer_input(
+            &self,
+            _id: &TaskId,
+            _responses: &JsonObject,
+        ) -> Result<(), McpError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tool_answering_its_own_task_is_followed_through_its_registered_source() {
+        let store = Arc::new(MemoryStore::new());
+        let ledger = Arc::new(Ledger::default());
+        let app = App::builder(fast_tasks(Config::embedded_default()))
+            .tool(
+                ToolSpec::new("ledger", "Keeps its own tasks.", schema(json!({})))
+                    .with_task_support(TaskSupport::Required),
+                LedgerTool(Arc::clone(&ledger)),
+            )
+            .expect("tool")
+            .task_store(Arc::clone(&store) as Arc<dyn TaskStore>)
+            .task_source(Arc::clone(&ledger) as Arc<dyn TaskSource>)
+            .build()
+            .expect("app");
+        let server = TestServer::start(app).await;
+        let task_id = server.start_task("ledger", json!({})).await;
+        let task = server.get_task(&task_id).await;
+        assert_eq!(task["status"], "working", "{task}");
+        assert_eq!(task["statusMessage"], "in the ledger", "{task}");
+        // Nothing was written to the task table: the ledger holds the task.
+        let id = TaskId::from_client(&task_id).expect("a task id");
+        assert!(store.get(&id).await.expect("store").is_none());
+        let (status, body) = server
+            .task_request("tasks/cancel", &task_id, json!({}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let task = server.get_task(&task_id).await;
+        assert_eq!(task["status"], "cancelled", "{task}");
+    }
+}
