@@ -33,6 +33,8 @@ use crate::ConnectOptions;
 use crate::error::{Cause, StorageError, catalog_error, pool_error};
 use crate::shared::{self, Ending};
 use crate::url::Backend;
+/// The test harness opens single connections the way the pool does.
+#[cfg(feature = "testing")]
 pub(crate) use connection::establish;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
