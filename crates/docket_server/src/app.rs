@@ -290,6 +290,7 @@ impl AppBuilder {
             state_key,
             metrics,
             draining: AtomicBool::new(false),
+            background_started: AtomicBool::new(false),
             sse_keepalive,
             tasks,
             audit,

@@ -182,7 +182,21 @@ impl App {
     /// pass, the run bridge's workers, and the hourly retention pass. [`serve`] calls it
     /// before it accepts a connection; an embedder that mounts [`App::service`] calls it
     /// once, from inside a tokio runtime, and keeps the [`Background`] to shut down with.
+    /// A second call starts nothing more (a second heartbeat loop or a second set of
+    /// run workers would exceed `scripts.worker.concurrency`); its [`Background`]
+    /// still shuts the app down.
     pub fn start_background(&self) -> Background {
+        let already_started = self
+            .state
+            .background_started
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        if already_started {
+            tracing::warn!("the background work was already started; starting nothing more");
+            return Background {
+                app: self.clone(),
+                retention: tokio::spawn(async {}),
+            };
+        }
         if let Some(runtime) = self.task_runtime() {
             runtime.start_background();
         }

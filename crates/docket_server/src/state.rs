@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub(crate) state_key: RequestStateKey,
     pub(crate) metrics: Metrics,
     pub(crate) draining: AtomicBool,
+    /// Whether the background work has been started (it is started once).
+    pub(crate) background_started: AtomicBool,
     pub(crate) sse_keepalive: Duration,
     /// The task machinery, when a store is configured and `tasks.enabled`.
     pub(crate) tasks: Option<Tasks>,
