@@ -6,6 +6,7 @@ compile_error!(
      feature, or both (the default)"
 );
 
+mod columns;
 mod database_url;
 mod error;
 #[cfg(feature = "postgres")]
@@ -13,10 +14,12 @@ mod pg;
 #[cfg(all(feature = "testing", feature = "postgres"))]
 pub mod probe;
 mod retention;
+mod rows;
 mod scripts;
 mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod statement;
 #[cfg(feature = "testing")]
 pub mod test_db;
 mod url;

@@ -13,6 +13,8 @@ use diesel_async::RunQueryDsl as _;
 use docket_catalog::CatalogError;
 use docket_catalog::retention::{DueAsset, Retention};
 
+use crate::statement::statement;
+
 #[cfg(feature = "sqlite")]
 use crate::error::catalog_error;
 #[cfg(feature = "postgres")]
@@ -50,35 +52,65 @@ fn count(deleted: usize) -> u64 {
     u64::try_from(deleted).unwrap_or(u64::MAX)
 }
 
+/// The statement that deletes one batch of `table`'s rows written more than
+/// `$1` seconds ago, oldest first, at most `$2`: on PostgreSQL with
+/// `SKIP LOCKED`, so replicas running it at once take disjoint batches.
 #[cfg(feature = "postgres")]
-/// Deletes up to `limit` rows of `table` (one of this module's own names, never
-/// input) written more than `age` ago, oldest first; how many.
+macro_rules! pg_delete_older_than {
+    ($table:literal) => {
+        concat!(
+            "DELETE FROM ",
+            $table,
+            " WHERE id IN (\
+                 SELECT id FROM ",
+            $table,
+            " \
+                  WHERE created_at < now() - $1 * interval '1 second' \
+                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        )
+    };
+}
+
+/// The same on SQLite, whose one writer needs no locking clause.
+#[cfg(feature = "sqlite")]
+macro_rules! sqlite_delete_older_than {
+    ($table:literal) => {
+        concat!(
+            "DELETE FROM ",
+            $table,
+            " WHERE id IN (\
+                 SELECT id FROM ",
+            $table,
+            " \
+                  WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
+                  ORDER BY created_at LIMIT ?2)"
+        )
+    };
+}
+
+/// Runs one of `pg_delete_older_than!`'s statements; how many rows went.
+#[cfg(feature = "postgres")]
 async fn pg_delete_older_than(
     store: &PgStore,
-    table: &'static str,
+    sql: &'static str,
     age: Duration,
     limit: u32,
 ) -> Result<u64, CatalogError> {
     let mut conn = store.catalog_conn().await?;
-    diesel::sql_query(format!(
-        "DELETE FROM {table} WHERE id IN (\
-             SELECT id FROM {table} \
-              WHERE created_at < now() - $1 * interval '1 second' \
-              ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-    ))
-    .bind::<BigInt, _>(seconds(age))
-    .bind::<BigInt, _>(i64::from(limit))
-    .execute(&mut *conn)
-    .await
-    .map(count)
-    .map_err(catalog_query_error)
+    statement(sql)
+        .bind::<BigInt, _>(seconds(age))
+        .bind::<BigInt, _>(i64::from(limit))
+        .execute(&mut *conn)
+        .await
+        .map(count)
+        .map_err(catalog_query_error)
 }
 
-#[cfg(feature = "sqlite")]
 /// `pg_delete_older_than` on SQLite.
+#[cfg(feature = "sqlite")]
 async fn sqlite_delete_older_than(
     store: &SqliteStore,
-    table: &'static str,
+    sql: &'static str,
     age: Duration,
     limit: u32,
 ) -> Result<u64, CatalogError> {
@@ -86,14 +118,9 @@ async fn sqlite_delete_older_than(
     store
         .write(move |conn| {
             diesel::RunQueryDsl::execute(
-                diesel::sql_query(format!(
-                    "DELETE FROM {table} WHERE id IN (\
-                         SELECT id FROM {table} \
-                          WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
-                          ORDER BY created_at LIMIT ?2)"
-                ))
-                .bind::<Text, _>(age)
-                .bind::<BigInt, _>(i64::from(limit)),
+                statement(sql)
+                    .bind::<Text, _>(age)
+                    .bind::<BigInt, _>(i64::from(limit)),
                 conn,
             )
         })
@@ -110,7 +137,7 @@ impl Retention for PgStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        pg_delete_older_than(self, "audit_logs", age, limit).await
+        pg_delete_older_than(self, pg_delete_older_than!("audit_logs"), age, limit).await
     }
 
     async fn delete_calls_older_than(
@@ -118,7 +145,7 @@ impl Retention for PgStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        pg_delete_older_than(self, "call_records", age, limit).await
+        pg_delete_older_than(self, pg_delete_older_than!("call_records"), age, limit).await
     }
 
     async fn assets_older_than(
@@ -127,7 +154,7 @@ impl Retention for PgStore {
         limit: u32,
     ) -> Result<Vec<DueAsset>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
-        diesel::sql_query(
+        statement(
             "SELECT id, storage_key FROM assets \
               WHERE created_at < now() - $1 * interval '1 second' \
               ORDER BY created_at LIMIT $2",
@@ -142,7 +169,7 @@ impl Retention for PgStore {
 
     async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
-        diesel::sql_query(
+        statement(
             "SELECT id, storage_key FROM assets a \
               WHERE a.task_id IS NOT NULL \
                 AND NOT EXISTS (SELECT 1 FROM call_tasks t WHERE t.task_id = a.task_id) \
@@ -171,7 +198,7 @@ impl Retention for SqliteStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        sqlite_delete_older_than(self, "audit_logs", age, limit).await
+        sqlite_delete_older_than(self, sqlite_delete_older_than!("audit_logs"), age, limit).await
     }
 
     async fn delete_calls_older_than(
@@ -179,7 +206,7 @@ impl Retention for SqliteStore {
         age: Duration,
         limit: u32,
     ) -> Result<u64, CatalogError> {
-        sqlite_delete_older_than(self, "call_records", age, limit).await
+        sqlite_delete_older_than(self, sqlite_delete_older_than!("call_records"), age, limit).await
     }
 
     async fn assets_older_than(
@@ -190,7 +217,7 @@ impl Retention for SqliteStore {
         let age = sqlite_age(age);
         self.read(move |conn| {
             diesel::RunQueryDsl::load::<DueAssetRow>(
-                diesel::sql_query(
+                statement(
                     "SELECT id, storage_key FROM assets \
                       WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
                       ORDER BY created_at LIMIT ?2",
@@ -208,7 +235,7 @@ impl Retention for SqliteStore {
     async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError> {
         self.read(move |conn| {
             diesel::RunQueryDsl::load::<DueAssetRow>(
-                diesel::sql_query(
+                statement(
                     "SELECT id, storage_key FROM assets a \
                       WHERE a.task_id IS NOT NULL \
                         AND NOT EXISTS (SELECT 1 FROM call_tasks t WHERE t.task_id = a.task_id) \

@@ -2,69 +2,24 @@
 //! function per [`AssetStore`](docket_catalog::AssetStore) operation, each
 //! taking the connection. The insert lives in `assets/create.sql`.
 
-use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Jsonb, Nullable, Text};
+use diesel::OptionalExtension;
+use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use serde_json::Value;
-use time::OffsetDateTime;
 
-use super::schema::assets;
+use crate::columns::PgColumns;
 use crate::error::catalog_query_error;
+use crate::rows::{self, asset_columns};
 use crate::shared;
+use crate::statement::statement;
 use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+
+type AssetRow = rows::AssetRow<PgColumns>;
 
 /// How often an insert that met an idempotency conflict looks for the asset it
 /// conflicted with and, finding it deleted in between, inserts again. Each
 /// round needs a delete to land between two statements, so a third round is
 /// already a pathological race; giving up then reports it instead of spinning.
 const ATTEMPTS: usize = 3;
-
-/// An asset as read.
-#[derive(Debug, Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = assets, check_for_backend(diesel::pg::Pg))]
-struct AssetRow {
-    id: String,
-    owner: String,
-    name: String,
-    description: Option<String>,
-    tags: Value,
-    format: String,
-    content_type: String,
-    storage_key: String,
-    size_bytes: i64,
-    row_count: Option<i64>,
-    connection: Option<String>,
-    tool: String,
-    idempotency_key: Option<String>,
-    task_id: Option<String>,
-    call_id: Option<String>,
-    created_at: OffsetDateTime,
-}
-
-impl TryFrom<AssetRow> for Asset {
-    type Error = CatalogError;
-
-    fn try_from(row: AssetRow) -> Result<Self, CatalogError> {
-        Ok(Asset {
-            id: row.id,
-            owner: row.owner,
-            name: row.name,
-            description: row.description,
-            tags: shared::tags(row.tags)?,
-            format: row.format,
-            content_type: row.content_type,
-            storage_key: row.storage_key,
-            size_bytes: row.size_bytes,
-            row_count: row.row_count,
-            connection: row.connection,
-            tool: row.tool,
-            idempotency_key: row.idempotency_key,
-            task_id: row.task_id,
-            call_id: row.call_id,
-            created_at: row.created_at,
-        })
-    }
-}
 
 /// Records `asset`, or returns the owner's asset with its idempotency key.
 ///
@@ -78,7 +33,7 @@ pub(crate) async fn create_or_get(
 ) -> Result<CreateOutcome, CatalogError> {
     let tags = shared::tags_json(&asset.tags);
     for _ in 0..ATTEMPTS {
-        let inserted = diesel::sql_query(include_str!("assets/create.sql"))
+        let inserted = statement(include_str!("assets/create.sql"))
             .bind::<Text, _>(&asset.id)
             .bind::<Text, _>(&asset.owner)
             .bind::<Text, _>(&asset.name)
@@ -124,16 +79,19 @@ pub(crate) async fn find_by_idempotency_key(
     owner: &str,
     key: &str,
 ) -> Result<Option<Asset>, CatalogError> {
-    assets::table
-        .filter(assets::owner.eq(owner))
-        .filter(assets::idempotency_key.eq(key))
-        .select(AssetRow::as_select())
-        .first(conn)
-        .await
-        .optional()
-        .map_err(catalog_query_error)?
-        .map(Asset::try_from)
-        .transpose()
+    statement(concat!(
+        "SELECT ",
+        asset_columns!(),
+        " FROM assets WHERE owner = $1 AND idempotency_key = $2"
+    ))
+    .bind::<Text, _>(owner)
+    .bind::<Text, _>(key)
+    .get_result::<AssetRow>(conn)
+    .await
+    .optional()
+    .map_err(catalog_query_error)?
+    .map(Asset::try_from)
+    .transpose()
 }
 
 /// The asset with this id.
@@ -141,53 +99,89 @@ pub(crate) async fn get(
     conn: &mut AsyncPgConnection,
     id: &str,
 ) -> Result<Option<Asset>, CatalogError> {
-    assets::table
-        .find(id)
-        .select(AssetRow::as_select())
-        .first(conn)
-        .await
-        .optional()
-        .map_err(catalog_query_error)?
-        .map(Asset::try_from)
-        .transpose()
+    statement(concat!(
+        "SELECT ",
+        asset_columns!(),
+        " FROM assets WHERE id = $1"
+    ))
+    .bind::<Text, _>(id)
+    .get_result::<AssetRow>(conn)
+    .await
+    .optional()
+    .map_err(catalog_query_error)?
+    .map(Asset::try_from)
+    .transpose()
 }
 
-/// A page of assets, newest first.
+/// A page of assets, newest first. After a cursor, `(created_at, id) <
+/// (cursor)`: the first condition bounds the index range, the second drops the
+/// cursor's own instant up to its id. One statement per combination of
+/// filters, so each is planned for what it filters on.
 pub(crate) async fn list(
     conn: &mut AsyncPgConnection,
     owner: Option<&str>,
     limit: u32,
     before: Option<&AssetCursor>,
 ) -> Result<Vec<Asset>, CatalogError> {
-    let mut query = assets::table.select(AssetRow::as_select()).into_boxed();
-    if let Some(owner) = owner {
-        query = query.filter(assets::owner.eq(owner));
-    }
-    if let Some(cursor) = before {
-        // (created_at, id) < (cursor): the first condition bounds the index
-        // range, the second drops the cursor's own instant up to its id.
-        query = query
-            .filter(assets::created_at.le(cursor.created_at))
-            .filter(
-                assets::created_at
-                    .lt(cursor.created_at)
-                    .or(assets::id.lt(&cursor.id)),
-            );
-    }
-    query
-        .order((assets::created_at.desc(), assets::id.desc()))
-        .limit(shared::limit(limit))
-        .load(conn)
-        .await
-        .map_err(catalog_query_error)?
-        .into_iter()
-        .map(Asset::try_from)
-        .collect()
+    let limit = shared::limit(limit);
+    let rows = match (owner, before) {
+        (None, None) => {
+            statement(concat!(
+                "SELECT ",
+                asset_columns!(),
+                " FROM assets ORDER BY created_at DESC, id DESC LIMIT $1"
+            ))
+            .bind::<BigInt, _>(limit)
+            .load::<AssetRow>(conn)
+            .await
+        }
+        (Some(owner), None) => {
+            statement(concat!(
+                "SELECT ",
+                asset_columns!(),
+                " FROM assets WHERE owner = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+            ))
+            .bind::<Text, _>(owner)
+            .bind::<BigInt, _>(limit)
+            .load::<AssetRow>(conn)
+            .await
+        }
+        (None, Some(cursor)) => {
+            statement(concat!(
+                "SELECT ",
+                asset_columns!(),
+                " FROM assets WHERE created_at <= $1 AND (created_at < $1 OR id < $2) \
+                  ORDER BY created_at DESC, id DESC LIMIT $3"
+            ))
+            .bind::<Timestamptz, _>(cursor.created_at)
+            .bind::<Text, _>(&cursor.id)
+            .bind::<BigInt, _>(limit)
+            .load::<AssetRow>(conn)
+            .await
+        }
+        (Some(owner), Some(cursor)) => {
+            statement(concat!(
+                "SELECT ",
+                asset_columns!(),
+                " FROM assets WHERE owner = $1 \
+                    AND created_at <= $2 AND (created_at < $2 OR id < $3) \
+                  ORDER BY created_at DESC, id DESC LIMIT $4"
+            ))
+            .bind::<Text, _>(owner)
+            .bind::<Timestamptz, _>(cursor.created_at)
+            .bind::<Text, _>(&cursor.id)
+            .bind::<BigInt, _>(limit)
+            .load::<AssetRow>(conn)
+            .await
+        }
+    };
+    rows::assets(rows.map_err(catalog_query_error)?)
 }
 
 /// Deletes the asset's row; whether it existed.
 pub(crate) async fn delete(conn: &mut AsyncPgConnection, id: &str) -> Result<bool, CatalogError> {
-    let deleted = diesel::delete(assets::table.find(id))
+    let deleted = statement("DELETE FROM assets WHERE id = $1")
+        .bind::<Text, _>(id)
         .execute(conn)
         .await
         .map_err(catalog_query_error)?;

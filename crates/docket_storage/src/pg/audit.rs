@@ -1,89 +1,38 @@
-//! The `audit_logs` model on PostgreSQL: the row as read, the row to insert, and
-//! their queries.
+//! The `audit_logs` model on PostgreSQL: the statements that write and read
+//! it. The row as read is [`rows::AuditRow`].
 
-use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Jsonb, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use docket_task::StoreError;
-use docket_task::store::{AuditContext, AuditEntry};
-use serde_json::Value;
+use docket_task::store::AuditEntry;
 
-use super::schema::audit_logs;
+use crate::columns::PgColumns;
 use crate::error::query_error;
+use crate::rows::{self, audit_columns};
+use crate::statement::statement;
 
-/// An audit row as read.
-#[derive(Debug, Queryable, Selectable)]
-#[diesel(table_name = audit_logs, check_for_backend(diesel::pg::Pg))]
-struct AuditRow {
-    tool: String,
-    subject: String,
-    persona: Option<String>,
-    connection: Option<String>,
-    arguments: Value,
-    success: bool,
-    outcome: String,
-    error_message: Option<String>,
-    duration_ms: i64,
-}
-
-impl From<AuditRow> for AuditEntry {
-    fn from(row: AuditRow) -> Self {
-        AuditEntry {
-            tool: row.tool,
-            subject: row.subject,
-            context: AuditContext {
-                persona: row.persona,
-                connection: row.connection,
-                arguments: row.arguments,
-            },
-            success: row.success,
-            outcome: row.outcome,
-            error_message: row.error_message,
-            duration_ms: row.duration_ms,
-        }
-    }
-}
-
-/// An audit row to insert; `id` and `created_at` come from the database.
-#[derive(Insertable)]
-#[diesel(table_name = audit_logs, check_for_backend(diesel::pg::Pg))]
-struct NewAuditRow<'a> {
-    tool: &'a str,
-    subject: &'a str,
-    persona: Option<&'a str>,
-    connection: Option<&'a str>,
-    arguments: &'a Value,
-    success: bool,
-    outcome: &'a str,
-    error_message: Option<&'a str>,
-    duration_ms: i64,
-}
-
-impl<'a> From<&'a AuditEntry> for NewAuditRow<'a> {
-    fn from(entry: &'a AuditEntry) -> Self {
-        NewAuditRow {
-            tool: &entry.tool,
-            subject: &entry.subject,
-            persona: entry.context.persona.as_deref(),
-            connection: entry.context.connection.as_deref(),
-            arguments: &entry.context.arguments,
-            success: entry.success,
-            outcome: &entry.outcome,
-            error_message: entry.error_message.as_deref(),
-            duration_ms: entry.duration_ms,
-        }
-    }
-}
-
-/// Writes one audit row.
+/// Writes one audit row; `id` and `created_at` come from the database.
 pub(crate) async fn insert(
     conn: &mut AsyncPgConnection,
     entry: &AuditEntry,
 ) -> Result<(), StoreError> {
-    diesel::insert_into(audit_logs::table)
-        .values(NewAuditRow::from(entry))
-        .execute(conn)
-        .await
-        .map_err(query_error)?;
+    statement(concat!(
+        "INSERT INTO audit_logs (",
+        audit_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+    ))
+    .bind::<Text, _>(&entry.tool)
+    .bind::<Text, _>(&entry.subject)
+    .bind::<Nullable<Text>, _>(&entry.context.persona)
+    .bind::<Nullable<Text>, _>(&entry.context.connection)
+    .bind::<Jsonb, _>(&entry.context.arguments)
+    .bind::<Bool, _>(entry.success)
+    .bind::<Text, _>(&entry.outcome)
+    .bind::<Nullable<Text>, _>(&entry.error_message)
+    .bind::<BigInt, _>(entry.duration_ms)
+    .execute(conn)
+    .await
+    .map_err(query_error)?;
     Ok(())
 }
 
@@ -93,13 +42,15 @@ pub(crate) async fn for_tool(
     tool: &str,
     limit: u32,
 ) -> Result<Vec<AuditEntry>, StoreError> {
-    let rows = audit_logs::table
-        .filter(audit_logs::tool.eq(tool))
-        .order((audit_logs::created_at.desc(), audit_logs::id.desc()))
-        .limit(i64::from(limit))
-        .select(AuditRow::as_select())
-        .load(conn)
-        .await
-        .map_err(query_error)?;
-    Ok(rows.into_iter().map(AuditEntry::from).collect())
+    let rows = statement(concat!(
+        "SELECT ",
+        audit_columns!(),
+        " FROM audit_logs WHERE tool = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+    ))
+    .bind::<Text, _>(tool)
+    .bind::<BigInt, _>(i64::from(limit))
+    .load::<rows::AuditRow<PgColumns>>(conn)
+    .await
+    .map_err(query_error)?;
+    rows::audit_entries(rows)
 }

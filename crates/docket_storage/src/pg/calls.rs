@@ -1,119 +1,49 @@
-//! The `call_records` model on PostgreSQL: the row as read, the row to insert,
-//! and their queries.
+//! The `call_records` model on PostgreSQL: the statements that write and read
+//! it. The row as read is [`rows::CallRow`].
 
-use diesel::prelude::*;
+use diesel::OptionalExtension;
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use time::OffsetDateTime;
 
-use super::schema::call_records;
+use crate::columns::PgColumns;
 use crate::error::catalog_query_error;
+use crate::rows::{self, call_columns};
 use crate::shared;
+use crate::statement::statement;
 use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
 
-/// A call record as read.
-#[derive(Debug, Queryable, Selectable)]
-#[diesel(table_name = call_records, check_for_backend(diesel::pg::Pg))]
-struct CallRow {
-    id: String,
-    kind: String,
-    tool: String,
-    connection: Option<String>,
-    statement: String,
-    subject: String,
-    persona: Option<String>,
-    success: bool,
-    outcome: String,
-    error_message: Option<String>,
-    duration_ms: i64,
-    rows: Option<i64>,
-    bytes: Option<i64>,
-    asset_id: Option<String>,
-    task_id: Option<String>,
-    upstream_status: Option<i32>,
-    created_at: OffsetDateTime,
-}
+type CallRow = rows::CallRow<PgColumns>;
 
-impl TryFrom<CallRow> for CallRecord {
-    type Error = CatalogError;
-
-    fn try_from(row: CallRow) -> Result<Self, CatalogError> {
-        Ok(CallRecord {
-            id: row.id,
-            kind: shared::call_kind(&row.kind)?,
-            tool: row.tool,
-            connection: row.connection,
-            statement: row.statement,
-            subject: row.subject,
-            persona: row.persona,
-            success: row.success,
-            outcome: row.outcome,
-            error_message: row.error_message,
-            duration_ms: row.duration_ms,
-            rows: row.rows,
-            bytes: row.bytes,
-            asset_id: row.asset_id,
-            task_id: row.task_id,
-            upstream_status: shared::upstream_status(row.upstream_status)?,
-            created_at: row.created_at,
-        })
-    }
-}
-
-/// A call record to insert; `created_at` comes from the database.
-#[derive(Insertable)]
-#[diesel(table_name = call_records, check_for_backend(diesel::pg::Pg))]
-struct NewCallRow<'a> {
-    id: &'a str,
-    kind: &'static str,
-    tool: &'a str,
-    connection: Option<&'a str>,
-    statement: &'a str,
-    subject: &'a str,
-    persona: Option<&'a str>,
-    success: bool,
-    outcome: &'a str,
-    error_message: Option<&'a str>,
-    duration_ms: i64,
-    rows: Option<i64>,
-    bytes: Option<i64>,
-    asset_id: Option<&'a str>,
-    task_id: Option<&'a str>,
-    upstream_status: Option<i32>,
-}
-
-impl<'a> From<&'a NewCallRecord> for NewCallRow<'a> {
-    fn from(record: &'a NewCallRecord) -> Self {
-        NewCallRow {
-            id: &record.id,
-            kind: record.kind.as_str(),
-            tool: &record.tool,
-            connection: record.connection.as_deref(),
-            statement: &record.statement,
-            subject: &record.subject,
-            persona: record.persona.as_deref(),
-            success: record.success,
-            outcome: &record.outcome,
-            error_message: record.error_message.as_deref(),
-            duration_ms: record.duration_ms,
-            rows: record.rows,
-            bytes: record.bytes,
-            asset_id: record.asset_id.as_deref(),
-            task_id: record.task_id.as_deref(),
-            upstream_status: record.upstream_status.map(i32::from),
-        }
-    }
-}
-
-/// Writes one call record.
+/// Writes one call record; `created_at` comes from the database.
 pub(crate) async fn insert(
     conn: &mut AsyncPgConnection,
     record: &NewCallRecord,
 ) -> Result<(), CatalogError> {
-    diesel::insert_into(call_records::table)
-        .values(NewCallRow::from(record))
-        .execute(conn)
-        .await
-        .map_err(catalog_query_error)?;
+    statement(
+        "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
+         success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
+         upstream_status) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    )
+    .bind::<Text, _>(&record.id)
+    .bind::<Text, _>(record.kind.as_str())
+    .bind::<Text, _>(&record.tool)
+    .bind::<Nullable<Text>, _>(&record.connection)
+    .bind::<Text, _>(&record.statement)
+    .bind::<Text, _>(&record.subject)
+    .bind::<Nullable<Text>, _>(&record.persona)
+    .bind::<Bool, _>(record.success)
+    .bind::<Text, _>(&record.outcome)
+    .bind::<Nullable<Text>, _>(&record.error_message)
+    .bind::<BigInt, _>(record.duration_ms)
+    .bind::<Nullable<BigInt>, _>(record.rows)
+    .bind::<Nullable<BigInt>, _>(record.bytes)
+    .bind::<Nullable<Text>, _>(&record.asset_id)
+    .bind::<Nullable<Text>, _>(&record.task_id)
+    .bind::<Nullable<Integer>, _>(record.upstream_status.map(i32::from))
+    .execute(conn)
+    .await
+    .map_err(catalog_query_error)?;
     Ok(())
 }
 
@@ -122,15 +52,18 @@ pub(crate) async fn get(
     conn: &mut AsyncPgConnection,
     id: &str,
 ) -> Result<Option<CallRecord>, CatalogError> {
-    call_records::table
-        .find(id)
-        .select(CallRow::as_select())
-        .first(conn)
-        .await
-        .optional()
-        .map_err(catalog_query_error)?
-        .map(CallRecord::try_from)
-        .transpose()
+    statement(concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM call_records WHERE id = $1"
+    ))
+    .bind::<Text, _>(id)
+    .get_result::<CallRow>(conn)
+    .await
+    .optional()
+    .map_err(catalog_query_error)?
+    .map(CallRecord::try_from)
+    .transpose()
 }
 
 /// The newest records, of one subject or of everyone, newest first.
@@ -139,19 +72,30 @@ pub(crate) async fn recent(
     subject: Option<&str>,
     limit: u32,
 ) -> Result<Vec<CallRecord>, CatalogError> {
-    let mut query = call_records::table
-        .select(CallRow::as_select())
-        .into_boxed();
-    if let Some(subject) = subject {
-        query = query.filter(call_records::subject.eq(subject));
-    }
-    query
-        .order((call_records::created_at.desc(), call_records::id.desc()))
-        .limit(shared::limit(limit))
-        .load(conn)
-        .await
-        .map_err(catalog_query_error)?
-        .into_iter()
-        .map(CallRecord::try_from)
-        .collect()
+    let limit = shared::limit(limit);
+    let rows = match subject {
+        Some(subject) => {
+            statement(concat!(
+                "SELECT ",
+                call_columns!(),
+                " FROM call_records WHERE subject = $1 \
+                  ORDER BY created_at DESC, id DESC LIMIT $2"
+            ))
+            .bind::<Text, _>(subject)
+            .bind::<BigInt, _>(limit)
+            .load::<CallRow>(conn)
+            .await
+        }
+        None => {
+            statement(concat!(
+                "SELECT ",
+                call_columns!(),
+                " FROM call_records ORDER BY created_at DESC, id DESC LIMIT $1"
+            ))
+            .bind::<BigInt, _>(limit)
+            .load::<CallRow>(conn)
+            .await
+        }
+    };
+    rows::calls(rows.map_err(catalog_query_error)?)
 }

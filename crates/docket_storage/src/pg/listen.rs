@@ -27,7 +27,14 @@ use docket_catalog::scripts::RunSignal;
 
 /// The channel run signals travel on; payloads are `queued:<id>` and
 /// `cancel:<id>`.
-pub(crate) const RUN_CHANNEL: &str = "docket_runs";
+macro_rules! run_channel {
+    () => {
+        "docket_runs"
+    };
+}
+pub(crate) use run_channel;
+/// [`run_channel!`] as a constant.
+pub(crate) const RUN_CHANNEL: &str = run_channel!();
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);

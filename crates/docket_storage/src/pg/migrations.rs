@@ -3,6 +3,7 @@
 //! applied with diesel's sync migration harness on a blocking thread so the
 //! async runtime is never blocked.
 
+use crate::statement::statement;
 use diesel::RunQueryDsl;
 use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
@@ -36,11 +37,11 @@ pub(crate) async fn run(url: String) -> Result<(), StorageError> {
             })?;
         let mut connection = AsyncConnectionWrapper::<AsyncPgConnection>::from(connection);
         let migrated = (|| -> Result<(), BoxError> {
-            diesel::sql_query(LOCK).execute(&mut connection)?;
+            statement(LOCK).execute(&mut connection)?;
             let applied = connection.run_pending_migrations(MIGRATIONS).map(drop);
             // The lock also ends with the session; unlocking early only lets a
             // waiting replica go on sooner.
-            let unlocked = diesel::sql_query(UNLOCK).execute(&mut connection);
+            let unlocked = statement(UNLOCK).execute(&mut connection);
             applied?;
             unlocked?;
             Ok(())

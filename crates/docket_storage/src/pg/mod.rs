@@ -11,7 +11,6 @@ mod calls;
 mod connection;
 mod listen;
 mod migrations;
-mod schema;
 mod scripts;
 mod tasks;
 

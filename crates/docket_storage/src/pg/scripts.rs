@@ -8,17 +8,18 @@ use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Integer, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::PgStore;
-use super::listen::RUN_CHANNEL;
+use super::listen::run_channel;
+use crate::columns::PgColumns;
 use crate::error::catalog_query_error;
 use crate::scripts::rows::{
-    self, CancelRow, Columns, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, VERSION_COLUMNS,
+    self, CancelRow, IdRow, StatusRow, run_columns, script_columns, version_columns,
 };
 use crate::scripts::{self, VersionInsert};
 use crate::shared;
+use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
     CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, RunSignalListener,
@@ -26,17 +27,10 @@ use docket_catalog::scripts::{
 };
 
 /// The fence every write of a lease holder carries ($1 id, $2 owner, $3 attempt).
-const FENCE: &str = "id = $1 AND lease_owner = $2 AND attempt = $3 AND status = 'running'";
-
-/// How PostgreSQL stores times and JSON: `timestamptz` and `jsonb`, read
-/// into the values themselves.
-struct PgColumns;
-
-impl Columns for PgColumns {
-    type TimeSql = Timestamptz;
-    type Time = OffsetDateTime;
-    type JsonSql = Jsonb;
-    type Json = Value;
+macro_rules! fence {
+    () => {
+        "id = $1 AND lease_owner = $2 AND attempt = $3 AND status = 'running'"
+    };
 }
 
 type ScriptRow = rows::ScriptRow<PgColumns>;
@@ -57,10 +51,11 @@ async fn insert_version(
     conn: &mut AsyncPgConnection,
     version: &VersionInsert<'_>,
 ) -> diesel::QueryResult<VersionRow> {
-    diesel::sql_query(format!(
+    statement(concat!(
         "INSERT INTO script_versions \
          (script_id, version, source, description, params, author, author_roles) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {VERSION_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
+        version_columns!()
     ))
     .bind::<Text, _>(version.script_id)
     .bind::<Integer, _>(version.version)
@@ -84,9 +79,10 @@ impl ScriptStore for PgStore {
         let mut conn = self.catalog_conn().await?;
         let (script_row, version_row) = conn
             .transaction(async |conn| {
-                let script_row = diesel::sql_query(format!(
+                let script_row = statement(concat!(
                     "INSERT INTO scripts (id, owner, name, description, params, version) \
-                     VALUES ($1, $2, $3, $4, $5, 1) RETURNING {SCRIPT_COLUMNS}"
+                     VALUES ($1, $2, $3, $4, $5, 1) RETURNING ",
+                    script_columns!()
                 ))
                 .bind::<Text, _>(&script.id)
                 .bind::<Text, _>(&script.owner)
@@ -126,8 +122,10 @@ impl ScriptStore for PgStore {
         let id = id.to_owned();
         let rows = conn
             .transaction(async |conn| {
-                let Some(current) = diesel::sql_query(format!(
-                    "SELECT {VERSION_COLUMNS} FROM script_versions \
+                let Some(current) = statement(concat!(
+                    "SELECT ",
+                    version_columns!(),
+                    " FROM script_versions \
                      WHERE script_id = $1 AND version = \
                      (SELECT version FROM scripts WHERE id = $1 FOR UPDATE)"
                 ))
@@ -162,10 +160,11 @@ impl ScriptStore for PgStore {
                     },
                 )
                 .await?;
-                let script_row = diesel::sql_query(format!(
+                let script_row = statement(concat!(
                     "UPDATE scripts SET version = $2, description = $3, params = $4, \
                      enabled = COALESCE($5, enabled), status = COALESCE($6, status), \
-                     updated_at = now() WHERE id = $1 RETURNING {SCRIPT_COLUMNS}"
+                     updated_at = now() WHERE id = $1 RETURNING ",
+                    script_columns!()
                 ))
                 .bind::<Text, _>(&id)
                 .bind::<Integer, _>(current.version + 1)
@@ -184,8 +183,10 @@ impl ScriptStore for PgStore {
     }
 
     async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
-        diesel::sql_query(format!(
-            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE owner = $1 AND name = $2"
+        statement(concat!(
+            "SELECT ",
+            script_columns!(),
+            " FROM scripts WHERE owner = $1 AND name = $2"
         ))
         .bind::<Text, _>(owner)
         .bind::<Text, _>(name)
@@ -198,8 +199,10 @@ impl ScriptStore for PgStore {
     }
 
     async fn script(&self, id: &str) -> Result<Option<Script>, CatalogError> {
-        diesel::sql_query(format!(
-            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE id = $1"
+        statement(concat!(
+            "SELECT ",
+            script_columns!(),
+            " FROM scripts WHERE id = $1"
         ))
         .bind::<Text, _>(id)
         .get_result::<ScriptRow>(&mut *self.catalog_conn().await?)
@@ -215,8 +218,10 @@ impl ScriptStore for PgStore {
         owner: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Script>, CatalogError> {
-        diesel::sql_query(format!(
-            "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE ($1::text IS NULL OR owner = $1) \
+        statement(concat!(
+            "SELECT ",
+            script_columns!(),
+            " FROM scripts WHERE ($1::text IS NULL OR owner = $1) \
              ORDER BY name, owner LIMIT $2"
         ))
         .bind::<Nullable<Text>, _>(owner)
@@ -230,7 +235,7 @@ impl ScriptStore for PgStore {
     }
 
     async fn delete_script(&self, id: &str) -> Result<bool, CatalogError> {
-        let deleted = diesel::sql_query("DELETE FROM scripts WHERE id = $1")
+        let deleted = statement("DELETE FROM scripts WHERE id = $1")
             .bind::<Text, _>(id)
             .execute(&mut *self.catalog_conn().await?)
             .await
@@ -243,8 +248,10 @@ impl ScriptStore for PgStore {
         script_id: &str,
         version: i32,
     ) -> Result<Option<ScriptVersion>, CatalogError> {
-        diesel::sql_query(format!(
-            "SELECT {VERSION_COLUMNS} FROM script_versions WHERE script_id = $1 AND version = $2"
+        statement(concat!(
+            "SELECT ",
+            version_columns!(),
+            " FROM script_versions WHERE script_id = $1 AND version = $2"
         ))
         .bind::<Text, _>(script_id)
         .bind::<Integer, _>(version)
@@ -259,14 +266,17 @@ impl ScriptStore for PgStore {
     async fn enqueue(&self, run: NewRun) -> Result<Run, CatalogError> {
         run.validate()?;
         // The notification goes out at commit, only if the insert commits.
-        diesel::sql_query(format!(
+        statement(concat!(
             "WITH queued AS ( \
                  INSERT INTO script_runs \
                  (id, script_id, script_name, script_owner, version, status, params, requested_by) \
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING {RUN_COLUMNS} \
-             ), told AS (SELECT pg_notify('{channel}', 'queued:' || id) FROM queued) \
-             SELECT queued.* FROM queued, (SELECT count(*) FROM told) AS sent",
-            channel = RUN_CHANNEL
+                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING ",
+            run_columns!(),
+            " \
+             ), told AS (SELECT pg_notify('",
+            run_channel!(),
+            "', 'queued:' || id) FROM queued) \
+             SELECT queued.* FROM queued, (SELECT count(*) FROM told) AS sent"
         ))
         .bind::<Text, _>(&run.id)
         .bind::<Text, _>(&run.script_id)
@@ -283,8 +293,10 @@ impl ScriptStore for PgStore {
 
     async fn run(&self, id: &str) -> Result<Option<(Run, OffsetDateTime)>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
-        let Some(row) = diesel::sql_query(format!(
-            "SELECT {RUN_COLUMNS} FROM script_runs WHERE id = $1"
+        let Some(row) = statement(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM script_runs WHERE id = $1"
         ))
         .bind::<Text, _>(id)
         .get_result::<RunRow>(&mut *conn)
@@ -294,7 +306,7 @@ impl ScriptStore for PgStore {
         else {
             return Ok(None);
         };
-        let now = diesel::sql_query("SELECT now() AS now")
+        let now = statement("SELECT now() AS now")
             .get_result::<NowRow>(&mut *conn)
             .await
             .map_err(catalog_query_error)?;
@@ -302,8 +314,10 @@ impl ScriptStore for PgStore {
     }
 
     async fn list_runs(&self, filter: &RunFilter, limit: u32) -> Result<Vec<Run>, CatalogError> {
-        let rows = diesel::sql_query(format!(
-            "SELECT {RUN_COLUMNS} FROM script_runs \
+        let rows = statement(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM script_runs \
              WHERE ($1::text IS NULL OR script_id = $1) \
                AND ($2::text IS NULL OR requested_by = $2 OR script_owner = $2) \
              ORDER BY created_at DESC, id DESC LIMIT $3"
@@ -318,15 +332,19 @@ impl ScriptStore for PgStore {
     }
 
     async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
-        diesel::sql_query(include_str!("scripts/claim.sql").replace("RUN_COLUMNS", RUN_COLUMNS))
-            .bind::<Text, _>(worker)
-            .bind::<BigInt, _>(shared::millis(lease))
-            .get_result::<RunRow>(&mut *self.catalog_conn().await?)
-            .await
-            .optional()
-            .map_err(catalog_query_error)?
-            .map(Run::try_from)
-            .transpose()
+        statement(concat!(
+            include_str!("scripts/claim.sql"),
+            " ",
+            run_columns!()
+        ))
+        .bind::<Text, _>(worker)
+        .bind::<BigInt, _>(shared::millis(lease))
+        .get_result::<RunRow>(&mut *self.catalog_conn().await?)
+        .await
+        .optional()
+        .map_err(catalog_query_error)?
+        .map(Run::try_from)
+        .transpose()
     }
 
     async fn renew(
@@ -335,9 +353,11 @@ impl ScriptStore for PgStore {
         duration: Duration,
         host_calls: i64,
     ) -> Result<Renewal, CatalogError> {
-        let row = diesel::sql_query(format!(
+        let row = statement(concat!(
             "UPDATE script_runs SET lease_expires_at = now() + $4 * interval '1 millisecond', \
-             host_calls = GREATEST(host_calls, $5), updated_at = now() WHERE {FENCE} \
+             host_calls = GREATEST(host_calls, $5), updated_at = now() WHERE ",
+            fence!(),
+            " \
              RETURNING cancel_requested_at IS NOT NULL AS cancel_requested"
         ))
         .bind::<Text, _>(&lease.run_id)
@@ -355,11 +375,12 @@ impl ScriptStore for PgStore {
     async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
         ending.validate()?;
         let host_calls = rows::host_calls(&ending.metrics);
-        let ended = diesel::sql_query(format!(
+        let ended = statement(concat!(
             "UPDATE script_runs SET status = $4, result = $5, error = $6, error_kind = $7, \
              log = $8, log_truncated = $9, metrics = $10, host_calls = GREATEST(host_calls, $11), \
              lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now() \
-             WHERE {FENCE}"
+             WHERE ",
+            fence!()
         ))
         .bind::<Text, _>(&lease.run_id)
         .bind::<Text, _>(&lease.owner)
@@ -397,7 +418,7 @@ impl ScriptStore for PgStore {
         let outcome = conn
             .transaction(async |conn| {
                 let Some(before) =
-                    diesel::sql_query("SELECT status FROM script_runs WHERE id = $1 FOR UPDATE")
+                    statement("SELECT status FROM script_runs WHERE id = $1 FOR UPDATE")
                         .bind::<Text, _>(&id)
                         .get_result::<StatusRow>(conn)
                         .await
@@ -407,10 +428,11 @@ impl ScriptStore for PgStore {
                 };
                 match before.status.as_str() {
                     "queued" => {
-                        let row = diesel::sql_query(format!(
+                        let row = statement(concat!(
                             "UPDATE script_runs SET status = 'cancelled', \
                              cancel_requested_at = now(), finished_at = now(), \
-                             updated_at = now() WHERE id = $1 RETURNING {RUN_COLUMNS}"
+                             updated_at = now() WHERE id = $1 RETURNING ",
+                            run_columns!()
                         ))
                         .bind::<Text, _>(&id)
                         .get_result::<RunRow>(conn)
@@ -418,12 +440,13 @@ impl ScriptStore for PgStore {
                         Ok(Some(Ok(row)))
                     }
                     "running" => {
-                        diesel::sql_query(format!(
+                        statement(concat!(
                             "WITH asked AS (UPDATE script_runs SET cancel_requested_at = \
                              COALESCE(cancel_requested_at, now()), updated_at = now() \
                              WHERE id = $1 RETURNING id) \
-                             SELECT pg_notify('{channel}', 'cancel:' || id) FROM asked",
-                            channel = RUN_CHANNEL
+                             SELECT pg_notify('",
+                            run_channel!(),
+                            "', 'cancel:' || id) FROM asked"
                         ))
                         .bind::<Text, _>(&id)
                         .execute(conn)
@@ -444,7 +467,7 @@ impl ScriptStore for PgStore {
         limit: u32,
     ) -> Result<Vec<String>, CatalogError> {
         // SKIP LOCKED: replicas running the pass together delete disjoint rows.
-        let rows = diesel::sql_query(
+        let rows = statement(
             "DELETE FROM script_runs WHERE id IN ( \
                  SELECT id FROM script_runs \
                   WHERE finished_at IS NOT NULL \
@@ -474,15 +497,18 @@ async fn requeue(
     error: Option<&str>,
     delay: Duration,
 ) -> Result<bool, CatalogError> {
-    let told = diesel::sql_query(format!(
+    let told = statement(concat!(
         "WITH queued AS ( \
              UPDATE script_runs SET status = 'queued', lease_owner = NULL, \
              lease_expires_at = NULL, error = COALESCE($4, error), \
              platform_faults = platform_faults + CASE WHEN $4 IS NULL THEN 0 ELSE 1 END, \
              not_before = now() + $5 * interval '1 millisecond', updated_at = now() \
-             WHERE {FENCE} RETURNING id) \
-         SELECT pg_notify('{channel}', 'queued:' || id) FROM queued",
-        channel = RUN_CHANNEL
+             WHERE ",
+        fence!(),
+        " RETURNING id) \
+         SELECT pg_notify('",
+        run_channel!(),
+        "', 'queued:' || id) FROM queued"
     ))
     .bind::<Text, _>(&lease.run_id)
     .bind::<Text, _>(&lease.owner)

@@ -2,8 +2,8 @@
 //! function per store operation, each taking the connection. The long statements
 //! live in `tasks/*.sql` beside this file.
 
-use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz};
+use diesel::OptionalExtension;
+use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
@@ -11,74 +11,19 @@ use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use super::schema::call_tasks;
+use crate::columns::PgColumns;
 use crate::error::query_error;
+use crate::rows::{self, TaskIdRow, task_columns};
 use crate::shared::{self, Answered, Ending, InputState};
+use crate::statement::statement;
 
 /// The channel cross-replica signals travel on; payloads are `<kind>:<task id>`.
 pub(crate) const CHANNEL: &str = "docket_tasks";
 
-/// A task as read: every column a [`TaskRecord`] needs.
-#[derive(Debug, Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = call_tasks, check_for_backend(diesel::pg::Pg))]
-pub(crate) struct TaskRow {
-    task_id: String,
-    tool: String,
-    arguments: Value,
-    owner: String,
-    extra_follower: Option<String>,
-    replica_id: String,
-    status: String,
-    status_message: Option<String>,
-    created_at: OffsetDateTime,
-    last_updated_at: OffsetDateTime,
-    heartbeat_at: OffsetDateTime,
-    cancel_requested_at: Option<OffsetDateTime>,
-    result: Option<Value>,
-    error: Option<Value>,
-    input_requests: Option<Value>,
-    expires_at: Option<OffsetDateTime>,
-    poll_interval_ms: i64,
-}
-
-impl TryFrom<TaskRow> for TaskRecord {
-    type Error = StoreError;
-
-    fn try_from(row: TaskRow) -> Result<Self, StoreError> {
-        Ok(TaskRecord {
-            id: TaskId::from_stored(row.task_id),
-            tool: row.tool,
-            arguments: row.arguments,
-            owner: row.owner,
-            extra_follower: row.extra_follower,
-            replica_id: row.replica_id,
-            status: shared::status(&row.status)?,
-            status_message: row.status_message,
-            created_at: row.created_at,
-            last_updated_at: row.last_updated_at,
-            heartbeat_at: row.heartbeat_at,
-            cancel_requested_at: row.cancel_requested_at,
-            result: row.result,
-            error: shared::task_error(row.error)?,
-            input_requests: row.input_requests,
-            expires_at: row.expires_at,
-            poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
-        })
-    }
-}
-
-/// One task id returned by a statement.
-#[derive(QueryableByName)]
-struct IdRow {
-    #[diesel(sql_type = Text)]
-    task_id: String,
-}
-
-fn ids(rows: Vec<IdRow>) -> Vec<TaskId> {
-    rows.into_iter()
-        .map(|row| TaskId::from_stored(row.task_id))
-        .collect()
-}
+type TaskRow = rows::TaskRow<PgColumns>;
+type TaskNowRow = rows::TaskNowRow<PgColumns>;
+type InputRow = rows::InputRow<PgColumns>;
+type AnswersRow = rows::AnswersRow<PgColumns>;
 
 /// Inserts a working task; the statement commits on its own, before this returns.
 pub(crate) async fn create(
@@ -86,7 +31,7 @@ pub(crate) async fn create(
     task: NewTask,
 ) -> Result<TaskRecord, StoreError> {
     let retention = task.retention.map(shared::millis);
-    diesel::sql_query(include_str!("tasks/create.sql"))
+    statement(include_str!("tasks/create.sql"))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Jsonb, _>(&task.arguments)
@@ -110,17 +55,18 @@ pub(crate) async fn get(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
 ) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
-    let row = call_tasks::table
-        .find(id.as_str())
-        .select((
-            TaskRow::as_select(),
-            diesel::dsl::now.into_sql::<Timestamptz>(),
-        ))
-        .first::<(TaskRow, OffsetDateTime)>(conn)
-        .await
-        .optional()
-        .map_err(query_error)?;
-    row.map(|(row, now)| Ok((row.try_into()?, now))).transpose()
+    statement(concat!(
+        "SELECT ",
+        task_columns!(),
+        ", now() AS now FROM call_tasks WHERE task_id = $1"
+    ))
+    .bind::<Text, _>(id.as_str())
+    .get_result::<TaskNowRow>(conn)
+    .await
+    .optional()
+    .map_err(query_error)?
+    .map(TaskNowRow::read)
+    .transpose()
 }
 
 /// Ends a running task and writes its audit row, or does nothing to an ended one.
@@ -129,7 +75,7 @@ pub(crate) async fn finish(
     id: &TaskId,
     ending: Ending,
 ) -> Result<bool, StoreError> {
-    let audited = diesel::sql_query(include_str!("tasks/finish.sql"))
+    let audited = statement(include_str!("tasks/finish.sql"))
         .bind::<Text, _>(id.as_str())
         .bind::<Text, _>(ending.status)
         .bind::<Nullable<Jsonb>, _>(&ending.result)
@@ -149,7 +95,7 @@ pub(crate) async fn request_cancel(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
 ) -> Result<(), StoreError> {
-    diesel::sql_query(include_str!("tasks/request_cancel.sql"))
+    statement(include_str!("tasks/request_cancel.sql"))
         .bind::<Text, _>(id.as_str())
         .execute(conn)
         .await
@@ -170,36 +116,14 @@ pub(crate) async fn heartbeat(
         .iter()
         .map(|beat| (beat.id.as_str(), beat.status_message.as_deref()))
         .unzip();
-    let rows = diesel::sql_query(include_str!("tasks/heartbeat.sql"))
+    let rows = statement(include_str!("tasks/heartbeat.sql"))
         .bind::<Text, _>(replica_id)
         .bind::<Array<Text>, _>(task_ids)
         .bind::<Array<Nullable<Text>>, _>(messages)
-        .load::<IdRow>(conn)
+        .load::<TaskIdRow>(conn)
         .await
         .map_err(query_error)?;
-    Ok(ids(rows))
-}
-
-/// The input columns of one task, read under its row lock.
-#[derive(Queryable)]
-struct InputRow {
-    status: String,
-    input_requests: Option<Value>,
-    input_answers: Value,
-    requested_input_keys: Value,
-}
-
-impl TryFrom<InputRow> for InputState {
-    type Error = StoreError;
-
-    fn try_from(row: InputRow) -> Result<Self, StoreError> {
-        Ok(InputState {
-            status: shared::status(&row.status)?,
-            input_requests: row.input_requests,
-            answers: shared::answers(row.input_answers)?,
-            requested_keys: shared::requested_keys(row.requested_input_keys)?,
-        })
-    }
+    Ok(rows::task_ids(rows))
 }
 
 /// Why an input transaction rolled back: a statement failed, or a stored value
@@ -229,18 +153,14 @@ async fn lock_input_state(
     conn: &mut AsyncPgConnection,
     id: &str,
 ) -> Result<Option<InputState>, TxError> {
-    let row = call_tasks::table
-        .find(id)
-        .select((
-            call_tasks::status,
-            call_tasks::input_requests,
-            call_tasks::input_answers,
-            call_tasks::requested_input_keys,
-        ))
-        .for_update()
-        .first::<InputRow>(conn)
-        .await
-        .optional()?;
+    let row = statement(
+        "SELECT status, input_requests, input_answers, requested_input_keys \
+           FROM call_tasks WHERE task_id = $1 FOR UPDATE",
+    )
+    .bind::<Text, _>(id)
+    .get_result::<InputRow>(conn)
+    .await
+    .optional()?;
     row.map(InputState::try_from)
         .transpose()
         .map_err(TxError::Store)
@@ -261,15 +181,17 @@ pub(crate) async fn require_input(
             if !state.require(requests) {
                 return Ok(false);
             }
-            diesel::update(call_tasks::table.find(&id))
-                .set((
-                    call_tasks::status.eq(state.status.as_str()),
-                    call_tasks::input_requests.eq(&state.input_requests),
-                    call_tasks::requested_input_keys.eq(state.requested_keys_json()),
-                    call_tasks::last_updated_at.eq(diesel::dsl::now),
-                ))
-                .execute(conn)
-                .await?;
+            statement(
+                "UPDATE call_tasks SET status = $2, input_requests = $3, \
+                        requested_input_keys = $4, last_updated_at = now() \
+                  WHERE task_id = $1",
+            )
+            .bind::<Text, _>(&id)
+            .bind::<Text, _>(state.status.as_str())
+            .bind::<Nullable<Jsonb>, _>(&state.input_requests)
+            .bind::<Jsonb, _>(state.requested_keys_json())
+            .execute(conn)
+            .await?;
             Ok::<_, TxError>(true)
         })
         .await?;
@@ -294,31 +216,36 @@ pub(crate) async fn answer_input(
             return Ok(());
         }
         let answers = Value::Object(state.answers);
-        let update = diesel::update(call_tasks::table.find(&id));
         if answered == Answered::Some {
-            update
-                .set((
-                    call_tasks::status.eq(state.status.as_str()),
-                    call_tasks::input_requests.eq(&state.input_requests),
-                    call_tasks::input_answers.eq(&answers),
-                    call_tasks::last_updated_at.eq(diesel::dsl::now),
-                ))
-                .execute(conn)
-                .await?;
-            diesel::sql_query("SELECT pg_notify($1, $2)")
+            // A key was answered: stamp the task and wake the replica running
+            // it, in this transaction.
+            statement(
+                "UPDATE call_tasks SET status = $2, input_requests = $3, input_answers = $4, \
+                        last_updated_at = now() \
+                  WHERE task_id = $1",
+            )
+            .bind::<Text, _>(&id)
+            .bind::<Text, _>(state.status.as_str())
+            .bind::<Nullable<Jsonb>, _>(&state.input_requests)
+            .bind::<Jsonb, _>(&answers)
+            .execute(conn)
+            .await?;
+            statement("SELECT pg_notify($1, $2)")
                 .bind::<Text, _>(CHANNEL)
                 .bind::<Text, _>(format!("input:{id}"))
                 .execute(conn)
                 .await?;
         } else {
-            update
-                .set((
-                    call_tasks::status.eq(state.status.as_str()),
-                    call_tasks::input_requests.eq(&state.input_requests),
-                    call_tasks::input_answers.eq(&answers),
-                ))
-                .execute(conn)
-                .await?;
+            statement(
+                "UPDATE call_tasks SET status = $2, input_requests = $3, input_answers = $4 \
+                  WHERE task_id = $1",
+            )
+            .bind::<Text, _>(&id)
+            .bind::<Text, _>(state.status.as_str())
+            .bind::<Nullable<Jsonb>, _>(&state.input_requests)
+            .bind::<Jsonb, _>(&answers)
+            .execute(conn)
+            .await?;
         }
         Ok::<_, TxError>(())
     })
@@ -326,25 +253,18 @@ pub(crate) async fn answer_input(
     Ok(())
 }
 
-/// The answers column as returned by `take_answers.sql`.
-#[derive(QueryableByName)]
-struct AnswersRow {
-    #[diesel(sql_type = Jsonb)]
-    input_answers: Value,
-}
-
 /// Takes the answers the work has not consumed yet.
 pub(crate) async fn take_answers(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
 ) -> Result<Map<String, Value>, StoreError> {
-    let taken = diesel::sql_query(include_str!("tasks/take_answers.sql"))
+    let taken = statement(include_str!("tasks/take_answers.sql"))
         .bind::<Text, _>(id.as_str())
         .get_result::<AnswersRow>(conn)
         .await
         .optional()
         .map_err(query_error)?;
-    taken.map_or_else(|| Ok(Map::new()), |row| shared::answers(row.input_answers))
+    taken.map_or_else(|| Ok(Map::new()), AnswersRow::answers)
 }
 
 /// Fails and audits every stale task in one statement; returns their ids.
@@ -353,16 +273,16 @@ pub(crate) async fn fail_stale(
     stale_after_ms: i64,
     ending: Ending,
 ) -> Result<Vec<TaskId>, StoreError> {
-    let rows = diesel::sql_query(include_str!("tasks/fail_stale.sql"))
+    let rows = statement(include_str!("tasks/fail_stale.sql"))
         .bind::<BigInt, _>(stale_after_ms)
         .bind::<Nullable<Jsonb>, _>(&ending.error)
         .bind::<Nullable<Text>, _>(&ending.status_message)
         .bind::<Bool, _>(ending.success)
         .bind::<Text, _>(&ending.outcome)
-        .load::<IdRow>(conn)
+        .load::<TaskIdRow>(conn)
         .await
         .map_err(query_error)?;
-    Ok(ids(rows))
+    Ok(rows::task_ids(rows))
 }
 
 /// Deletes up to `limit` expired tasks; returns their ids.
@@ -370,10 +290,10 @@ pub(crate) async fn delete_expired(
     conn: &mut AsyncPgConnection,
     limit: u32,
 ) -> Result<Vec<TaskId>, StoreError> {
-    let rows = diesel::sql_query(include_str!("tasks/delete_expired.sql"))
+    let rows = statement(include_str!("tasks/delete_expired.sql"))
         .bind::<BigInt, _>(shared::limit(limit))
-        .load::<IdRow>(conn)
+        .load::<TaskIdRow>(conn)
         .await
         .map_err(query_error)?;
-    Ok(ids(rows))
+    Ok(rows::task_ids(rows))
 }

@@ -5,46 +5,12 @@
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
-use serde_json::Value;
-use time::OffsetDateTime;
 
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{CancelOutcome, Renewal, Run, Script, ScriptVersion};
 
+use crate::columns::{Columns, StoredValue, optional};
 use crate::scripts;
-
-/// How one backend stores the columns whose types differ between backends:
-/// times and JSON. PostgreSQL reads them as `timestamptz` and `jsonb` into the
-/// values themselves; SQLite reads them as text and parses it. The rows below
-/// are written once, over a `Columns`, so a script, a version and a run are
-/// read back the same way on both.
-pub(crate) trait Columns {
-    /// The SQL type of a time column.
-    type TimeSql;
-    /// What diesel reads a time column into.
-    type Time: StoredValue<OffsetDateTime>;
-    /// The SQL type of a JSON column.
-    type JsonSql;
-    /// What diesel reads a JSON column into.
-    type Json: StoredValue<Value>;
-}
-
-/// A column value as read, turned into the value a domain type holds.
-pub(crate) trait StoredValue<T> {
-    /// The value, or [`CatalogError::Corrupt`] when the stored form cannot be read.
-    fn value(self) -> Result<T, CatalogError>;
-}
-
-impl<T> StoredValue<T> for T {
-    fn value(self) -> Result<T, CatalogError> {
-        Ok(self)
-    }
-}
-
-/// An optional column's value.
-fn optional<T, S: StoredValue<T>>(stored: Option<S>) -> Result<Option<T>, CatalogError> {
-    stored.map(StoredValue::value).transpose()
-}
 
 /// A script as read.
 #[derive(QueryableByName)]
@@ -128,7 +94,7 @@ impl<C: Columns> TryFrom<VersionRow<C>> for ScriptVersion {
     }
 }
 
-/// A run as read ([`RUN_COLUMNS`]).
+/// A run as read ([`run_columns!`]).
 #[derive(QueryableByName)]
 pub(crate) struct RunRow<C: Columns> {
     #[diesel(sql_type = Text)]
@@ -218,18 +184,31 @@ impl<C: Columns> TryFrom<RunRow<C>> for Run {
 }
 
 /// The columns of a run, as every statement that returns one lists them.
-pub(crate) const RUN_COLUMNS: &str = "id, script_id, script_name, script_owner, version, status, \
+macro_rules! run_columns {
+    () => {
+        "id, script_id, script_name, script_owner, version, status, \
      params, requested_by, attempt, platform_faults, reclaims, lease_owner, lease_expires_at, \
      cancel_requested_at, host_calls, result, error, error_kind, log, log_truncated, metrics, \
-     created_at, started_at, finished_at, updated_at";
+         created_at, started_at, finished_at, updated_at"
+    };
+}
+pub(crate) use run_columns;
 
 /// The columns of a script.
-pub(crate) const SCRIPT_COLUMNS: &str =
-    "id, owner, name, description, params, status, enabled, version, created_at, updated_at";
+macro_rules! script_columns {
+    () => {
+        "id, owner, name, description, params, status, enabled, version, created_at, updated_at"
+    };
+}
+pub(crate) use script_columns;
 
 /// The columns of a script version.
-pub(crate) const VERSION_COLUMNS: &str =
-    "script_id, version, source, description, params, author, author_roles, created_at";
+macro_rules! version_columns {
+    () => {
+        "script_id, version, source, description, params, author, author_roles, created_at"
+    };
+}
+pub(crate) use version_columns;
 
 /// A run's status before a cancel.
 #[derive(QueryableByName)]

@@ -5,68 +5,30 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text};
-use diesel::sqlite::Sqlite;
 use time::format_description::FormatItem;
 use time::macros::format_description;
 use time::{OffsetDateTime, UtcOffset};
 
-use super::schema::assets;
-use super::sql::{json, time};
-use crate::error::catalog_error;
+use crate::columns::TextColumns;
+use crate::rows::{self, asset_columns};
 use crate::shared;
-use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use crate::statement::statement;
+use docket_catalog::{AssetCursor, CatalogError, CreateOutcome, NewAsset};
+
+/// An asset as read.
+pub(crate) type AssetRow = rows::AssetRow<TextColumns>;
 
 /// The one form SQLite stores times in (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so a
 /// cursor's time compares as text exactly as the stored times do.
 const STORED_TIME: &[FormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 
-/// An asset as read (tags as JSON text, its time as text).
-#[derive(Debug, Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = assets, check_for_backend(Sqlite))]
-pub(crate) struct AssetRow {
-    id: String,
-    owner: String,
-    name: String,
-    description: Option<String>,
-    tags: String,
-    format: String,
-    content_type: String,
-    storage_key: String,
-    size_bytes: i64,
-    row_count: Option<i64>,
-    connection: Option<String>,
-    tool: String,
-    idempotency_key: Option<String>,
-    task_id: Option<String>,
-    call_id: Option<String>,
-    created_at: String,
-}
-
-impl TryFrom<AssetRow> for Asset {
-    type Error = CatalogError;
-
-    fn try_from(row: AssetRow) -> Result<Self, CatalogError> {
-        Ok(Asset {
-            tags: shared::tags(json(&row.tags).map_err(catalog_error)?)?,
-            created_at: time(&row.created_at).map_err(catalog_error)?,
-            id: row.id,
-            owner: row.owner,
-            name: row.name,
-            description: row.description,
-            format: row.format,
-            content_type: row.content_type,
-            storage_key: row.storage_key,
-            size_bytes: row.size_bytes,
-            row_count: row.row_count,
-            connection: row.connection,
-            tool: row.tool,
-            idempotency_key: row.idempotency_key,
-            task_id: row.task_id,
-            call_id: row.call_id,
-        })
-    }
-}
+/// The owner's asset with an idempotency key (?1 owner, ?2 key).
+const BY_IDEMPOTENCY_KEY: &str = concat!(
+    "SELECT ",
+    asset_columns!(),
+    " FROM assets WHERE owner = ?1 AND idempotency_key = ?2"
+);
 
 /// What [`create_or_get`] did, before the row is read into an [`Asset`].
 pub(crate) enum Recorded {
@@ -95,7 +57,7 @@ pub(crate) fn create_or_get(
 ) -> QueryResult<Recorded> {
     let tags = shared::tags_json(&asset.tags).to_string();
     conn.immediate_transaction(|conn| {
-        let inserted = diesel::sql_query(include_str!("assets/create.sql"))
+        let inserted = statement(include_str!("assets/create.sql"))
             .bind::<Text, _>(&asset.id)
             .bind::<Text, _>(&asset.owner)
             .bind::<Text, _>(&asset.name)
@@ -118,11 +80,10 @@ pub(crate) fn create_or_get(
         }
         // Only the idempotency index is skipped on conflict, and inside this
         // transaction the row it conflicted with is still there.
-        assets::table
-            .filter(assets::owner.eq(&asset.owner))
-            .filter(assets::idempotency_key.eq(&asset.idempotency_key))
-            .select(AssetRow::as_select())
-            .first(conn)
+        statement(BY_IDEMPOTENCY_KEY)
+            .bind::<Text, _>(&asset.owner)
+            .bind::<Nullable<Text>, _>(&asset.idempotency_key)
+            .get_result(conn)
             .map(Recorded::Existing)
     })
 }
@@ -133,21 +94,23 @@ pub(crate) fn find_by_idempotency_key(
     owner: &str,
     key: &str,
 ) -> QueryResult<Option<AssetRow>> {
-    assets::table
-        .filter(assets::owner.eq(owner))
-        .filter(assets::idempotency_key.eq(key))
-        .select(AssetRow::as_select())
-        .first(conn)
+    statement(BY_IDEMPOTENCY_KEY)
+        .bind::<Text, _>(owner)
+        .bind::<Text, _>(key)
+        .get_result(conn)
         .optional()
 }
 
 /// The asset with this id.
 pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<AssetRow>> {
-    assets::table
-        .find(id)
-        .select(AssetRow::as_select())
-        .first(conn)
-        .optional()
+    statement(concat!(
+        "SELECT ",
+        asset_columns!(),
+        " FROM assets WHERE id = ?1"
+    ))
+    .bind::<Text, _>(id)
+    .get_result(conn)
+    .optional()
 }
 
 /// A cursor's time in the stored form.
@@ -158,40 +121,63 @@ pub(crate) fn stored_time(at: OffsetDateTime) -> Result<String, CatalogError> {
 }
 
 /// A page of assets, newest first; `before` is a cursor with its time in the
-/// stored form.
+/// stored form. After a cursor, `(created_at, id) < (cursor)`: the first
+/// condition bounds the index range, the second drops the cursor's own instant
+/// up to its id. One statement per combination of filters.
 pub(crate) fn list(
     conn: &mut SqliteConnection,
     owner: Option<&str>,
     limit: u32,
     before: Option<(&str, &str)>,
 ) -> QueryResult<Vec<AssetRow>> {
-    let mut query = assets::table.select(AssetRow::as_select()).into_boxed();
-    if let Some(owner) = owner {
-        query = query.filter(assets::owner.eq(owner));
+    let limit = shared::limit(limit);
+    match (owner, before) {
+        (None, None) => statement(concat!(
+            "SELECT ",
+            asset_columns!(),
+            " FROM assets ORDER BY created_at DESC, id DESC LIMIT ?1"
+        ))
+        .bind::<BigInt, _>(limit)
+        .load(conn),
+        (Some(owner), None) => statement(concat!(
+            "SELECT ",
+            asset_columns!(),
+            " FROM assets WHERE owner = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+        ))
+        .bind::<Text, _>(owner)
+        .bind::<BigInt, _>(limit)
+        .load(conn),
+        (None, Some((created_at, id))) => statement(concat!(
+            "SELECT ",
+            asset_columns!(),
+            " FROM assets WHERE created_at <= ?1 AND (created_at < ?1 OR id < ?2) \
+              ORDER BY created_at DESC, id DESC LIMIT ?3"
+        ))
+        .bind::<Text, _>(created_at)
+        .bind::<Text, _>(id)
+        .bind::<BigInt, _>(limit)
+        .load(conn),
+        (Some(owner), Some((created_at, id))) => statement(concat!(
+            "SELECT ",
+            asset_columns!(),
+            " FROM assets WHERE owner = ?1 \
+                AND created_at <= ?2 AND (created_at < ?2 OR id < ?3) \
+              ORDER BY created_at DESC, id DESC LIMIT ?4"
+        ))
+        .bind::<Text, _>(owner)
+        .bind::<Text, _>(created_at)
+        .bind::<Text, _>(id)
+        .bind::<BigInt, _>(limit)
+        .load(conn),
     }
-    if let Some((created_at, id)) = before {
-        // (created_at, id) < (cursor): the first condition bounds the index
-        // range, the second drops the cursor's own instant up to its id.
-        query = query
-            .filter(assets::created_at.le(created_at))
-            .filter(assets::created_at.lt(created_at).or(assets::id.lt(id)));
-    }
-    query
-        .order((assets::created_at.desc(), assets::id.desc()))
-        .limit(shared::limit(limit))
-        .load(conn)
 }
 
 /// Deletes the asset's row; whether it existed.
 pub(crate) fn delete(conn: &mut SqliteConnection, id: &str) -> QueryResult<bool> {
-    diesel::delete(assets::table.find(id))
+    statement("DELETE FROM assets WHERE id = ?1")
+        .bind::<Text, _>(id)
         .execute(conn)
         .map(|deleted| deleted == 1)
-}
-
-/// Rows read into assets.
-pub(crate) fn assets(rows: Vec<AssetRow>) -> Result<Vec<Asset>, CatalogError> {
-    rows.into_iter().map(Asset::try_from).collect()
 }
 
 /// The cursor's parts as [`list`] takes them.
@@ -208,6 +194,7 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
+    use crate::sqlite::sql::time;
 
     #[test]
     fn cursor_times_take_the_stored_form() {

@@ -1,52 +1,20 @@
-//! The `audit_logs` model on SQLite: the row as read, the row to insert, and
-//! their queries (synchronous, run on a blocking thread).
+//! The `audit_logs` model on SQLite: the row to insert and the statements
+//! (synchronous, run on a blocking thread). The row as read is
+//! [`rows::AuditRow`].
 
 use diesel::prelude::*;
-use diesel::sqlite::Sqlite;
-use docket_task::StoreError;
-use docket_task::store::{AuditContext, AuditEntry};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
+use docket_task::store::AuditEntry;
 
-use super::schema::audit_logs;
-use super::sql::json;
+use crate::columns::TextColumns;
+use crate::rows::{self, audit_columns};
+use crate::statement::statement;
 
-/// An audit row as read (its arguments as JSON text).
-#[derive(Debug, Queryable, Selectable)]
-#[diesel(table_name = audit_logs, check_for_backend(Sqlite))]
-pub(crate) struct AuditRow {
-    tool: String,
-    subject: String,
-    persona: Option<String>,
-    connection: Option<String>,
-    arguments: String,
-    success: bool,
-    outcome: String,
-    error_message: Option<String>,
-    duration_ms: i64,
-}
+/// An audit row as read.
+pub(crate) type AuditRow = rows::AuditRow<TextColumns>;
 
-impl TryFrom<AuditRow> for AuditEntry {
-    type Error = StoreError;
-
-    fn try_from(row: AuditRow) -> Result<Self, StoreError> {
-        Ok(AuditEntry {
-            tool: row.tool,
-            subject: row.subject,
-            context: AuditContext {
-                persona: row.persona,
-                connection: row.connection,
-                arguments: json(&row.arguments)?,
-            },
-            success: row.success,
-            outcome: row.outcome,
-            error_message: row.error_message,
-            duration_ms: row.duration_ms,
-        })
-    }
-}
-
-/// An audit row to insert; `id` and `created_at` come from the database.
-#[derive(Insertable)]
-#[diesel(table_name = audit_logs, check_for_backend(Sqlite))]
+/// An audit row to insert (its arguments as JSON text); `id` and `created_at`
+/// come from the database.
 pub(crate) struct NewAuditRow<'a> {
     pub(crate) tool: &'a str,
     pub(crate) subject: &'a str,
@@ -59,18 +27,29 @@ pub(crate) struct NewAuditRow<'a> {
     pub(crate) duration_ms: i64,
 }
 
-/// Writes audit rows.
+/// Writes audit rows, one prepared insert each (callers hold a transaction).
 pub(crate) fn insert_rows(
     conn: &mut SqliteConnection,
     rows: &[NewAuditRow<'_>],
 ) -> QueryResult<()> {
-    if rows.is_empty() {
-        return Ok(());
+    for row in rows {
+        statement(concat!(
+            "INSERT INTO audit_logs (",
+            audit_columns!(),
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        ))
+        .bind::<Text, _>(row.tool)
+        .bind::<Text, _>(row.subject)
+        .bind::<Nullable<Text>, _>(row.persona)
+        .bind::<Nullable<Text>, _>(row.connection)
+        .bind::<Text, _>(row.arguments)
+        .bind::<Bool, _>(row.success)
+        .bind::<Text, _>(row.outcome)
+        .bind::<Nullable<Text>, _>(row.error_message)
+        .bind::<BigInt, _>(row.duration_ms)
+        .execute(conn)?;
     }
-    diesel::insert_into(audit_logs::table)
-        .values(rows)
-        .execute(conn)
-        .map(drop)
+    Ok(())
 }
 
 /// Writes one audit row for `entry`.
@@ -98,10 +77,12 @@ pub(crate) fn for_tool(
     tool: &str,
     limit: u32,
 ) -> QueryResult<Vec<AuditRow>> {
-    audit_logs::table
-        .filter(audit_logs::tool.eq(tool))
-        .order((audit_logs::created_at.desc(), audit_logs::id.desc()))
-        .limit(i64::from(limit))
-        .select(AuditRow::as_select())
-        .load(conn)
+    statement(concat!(
+        "SELECT ",
+        audit_columns!(),
+        " FROM audit_logs WHERE tool = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2"
+    ))
+    .bind::<Text, _>(tool)
+    .bind::<BigInt, _>(i64::from(limit))
+    .load(conn)
 }

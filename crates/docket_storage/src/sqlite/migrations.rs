@@ -14,7 +14,7 @@ use crate::error::{Cause, StorageError};
 use crate::url::Backend;
 
 /// The SQLite schema's migrations, in their own dialect (`TEXT` times and JSON).
-const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+pub(crate) const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

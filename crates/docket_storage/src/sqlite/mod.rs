@@ -23,7 +23,6 @@ mod assets;
 mod audit;
 mod calls;
 mod migrations;
-mod schema;
 mod scripts;
 mod sql;
 mod tasks;
@@ -169,10 +168,10 @@ impl TaskStore for SqliteStore {
 
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
         let id = id.as_str().to_owned();
-        let Some((row, now)) = self.read(move |conn| tasks::get(conn, &id)).await? else {
-            return Ok(None);
-        };
-        Ok(Some((row.try_into()?, sql::time(&now)?)))
+        self.read(move |conn| tasks::get(conn, &id))
+            .await?
+            .map(tasks::TaskNowRow::read)
+            .transpose()
     }
 
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
@@ -304,7 +303,7 @@ impl AssetStore for SqliteStore {
             })
             .await
             .map_err(catalog_error)?;
-        assets::assets(rows)
+        crate::rows::assets(rows)
     }
 
     async fn delete(&self, id: &str) -> Result<bool, CatalogError> {
@@ -343,6 +342,6 @@ impl CallCatalog for SqliteStore {
             .read(move |conn| calls::recent(conn, subject.as_deref(), limit))
             .await
             .map_err(catalog_error)?;
-        calls::records(rows)
+        crate::rows::calls(rows)
     }
 }

@@ -13,14 +13,15 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::SqliteStore;
-use super::sql::{NOW, json, modifier, time};
+use super::sql::{modifier, now, time};
+use crate::columns::TextColumns;
 use crate::error::catalog_error;
 use crate::scripts::rows::{
-    self, CancelRow, Columns, IdRow, RUN_COLUMNS, SCRIPT_COLUMNS, StatusRow, StoredValue,
-    VERSION_COLUMNS,
+    self, CancelRow, IdRow, StatusRow, run_columns, script_columns, version_columns,
 };
 use crate::scripts::{self, VersionInsert};
 use crate::shared;
+use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
     CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
@@ -28,41 +29,18 @@ use docket_catalog::scripts::{
 };
 
 /// The fence every write of a lease holder carries (?1 id, ?2 owner, ?3 attempt).
-const FENCE: &str = "id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND status = 'running'";
+macro_rules! fence {
+    () => {
+        "id = ?1 AND lease_owner = ?2 AND attempt = ?3 AND status = 'running'"
+    };
+}
 
 fn corrupt(error: docket_task::StoreError) -> CatalogError {
     catalog_error(error)
 }
 
-fn stored_json(text: &str) -> Result<Value, CatalogError> {
-    json(text).map_err(corrupt)
-}
-
 fn stored_time(text: &str) -> Result<OffsetDateTime, CatalogError> {
     time(text).map_err(corrupt)
-}
-
-/// How SQLite stores times and JSON: as text (times in the one form
-/// [`NOW`] writes), parsed when read.
-struct TextColumns;
-
-impl Columns for TextColumns {
-    type TimeSql = Text;
-    type Time = String;
-    type JsonSql = Text;
-    type Json = String;
-}
-
-impl StoredValue<OffsetDateTime> for String {
-    fn value(self) -> Result<OffsetDateTime, CatalogError> {
-        stored_time(&self)
-    }
-}
-
-impl StoredValue<Value> for String {
-    fn value(self) -> Result<Value, CatalogError> {
-        stored_json(&self)
-    }
 }
 
 type ScriptRow = rows::ScriptRow<TextColumns>;
@@ -79,10 +57,11 @@ fn insert_version(
     conn: &mut SqliteConnection,
     version: &VersionInsert<'_>,
 ) -> QueryResult<VersionRow> {
-    diesel::sql_query(format!(
+    statement(concat!(
         "INSERT INTO script_versions \
          (script_id, version, source, description, params, author, author_roles) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING {VERSION_COLUMNS}"
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING ",
+        version_columns!()
     ))
     .bind::<Text, _>(version.script_id)
     .bind::<Integer, _>(version.version)
@@ -109,9 +88,10 @@ impl ScriptStore for SqliteStore {
         let (script_row, version_row) = self
             .write(move |conn| {
                 conn.immediate_transaction(|conn| {
-                    let script_row = diesel::sql_query(format!(
+                    let script_row = statement(concat!(
                         "INSERT INTO scripts (id, owner, name, description, params, version) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, 1) RETURNING {SCRIPT_COLUMNS}"
+                         VALUES (?1, ?2, ?3, ?4, ?5, 1) RETURNING ",
+                        script_columns!()
                     ))
                     .bind::<Text, _>(&script.id)
                     .bind::<Text, _>(&script.owner)
@@ -150,8 +130,10 @@ impl ScriptStore for SqliteStore {
         let rows = self
             .write(move |conn| {
                 conn.immediate_transaction(|conn| {
-                    let Some(current) = diesel::sql_query(format!(
-                        "SELECT {VERSION_COLUMNS} FROM script_versions WHERE script_id = ?1 \
+                    let Some(current) = statement(concat!(
+                        "SELECT ",
+                        version_columns!(),
+                        " FROM script_versions WHERE script_id = ?1 \
                          AND version = (SELECT version FROM scripts WHERE id = ?1)"
                     ))
                     .bind::<Text, _>(&id)
@@ -187,10 +169,13 @@ impl ScriptStore for SqliteStore {
                             author_roles: &author_roles,
                         },
                     )?;
-                    let script_row = diesel::sql_query(format!(
+                    let script_row = statement(concat!(
                         "UPDATE scripts SET version = ?2, description = ?3, params = ?4, \
                          enabled = COALESCE(?5, enabled), status = COALESCE(?6, status), \
-                         updated_at = {NOW} WHERE id = ?1 RETURNING {SCRIPT_COLUMNS}"
+                         updated_at = ",
+                        now!(),
+                        " WHERE id = ?1 RETURNING ",
+                        script_columns!()
                     ))
                     .bind::<Text, _>(&id)
                     .bind::<Integer, _>(current.version + 1)
@@ -211,8 +196,10 @@ impl ScriptStore for SqliteStore {
     async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
         let (owner, name) = (owner.to_owned(), name.to_owned());
         self.read(move |conn| {
-            diesel::sql_query(format!(
-                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE owner = ?1 AND name = ?2"
+            statement(concat!(
+                "SELECT ",
+                script_columns!(),
+                " FROM scripts WHERE owner = ?1 AND name = ?2"
             ))
             .bind::<Text, _>(&owner)
             .bind::<Text, _>(&name)
@@ -228,8 +215,10 @@ impl ScriptStore for SqliteStore {
     async fn script(&self, id: &str) -> Result<Option<Script>, CatalogError> {
         let id = id.to_owned();
         self.read(move |conn| {
-            diesel::sql_query(format!(
-                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE id = ?1"
+            statement(concat!(
+                "SELECT ",
+                script_columns!(),
+                " FROM scripts WHERE id = ?1"
             ))
             .bind::<Text, _>(&id)
             .get_result::<ScriptRow>(conn)
@@ -248,8 +237,10 @@ impl ScriptStore for SqliteStore {
     ) -> Result<Vec<Script>, CatalogError> {
         let owner = owner.map(str::to_owned);
         self.read(move |conn| {
-            diesel::sql_query(format!(
-                "SELECT {SCRIPT_COLUMNS} FROM scripts WHERE (?1 IS NULL OR owner = ?1) \
+            statement(concat!(
+                "SELECT ",
+                script_columns!(),
+                " FROM scripts WHERE (?1 IS NULL OR owner = ?1) \
                  ORDER BY name, owner LIMIT ?2"
             ))
             .bind::<Nullable<Text>, _>(&owner)
@@ -267,7 +258,7 @@ impl ScriptStore for SqliteStore {
         let id = id.to_owned();
         let deleted = self
             .write(move |conn| {
-                diesel::sql_query("DELETE FROM scripts WHERE id = ?1")
+                statement("DELETE FROM scripts WHERE id = ?1")
                     .bind::<Text, _>(&id)
                     .execute(conn)
             })
@@ -283,8 +274,10 @@ impl ScriptStore for SqliteStore {
     ) -> Result<Option<ScriptVersion>, CatalogError> {
         let script_id = script_id.to_owned();
         self.read(move |conn| {
-            diesel::sql_query(format!(
-                "SELECT {VERSION_COLUMNS} FROM script_versions \
+            statement(concat!(
+                "SELECT ",
+                version_columns!(),
+                " FROM script_versions \
                  WHERE script_id = ?1 AND version = ?2"
             ))
             .bind::<Text, _>(&script_id)
@@ -301,10 +294,11 @@ impl ScriptStore for SqliteStore {
     async fn enqueue(&self, run: NewRun) -> Result<Run, CatalogError> {
         run.validate()?;
         self.write(move |conn| {
-            diesel::sql_query(format!(
+            statement(concat!(
                 "INSERT INTO script_runs \
                  (id, script_id, script_name, script_owner, version, status, params, requested_by) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7) RETURNING {RUN_COLUMNS}"
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7) RETURNING ",
+                run_columns!()
             ))
             .bind::<Text, _>(&run.id)
             .bind::<Text, _>(&run.script_id)
@@ -324,14 +318,16 @@ impl ScriptStore for SqliteStore {
         let id = id.to_owned();
         let found = self
             .read(move |conn| {
-                let row = diesel::sql_query(format!(
-                    "SELECT {RUN_COLUMNS} FROM script_runs WHERE id = ?1"
+                let row = statement(concat!(
+                    "SELECT ",
+                    run_columns!(),
+                    " FROM script_runs WHERE id = ?1"
                 ))
                 .bind::<Text, _>(&id)
                 .get_result::<RunRow>(conn)
                 .optional()?;
                 let now =
-                    diesel::sql_query(format!("SELECT {NOW} AS now")).get_result::<NowRow>(conn)?;
+                    statement(concat!("SELECT ", now!(), " AS now")).get_result::<NowRow>(conn)?;
                 Ok(row.map(|row| (row, now.now)))
             })
             .await
@@ -345,8 +341,10 @@ impl ScriptStore for SqliteStore {
         let filter = filter.clone();
         let rows = self
             .read(move |conn| {
-                diesel::sql_query(format!(
-                    "SELECT {RUN_COLUMNS} FROM script_runs \
+                statement(concat!(
+                    "SELECT ",
+                    run_columns!(),
+                    " FROM script_runs \
                      WHERE (?1 IS NULL OR script_id = ?1) \
                        AND (?2 IS NULL OR requested_by = ?2 OR script_owner = ?2) \
                      ORDER BY created_at DESC, id DESC LIMIT ?3"
@@ -364,19 +362,28 @@ impl ScriptStore for SqliteStore {
     async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
         let worker = worker.to_owned();
         self.write(move |conn| {
-            diesel::sql_query(format!(
+            statement(concat!(
                 "UPDATE script_runs \
                     SET status = 'running', attempt = attempt + 1, \
                         reclaims = reclaims \
                             + CASE WHEN status = 'running' THEN 1 ELSE 0 END, \
                         lease_owner = ?1, \
                         lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2), \
-                        started_at = COALESCE(started_at, {NOW}), updated_at = {NOW} \
+                        started_at = COALESCE(started_at, ",
+                now!(),
+                "), updated_at = ",
+                now!(),
+                " \
                   WHERE id = (SELECT id FROM script_runs \
-                               WHERE (status = 'queued' AND not_before <= {NOW}) \
-                                  OR (status = 'running' AND lease_expires_at < {NOW}) \
+                               WHERE (status = 'queued' AND not_before <= ",
+                now!(),
+                ") \
+                                  OR (status = 'running' AND lease_expires_at < ",
+                now!(),
+                ") \
                                ORDER BY not_before, created_at LIMIT 1) \
-                 RETURNING {RUN_COLUMNS}"
+                 RETURNING ",
+                run_columns!()
             ))
             .bind::<Text, _>(&worker)
             .bind::<Text, _>(modifier('+', lease))
@@ -398,11 +405,15 @@ impl ScriptStore for SqliteStore {
         let lease = lease.clone();
         let row = self
             .write(move |conn| {
-                diesel::sql_query(format!(
+                statement(concat!(
                     "UPDATE script_runs \
                         SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?4), \
-                            host_calls = max(host_calls, ?5), updated_at = {NOW} \
-                      WHERE {FENCE} \
+                            host_calls = max(host_calls, ?5), updated_at = ",
+                    now!(),
+                    " \
+                      WHERE ",
+                    fence!(),
+                    " \
                      RETURNING cancel_requested_at IS NOT NULL AS cancel_requested"
                 ))
                 .bind::<Text, _>(&lease.run_id)
@@ -424,13 +435,18 @@ impl ScriptStore for SqliteStore {
         let host_calls = rows::host_calls(&ending.metrics);
         let ended = self
             .write(move |conn| {
-                diesel::sql_query(format!(
+                statement(concat!(
                     "UPDATE script_runs \
                         SET status = ?4, result = ?5, error = ?6, error_kind = ?7, log = ?8, \
                             log_truncated = ?9, metrics = ?10, \
                             host_calls = max(host_calls, ?11), lease_owner = NULL, \
-                            lease_expires_at = NULL, finished_at = {NOW}, updated_at = {NOW} \
-                      WHERE {FENCE}"
+                            lease_expires_at = NULL, finished_at = ",
+                    now!(),
+                    ", updated_at = ",
+                    now!(),
+                    " \
+                      WHERE ",
+                    fence!()
                 ))
                 .bind::<Text, _>(&lease.run_id)
                 .bind::<Text, _>(&lease.owner)
@@ -468,29 +484,39 @@ impl ScriptStore for SqliteStore {
         let outcome = self
             .write(move |conn| {
                 conn.immediate_transaction(|conn| {
-                    let Some(before) =
-                        diesel::sql_query("SELECT status FROM script_runs WHERE id = ?1")
-                            .bind::<Text, _>(&id)
-                            .get_result::<StatusRow>(conn)
-                            .optional()?
+                    let Some(before) = statement("SELECT status FROM script_runs WHERE id = ?1")
+                        .bind::<Text, _>(&id)
+                        .get_result::<StatusRow>(conn)
+                        .optional()?
                     else {
                         return Ok(None);
                     };
                     match before.status.as_str() {
                         "queued" => {
-                            let row = diesel::sql_query(format!(
+                            let row = statement(concat!(
                                 "UPDATE script_runs SET status = 'cancelled', \
-                                 cancel_requested_at = {NOW}, finished_at = {NOW}, \
-                                 updated_at = {NOW} WHERE id = ?1 RETURNING {RUN_COLUMNS}"
+                                 cancel_requested_at = ",
+                                now!(),
+                                ", finished_at = ",
+                                now!(),
+                                ", \
+                                 updated_at = ",
+                                now!(),
+                                " WHERE id = ?1 RETURNING ",
+                                run_columns!()
                             ))
                             .bind::<Text, _>(&id)
                             .get_result::<RunRow>(conn)?;
                             Ok(Some(Ok(row)))
                         }
                         "running" => {
-                            diesel::sql_query(format!(
+                            statement(concat!(
                                 "UPDATE script_runs SET cancel_requested_at = \
-                                 COALESCE(cancel_requested_at, {NOW}), updated_at = {NOW} \
+                                 COALESCE(cancel_requested_at, ",
+                                now!(),
+                                "), updated_at = ",
+                                now!(),
+                                " \
                                  WHERE id = ?1"
                             ))
                             .bind::<Text, _>(&id)
@@ -513,7 +539,7 @@ impl ScriptStore for SqliteStore {
     ) -> Result<Vec<String>, CatalogError> {
         let rows = self
             .write(move |conn| {
-                diesel::sql_query(
+                statement(
                     "DELETE FROM script_runs WHERE id IN ( \
                          SELECT id FROM script_runs \
                           WHERE finished_at IS NOT NULL \
@@ -545,13 +571,16 @@ impl SqliteStore {
         let fault = i32::from(error.is_some());
         let queued = self
             .write(move |conn| {
-                diesel::sql_query(format!(
+                statement(concat!(
                     "UPDATE script_runs \
                         SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, \
                             error = COALESCE(?4, error), platform_faults = platform_faults + ?5, \
                             not_before = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?6), \
-                            updated_at = {NOW} \
-                      WHERE {FENCE}"
+                            updated_at = ",
+                    now!(),
+                    " \
+                      WHERE ",
+                    fence!()
                 ))
                 .bind::<Text, _>(&lease.run_id)
                 .bind::<Text, _>(&lease.owner)

@@ -14,7 +14,12 @@ use crate::shared;
 
 /// The database clock, in the one form every time is stored in: RFC 3339, UTC,
 /// milliseconds, fixed width (so text order is time order).
-pub(crate) const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+macro_rules! now {
+    () => {
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    };
+}
+pub(crate) use now;
 
 /// How long a statement waits for another process's write lock.
 pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";

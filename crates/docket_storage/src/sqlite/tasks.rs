@@ -7,65 +7,22 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
-use diesel::sqlite::Sqlite;
-use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
 use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
 
 use super::audit::{self, NewAuditRow};
-use super::schema::call_tasks;
-use super::sql::{NOW, json, modifier, time};
+use super::sql::{modifier, now};
+use crate::columns::TextColumns;
+use crate::rows::{self, TaskIdRow, task_columns};
 use crate::shared::{self, Answered, Ending, InputState};
+use crate::statement::statement;
 
-/// A task as read: every column a [`TaskRecord`] needs, JSON and times as text.
-#[derive(Debug, Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = call_tasks, check_for_backend(Sqlite))]
-pub(crate) struct TaskRow {
-    task_id: String,
-    tool: String,
-    arguments: String,
-    owner: String,
-    extra_follower: Option<String>,
-    replica_id: String,
-    status: String,
-    status_message: Option<String>,
-    created_at: String,
-    last_updated_at: String,
-    heartbeat_at: String,
-    cancel_requested_at: Option<String>,
-    result: Option<String>,
-    error: Option<String>,
-    input_requests: Option<String>,
-    expires_at: Option<String>,
-    poll_interval_ms: i64,
-}
-
-impl TryFrom<TaskRow> for TaskRecord {
-    type Error = StoreError;
-
-    fn try_from(row: TaskRow) -> Result<Self, StoreError> {
-        Ok(TaskRecord {
-            id: TaskId::from_stored(row.task_id),
-            tool: row.tool,
-            arguments: json(&row.arguments)?,
-            owner: row.owner,
-            extra_follower: row.extra_follower,
-            replica_id: row.replica_id,
-            status: shared::status(&row.status)?,
-            status_message: row.status_message,
-            created_at: time(&row.created_at)?,
-            last_updated_at: time(&row.last_updated_at)?,
-            heartbeat_at: time(&row.heartbeat_at)?,
-            cancel_requested_at: row.cancel_requested_at.as_deref().map(time).transpose()?,
-            result: row.result.as_deref().map(json).transpose()?,
-            error: shared::task_error(row.error.as_deref().map(json).transpose()?)?,
-            input_requests: row.input_requests.as_deref().map(json).transpose()?,
-            expires_at: row.expires_at.as_deref().map(time).transpose()?,
-            poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
-        })
-    }
-}
+/// A task as read.
+pub(crate) type TaskRow = rows::TaskRow<TextColumns>;
+/// A task as read with the database clock.
+pub(crate) type TaskNowRow = rows::TaskNowRow<TextColumns>;
+type InputRow = rows::InputRow<TextColumns>;
 
 /// A stored value that could not be read, as a diesel error, so it can abort a
 /// transaction; [`crate::error::query_error`] turns it back into
@@ -74,22 +31,9 @@ fn corrupt(error: StoreError) -> diesel::result::Error {
     diesel::result::Error::DeserializationError(Box::new(error))
 }
 
-/// One task id returned by a statement.
-#[derive(QueryableByName)]
-struct IdRow {
-    #[diesel(sql_type = Text)]
-    task_id: String,
-}
-
-fn ids(rows: Vec<IdRow>) -> Vec<TaskId> {
-    rows.into_iter()
-        .map(|row| TaskId::from_stored(row.task_id))
-        .collect()
-}
-
 /// Inserts a working task (autocommit: committed when this returns).
 pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult<TaskRow> {
-    diesel::sql_query(include_str!("tasks/create.sql"))
+    statement(include_str!("tasks/create.sql"))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Text, _>(task.arguments.to_string())
@@ -106,12 +50,17 @@ pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult
 }
 
 /// Reads a task with the database clock's current time.
-pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<(TaskRow, String)>> {
-    call_tasks::table
-        .find(id)
-        .select((TaskRow::as_select(), diesel::dsl::sql::<Text>(NOW)))
-        .first(conn)
-        .optional()
+pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<TaskNowRow>> {
+    statement(concat!(
+        "SELECT ",
+        task_columns!(),
+        ", ",
+        now!(),
+        " AS now FROM call_tasks WHERE task_id = ?1"
+    ))
+    .bind::<Text, _>(id)
+    .get_result(conn)
+    .optional()
 }
 
 /// What a task's audit row needs, as returned by the statement that ended it.
@@ -153,7 +102,7 @@ impl EndedRow {
 /// does nothing to an ended one.
 pub(crate) fn finish(conn: &mut SqliteConnection, id: &str, ending: &Ending) -> QueryResult<bool> {
     conn.immediate_transaction(|conn| {
-        let ended = diesel::sql_query(include_str!("tasks/finish.sql"))
+        let ended = statement(include_str!("tasks/finish.sql"))
             .bind::<Text, _>(id)
             .bind::<Text, _>(ending.status)
             .bind::<Nullable<Text>, _>(ending.result.as_ref().map(Value::to_string))
@@ -171,9 +120,10 @@ pub(crate) fn finish(conn: &mut SqliteConnection, id: &str, ending: &Ending) -> 
 
 /// Records a cancel request on a running task (the first request's time is kept).
 pub(crate) fn request_cancel(conn: &mut SqliteConnection, id: &str) -> QueryResult<()> {
-    diesel::sql_query(format!(
-        "UPDATE call_tasks SET cancel_requested_at = COALESCE(cancel_requested_at, {NOW}) \
-         WHERE task_id = ?1 AND status IN ('working', 'input_required')"
+    statement(concat!(
+        "UPDATE call_tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ",
+        now!(),
+        ") WHERE task_id = ?1 AND status IN ('working', 'input_required')"
     ))
     .bind::<Text, _>(id)
     .execute(conn)
@@ -208,7 +158,7 @@ pub(crate) fn heartbeat(
             })
             .collect(),
     );
-    let stamped = diesel::sql_query(include_str!("tasks/heartbeat.sql"))
+    let stamped = statement(include_str!("tasks/heartbeat.sql"))
         .bind::<Text, _>(replica_id)
         .bind::<Text, _>(beats.to_string())
         .load::<StampedRow>(conn)?;
@@ -219,40 +169,17 @@ pub(crate) fn heartbeat(
         .collect())
 }
 
-/// The input columns of one task.
-#[derive(Queryable)]
-struct InputRow {
-    status: String,
-    input_requests: Option<String>,
-    input_answers: String,
-    requested_input_keys: String,
-}
-
-impl InputRow {
-    fn state(self) -> Result<InputState, StoreError> {
-        Ok(InputState {
-            status: shared::status(&self.status)?,
-            input_requests: self.input_requests.as_deref().map(json).transpose()?,
-            answers: shared::answers(json(&self.input_answers)?)?,
-            requested_keys: shared::requested_keys(json(&self.requested_input_keys)?)?,
-        })
-    }
-}
-
 /// Reads a task's input state (inside an immediate transaction: no other writer
 /// can change it before this one writes).
 fn input_state(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<InputState>> {
-    let row = call_tasks::table
-        .find(id)
-        .select((
-            call_tasks::status,
-            call_tasks::input_requests,
-            call_tasks::input_answers,
-            call_tasks::requested_input_keys,
-        ))
-        .first::<InputRow>(conn)
-        .optional()?;
-    row.map(InputRow::state).transpose().map_err(corrupt)
+    let row = statement(
+        "SELECT status, input_requests, input_answers, requested_input_keys \
+           FROM call_tasks WHERE task_id = ?1",
+    )
+    .bind::<Text, _>(id)
+    .get_result::<InputRow>(conn)
+    .optional()?;
+    row.map(InputState::try_from).transpose().map_err(corrupt)
 }
 
 /// Adds input requests; false if the task is gone or ended.
@@ -268,14 +195,17 @@ pub(crate) fn require_input(
         if !state.require(requests) {
             return Ok(false);
         }
-        diesel::update(call_tasks::table.find(id))
-            .set((
-                call_tasks::status.eq(state.status.as_str()),
-                call_tasks::input_requests.eq(state.input_requests.as_ref().map(Value::to_string)),
-                call_tasks::requested_input_keys.eq(state.requested_keys_json().to_string()),
-                call_tasks::last_updated_at.eq(diesel::dsl::sql::<Text>(NOW)),
-            ))
-            .execute(conn)?;
+        statement(concat!(
+            "UPDATE call_tasks SET status = ?2, input_requests = ?3, requested_input_keys = ?4, \
+                    last_updated_at = ",
+            now!(),
+            " WHERE task_id = ?1"
+        ))
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(state.status.as_str())
+        .bind::<Nullable<Text>, _>(state.input_requests.as_ref().map(Value::to_string))
+        .bind::<Text, _>(state.requested_keys_json().to_string())
+        .execute(conn)?;
         Ok(true)
     })
 }
@@ -297,24 +227,29 @@ pub(crate) fn answer_input(
         let status = state.status.as_str();
         let input_requests = state.input_requests.as_ref().map(Value::to_string);
         let answers = Value::Object(state.answers).to_string();
-        let update = diesel::update(call_tasks::table.find(id));
         if answered == Answered::Some {
-            update
-                .set((
-                    call_tasks::status.eq(status),
-                    call_tasks::input_requests.eq(input_requests),
-                    call_tasks::input_answers.eq(answers),
-                    call_tasks::last_updated_at.eq(diesel::dsl::sql::<Text>(NOW)),
-                ))
-                .execute(conn)?;
+            // A key was answered: stamp the task too.
+            statement(concat!(
+                "UPDATE call_tasks SET status = ?2, input_requests = ?3, input_answers = ?4, \
+                        last_updated_at = ",
+                now!(),
+                " WHERE task_id = ?1"
+            ))
+            .bind::<Text, _>(id)
+            .bind::<Text, _>(status)
+            .bind::<Nullable<Text>, _>(input_requests)
+            .bind::<Text, _>(answers)
+            .execute(conn)?;
         } else {
-            update
-                .set((
-                    call_tasks::status.eq(status),
-                    call_tasks::input_requests.eq(input_requests),
-                    call_tasks::input_answers.eq(answers),
-                ))
-                .execute(conn)?;
+            statement(
+                "UPDATE call_tasks SET status = ?2, input_requests = ?3, input_answers = ?4 \
+                  WHERE task_id = ?1",
+            )
+            .bind::<Text, _>(id)
+            .bind::<Text, _>(status)
+            .bind::<Nullable<Text>, _>(input_requests)
+            .bind::<Text, _>(answers)
+            .execute(conn)?;
         }
         Ok(())
     })
@@ -323,18 +258,17 @@ pub(crate) fn answer_input(
 /// Takes the answers the work has not consumed yet (as JSON text).
 pub(crate) fn take_answers(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<String>> {
     conn.immediate_transaction(|conn| {
-        let answers = call_tasks::table
-            .find(id)
-            .select(call_tasks::input_answers)
-            .first::<String>(conn)
+        let answers = statement("SELECT input_answers FROM call_tasks WHERE task_id = ?1")
+            .bind::<Text, _>(id)
+            .get_result::<rows::AnswersRow<TextColumns>>(conn)
             .optional()?;
         match answers {
             // Write nothing when there is nothing to take: the work polls.
-            Some(answers) if answers != "{}" => {
-                diesel::update(call_tasks::table.find(id))
-                    .set(call_tasks::input_answers.eq("{}"))
+            Some(answers) if answers.input_answers != "{}" => {
+                statement("UPDATE call_tasks SET input_answers = '{}' WHERE task_id = ?1")
+                    .bind::<Text, _>(id)
                     .execute(conn)?;
-                Ok(Some(answers))
+                Ok(Some(answers.input_answers))
             }
             _ => Ok(None),
         }
@@ -348,7 +282,7 @@ pub(crate) fn fail_stale(
     ending: &Ending,
 ) -> QueryResult<Vec<TaskId>> {
     conn.immediate_transaction(|conn| {
-        let failed = diesel::sql_query(include_str!("tasks/fail_stale.sql"))
+        let failed = statement(include_str!("tasks/fail_stale.sql"))
             .bind::<Text, _>(modifier('-', stale_after))
             .bind::<Nullable<Text>, _>(ending.error.as_ref().map(Value::to_string))
             .bind::<Nullable<Text>, _>(&ending.status_message)
@@ -364,8 +298,133 @@ pub(crate) fn fail_stale(
 
 /// Deletes up to `limit` expired tasks; returns their ids.
 pub(crate) fn delete_expired(conn: &mut SqliteConnection, limit: u32) -> QueryResult<Vec<TaskId>> {
-    diesel::sql_query(include_str!("tasks/delete_expired.sql"))
+    statement(include_str!("tasks/delete_expired.sql"))
         .bind::<BigInt, _>(shared::limit(limit))
-        .load::<IdRow>(conn)
-        .map(ids)
+        .load::<TaskIdRow>(conn)
+        .map(rows::task_ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use diesel::connection::InstrumentationEvent;
+    use diesel_migrations::MigrationHarness;
+    use docket_task::model::{Outcome, TaskStatus};
+    use docket_task::store::AuditContext;
+
+    use super::*;
+    use crate::sqlite::migrations::MIGRATIONS;
+
+    /// What a connection's instrumentation saw: the statements it prepared
+    /// and kept, and the text of every statement it ran.
+    #[derive(Default)]
+    struct Seen {
+        cached: BTreeSet<String>,
+        ran: Vec<String>,
+    }
+
+    fn new_task() -> NewTask {
+        NewTask {
+            id: TaskId::generate().expect("an id from the OS RNG"),
+            tool: "probe".into(),
+            arguments: serde_json::json!({"n": 1}),
+            owner: "alice".into(),
+            extra_follower: None,
+            replica_id: "r1".into(),
+            status_message: Some("started".into()),
+            retention: Some(Duration::from_secs(60)),
+            poll_interval_ms: 500,
+            audit: AuditContext::default(),
+        }
+    }
+
+    /// The task path's statements (create, get, heartbeat, finish and its audit
+    /// row) are prepared on their first use and only bound and run after that:
+    /// every statement of a second round was cached in the first.
+    #[test]
+    fn task_statements_are_prepared_once_per_connection() {
+        let mut conn = SqliteConnection::establish(":memory:").expect("open");
+        conn.run_pending_migrations(MIGRATIONS).expect("migrate");
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let sink = Arc::clone(&seen);
+        conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            let mut seen = sink.lock().expect("lock");
+            match event {
+                InstrumentationEvent::CacheQuery { sql, .. } => {
+                    seen.cached.insert(sql.to_owned());
+                }
+                InstrumentationEvent::StartQuery { query, .. } => {
+                    // The debug form is the text, then `-- binds: …`.
+                    let text = query.to_string();
+                    let sql = text.split(" -- binds:").next().unwrap_or_default();
+                    seen.ran.push(sql.to_owned());
+                }
+                _ => {}
+            }
+        });
+        let ending =
+            Ending::new(Outcome::Completed(serde_json::json!({"ok": true}))).expect("ending");
+        let round = |conn: &mut SqliteConnection| {
+            let task = new_task();
+            let row = create(conn, &task).expect("create");
+            let record = docket_task::model::TaskRecord::try_from(row).expect("read");
+            assert_eq!(record.status, TaskStatus::Working);
+            let (read, _now) = get(conn, task.id.as_str())
+                .expect("get")
+                .expect("the task")
+                .read()
+                .expect("read");
+            assert_eq!(read.id, task.id);
+            let beat = Beat {
+                id: task.id.clone(),
+                status_message: Some("half way".into()),
+            };
+            heartbeat(conn, "r1", &[beat]).expect("beat");
+            assert!(finish(conn, task.id.as_str(), &ending).expect("finish"));
+        };
+        round(&mut conn);
+        let first = {
+            let mut seen = seen.lock().expect("lock");
+            seen.ran.clear();
+            seen.cached.clone()
+        };
+        assert!(
+            first.len() >= 5,
+            "create, get, heartbeat, finish and the audit insert are cached: {first:?}"
+        );
+        round(&mut conn);
+        let seen = seen.lock().expect("lock");
+        assert_eq!(seen.cached, first, "the second round prepared nothing new");
+        let ran: Vec<&String> = seen
+            .ran
+            .iter()
+            .filter(|sql| !sql.starts_with("BEGIN") && !sql.starts_with("COMMIT"))
+            .collect();
+        assert!(!ran.is_empty());
+        for sql in ran {
+            assert!(first.contains(sql), "ran without the cache: {sql}");
+        }
+    }
+
+    /// For contrast: diesel's `sql_query` is never cached, which is why no
+    /// statement in this crate goes through it.
+    #[test]
+    fn sql_query_is_never_cached() {
+        let mut conn = SqliteConnection::establish(":memory:").expect("open");
+        let cached = Arc::new(Mutex::new(0_usize));
+        let sink = Arc::clone(&cached);
+        conn.set_instrumentation(move |event: InstrumentationEvent<'_>| {
+            if let InstrumentationEvent::CacheQuery { .. } = event {
+                *sink.lock().expect("lock") += 1;
+            }
+        });
+        diesel::sql_query("SELECT 1")
+            .execute(&mut conn)
+            .expect("run");
+        assert_eq!(*cached.lock().expect("lock"), 0);
+        statement("SELECT 1").execute(&mut conn).expect("run");
+        assert_eq!(*cached.lock().expect("lock"), 1);
+    }
 }

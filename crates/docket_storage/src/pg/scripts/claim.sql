@@ -4,7 +4,8 @@
 -- that keeps taking its worker down). SKIP LOCKED lets workers on every replica
 -- claim at once without waiting on, or taking, each other's rows. The attempt
 -- goes up: it is the fencing token of every later write.
--- $1 worker, $2 lease in milliseconds.
+-- $1 worker, $2 lease in milliseconds. The statement ends with RETURNING; the
+-- code appends the run's columns (run_columns!), so the list is written once.
 UPDATE script_runs AS run
    SET status = 'running',
        attempt = run.attempt + 1,
@@ -23,4 +24,4 @@ UPDATE script_runs AS run
         LIMIT 1
           FOR UPDATE SKIP LOCKED
  )
-RETURNING RUN_COLUMNS
+RETURNING

@@ -1,0 +1,379 @@
+//! The rows of tasks, assets, call records and audit entries as both backends'
+//! statements return them, each written once over [`Columns`], and how each
+//! becomes its domain value. Every statement that returns one of these rows
+//! names its columns with the matching macro (`task_columns!()`, …), so the
+//! list is written once too. The script, version and run rows are
+//! `scripts::rows`'.
+
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+
+use docket_catalog::{Asset, CallRecord, CatalogError};
+use docket_task::model::TaskRecord;
+use docket_task::store::{AuditContext, AuditEntry};
+use docket_task::{StoreError, TaskId};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::columns::{Columns, StoredValue, optional};
+use crate::shared::{self, InputState};
+
+/// The columns of a task, as every statement that returns one lists them.
+macro_rules! task_columns {
+    () => {
+        "task_id, tool, arguments, owner, extra_follower, replica_id, status, status_message, \
+         created_at, last_updated_at, heartbeat_at, cancel_requested_at, result, error, \
+         input_requests, expires_at, poll_interval_ms"
+    };
+}
+pub(crate) use task_columns;
+
+/// A task as read ([`task_columns!`]).
+#[derive(QueryableByName)]
+pub(crate) struct TaskRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    task_id: String,
+    #[diesel(sql_type = Text)]
+    tool: String,
+    #[diesel(sql_type = C::JsonSql)]
+    arguments: C::Json,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    extra_follower: Option<String>,
+    #[diesel(sql_type = Text)]
+    replica_id: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    status_message: Option<String>,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    last_updated_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    heartbeat_at: C::Time,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    cancel_requested_at: Option<C::Time>,
+    #[diesel(sql_type = Nullable<C::JsonSql>)]
+    result: Option<C::Json>,
+    #[diesel(sql_type = Nullable<C::JsonSql>)]
+    error: Option<C::Json>,
+    #[diesel(sql_type = Nullable<C::JsonSql>)]
+    input_requests: Option<C::Json>,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    expires_at: Option<C::Time>,
+    #[diesel(sql_type = BigInt)]
+    poll_interval_ms: i64,
+}
+
+impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
+    type Error = StoreError;
+
+    fn try_from(row: TaskRow<C>) -> Result<Self, StoreError> {
+        Ok(TaskRecord {
+            id: TaskId::from_stored(row.task_id),
+            tool: row.tool,
+            arguments: row.arguments.value()?,
+            owner: row.owner,
+            extra_follower: row.extra_follower,
+            replica_id: row.replica_id,
+            status: shared::status(&row.status)?,
+            status_message: row.status_message,
+            created_at: row.created_at.value()?,
+            last_updated_at: row.last_updated_at.value()?,
+            heartbeat_at: row.heartbeat_at.value()?,
+            cancel_requested_at: optional(row.cancel_requested_at)?,
+            result: optional(row.result)?,
+            error: shared::task_error(optional(row.error)?)?,
+            input_requests: optional(row.input_requests)?,
+            expires_at: optional(row.expires_at)?,
+            poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
+        })
+    }
+}
+
+/// One task id returned by a statement.
+#[derive(QueryableByName)]
+pub(crate) struct TaskIdRow {
+    #[diesel(sql_type = Text)]
+    task_id: String,
+}
+
+/// The ids a statement returned.
+pub(crate) fn task_ids(rows: Vec<TaskIdRow>) -> Vec<TaskId> {
+    rows.into_iter()
+        .map(|row| TaskId::from_stored(row.task_id))
+        .collect()
+}
+
+/// The columns of an asset.
+macro_rules! asset_columns {
+    () => {
+        "id, owner, name, description, tags, format, content_type, storage_key, size_bytes, \
+         row_count, connection, tool, idempotency_key, task_id, call_id, created_at"
+    };
+}
+pub(crate) use asset_columns;
+
+/// An asset as read ([`asset_columns!`]).
+#[derive(QueryableByName)]
+pub(crate) struct AssetRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    description: Option<String>,
+    #[diesel(sql_type = C::JsonSql)]
+    tags: C::Json,
+    #[diesel(sql_type = Text)]
+    format: String,
+    #[diesel(sql_type = Text)]
+    content_type: String,
+    #[diesel(sql_type = Text)]
+    storage_key: String,
+    #[diesel(sql_type = BigInt)]
+    size_bytes: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    row_count: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    connection: Option<String>,
+    #[diesel(sql_type = Text)]
+    tool: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    idempotency_key: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    task_id: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    call_id: Option<String>,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+}
+
+impl<C: Columns> TryFrom<AssetRow<C>> for Asset {
+    type Error = CatalogError;
+
+    fn try_from(row: AssetRow<C>) -> Result<Self, CatalogError> {
+        Ok(Asset {
+            id: row.id,
+            owner: row.owner,
+            name: row.name,
+            description: row.description,
+            tags: shared::tags(row.tags.value()?)?,
+            format: row.format,
+            content_type: row.content_type,
+            storage_key: row.storage_key,
+            size_bytes: row.size_bytes,
+            row_count: row.row_count,
+            connection: row.connection,
+            tool: row.tool,
+            idempotency_key: row.idempotency_key,
+            task_id: row.task_id,
+            call_id: row.call_id,
+            created_at: row.created_at.value()?,
+        })
+    }
+}
+
+/// Rows read into assets.
+pub(crate) fn assets<C: Columns>(rows: Vec<AssetRow<C>>) -> Result<Vec<Asset>, CatalogError> {
+    rows.into_iter().map(Asset::try_from).collect()
+}
+
+/// The columns of a call record.
+macro_rules! call_columns {
+    () => {
+        "id, kind, tool, connection, statement, subject, persona, success, outcome, \
+         error_message, duration_ms, rows, bytes, asset_id, task_id, upstream_status, created_at"
+    };
+}
+pub(crate) use call_columns;
+
+/// A call record as read ([`call_columns!`]).
+#[derive(QueryableByName)]
+pub(crate) struct CallRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Text)]
+    tool: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    connection: Option<String>,
+    #[diesel(sql_type = Text)]
+    statement: String,
+    #[diesel(sql_type = Text)]
+    subject: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    persona: Option<String>,
+    #[diesel(sql_type = Bool)]
+    success: bool,
+    #[diesel(sql_type = Text)]
+    outcome: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    error_message: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    duration_ms: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    rows: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    bytes: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    asset_id: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    task_id: Option<String>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    upstream_status: Option<i32>,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+}
+
+impl<C: Columns> TryFrom<CallRow<C>> for CallRecord {
+    type Error = CatalogError;
+
+    fn try_from(row: CallRow<C>) -> Result<Self, CatalogError> {
+        Ok(CallRecord {
+            id: row.id,
+            kind: shared::call_kind(&row.kind)?,
+            tool: row.tool,
+            connection: row.connection,
+            statement: row.statement,
+            subject: row.subject,
+            persona: row.persona,
+            success: row.success,
+            outcome: row.outcome,
+            error_message: row.error_message,
+            duration_ms: row.duration_ms,
+            rows: row.rows,
+            bytes: row.bytes,
+            asset_id: row.asset_id,
+            task_id: row.task_id,
+            upstream_status: shared::upstream_status(row.upstream_status)?,
+            created_at: row.created_at.value()?,
+        })
+    }
+}
+
+/// Rows read into call records.
+pub(crate) fn calls<C: Columns>(rows: Vec<CallRow<C>>) -> Result<Vec<CallRecord>, CatalogError> {
+    rows.into_iter().map(CallRecord::try_from).collect()
+}
+
+/// The columns of an audit entry.
+macro_rules! audit_columns {
+    () => {
+        "tool, subject, persona, connection, arguments, success, outcome, error_message, \
+         duration_ms"
+    };
+}
+pub(crate) use audit_columns;
+
+/// An audit entry as read ([`audit_columns!`]).
+#[derive(QueryableByName)]
+pub(crate) struct AuditRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    tool: String,
+    #[diesel(sql_type = Text)]
+    subject: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    persona: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    connection: Option<String>,
+    #[diesel(sql_type = C::JsonSql)]
+    arguments: C::Json,
+    #[diesel(sql_type = Bool)]
+    success: bool,
+    #[diesel(sql_type = Text)]
+    outcome: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    error_message: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    duration_ms: i64,
+}
+
+impl<C: Columns> TryFrom<AuditRow<C>> for AuditEntry {
+    type Error = StoreError;
+
+    fn try_from(row: AuditRow<C>) -> Result<Self, StoreError> {
+        Ok(AuditEntry {
+            tool: row.tool,
+            subject: row.subject,
+            context: AuditContext {
+                persona: row.persona,
+                connection: row.connection,
+                arguments: row.arguments.value()?,
+            },
+            success: row.success,
+            outcome: row.outcome,
+            error_message: row.error_message,
+            duration_ms: row.duration_ms,
+        })
+    }
+}
+
+/// Rows read into audit entries.
+pub(crate) fn audit_entries<C: Columns>(
+    rows: Vec<AuditRow<C>>,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    rows.into_iter().map(AuditEntry::try_from).collect()
+}
+
+/// A task as read together with the database clock (`task_columns!(), <now> AS now`).
+#[derive(QueryableByName)]
+pub(crate) struct TaskNowRow<C: Columns> {
+    #[diesel(embed)]
+    task: TaskRow<C>,
+    #[diesel(sql_type = C::TimeSql)]
+    now: C::Time,
+}
+
+impl<C: Columns> TaskNowRow<C> {
+    /// The task and the clock's reading.
+    pub(crate) fn read(self) -> Result<(TaskRecord, OffsetDateTime), StoreError> {
+        Ok((self.task.try_into()?, self.now.value()?))
+    }
+}
+
+/// The input columns of one task
+/// (`status, input_requests, input_answers, requested_input_keys`).
+#[derive(QueryableByName)]
+pub(crate) struct InputRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Nullable<C::JsonSql>)]
+    input_requests: Option<C::Json>,
+    #[diesel(sql_type = C::JsonSql)]
+    input_answers: C::Json,
+    #[diesel(sql_type = C::JsonSql)]
+    requested_input_keys: C::Json,
+}
+
+impl<C: Columns> TryFrom<InputRow<C>> for InputState {
+    type Error = StoreError;
+
+    fn try_from(row: InputRow<C>) -> Result<Self, StoreError> {
+        Ok(InputState {
+            status: shared::status(&row.status)?,
+            input_requests: optional(row.input_requests)?,
+            answers: shared::answers(row.input_answers.value()?)?,
+            requested_keys: shared::requested_keys(row.requested_input_keys.value()?)?,
+        })
+    }
+}
+
+/// The answers a statement took from a task (`input_answers`).
+#[derive(QueryableByName)]
+pub(crate) struct AnswersRow<C: Columns> {
+    #[diesel(sql_type = C::JsonSql)]
+    pub(crate) input_answers: C::Json,
+}
+
+impl<C: Columns> AnswersRow<C> {
+    /// The answers, by key.
+    pub(crate) fn answers(self) -> Result<Map<String, Value>, StoreError> {
+        shared::answers(self.input_answers.value()?)
+    }
+}
