@@ -21,12 +21,20 @@ use crate::shared::{self, InputState};
 /// The columns of a task, as every statement that returns one lists them.
 macro_rules! task_columns {
     () => {
+        concat!(crate::rows::task_columns_but_stamp!(), ", heartbeat_at")
+    };
+}
+/// The columns of a task but its stamp (`heartbeat_at`), for a statement that
+/// reads the stamp with its replica's beat (`… AS heartbeat_at`).
+macro_rules! task_columns_but_stamp {
+    () => {
         "task_id, tool, arguments, owner, extra_follower, replica_id, status, status_message, \
-         created_at, last_updated_at, heartbeat_at, cancel_requested_at, result, error, \
-         input_requests, expires_at, poll_interval_ms"
+         created_at, last_updated_at, cancel_requested_at, result, error, input_requests, \
+         expires_at, poll_interval_ms"
     };
 }
 pub(crate) use task_columns;
+pub(crate) use task_columns_but_stamp;
 
 /// A task as read ([`task_columns!`]).
 #[derive(QueryableByName)]

@@ -263,11 +263,12 @@ mod postgres {
         hear_cancel(&*taking, &after.id, &mut signals).await;
     }
 
-    /// 10 000 running tasks are stamped by one call, in one statement: every row
-    /// carries the same new stamp (one statement, one `now()`), and the call
-    /// returns exactly the tasks with a cancel requested.
+    /// One beat of a replica with 10 000 running tasks stamps the replica's row
+    /// and no task row: every task reads the replica's new stamp, only the
+    /// messages that changed are written, and the call returns exactly the tasks
+    /// with a cancel requested.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_heartbeat_statement_stamps_ten_thousand_tasks() {
+    async fn one_beat_stamps_ten_thousand_tasks_through_their_replica() {
         let _alone = heavy().await;
         use diesel::sql_types::{BigInt, Timestamptz};
         use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -283,7 +284,8 @@ mod postgres {
             creators.push(tokio::spawn(async move {
                 let mut ids = Vec::new();
                 for _ in 0..TASKS / 4 {
-                    let mut task = new_task("one_heartbeat_statement_stamps_ten_thousand_tasks");
+                    let mut task =
+                        new_task("one_beat_stamps_ten_thousand_tasks_through_their_replica");
                     task.replica_id = "bulk".into();
                     ids.push(store.create(task).await.expect("create").id);
                 }
@@ -300,11 +302,11 @@ mod postgres {
         }
         let (_, before) = store.get(&ids[0]).await.expect("get").expect("present");
 
-        let beats: Vec<Beat> = ids
+        // Three messages changed since the last beat; the runtime sends only those.
+        let beats: Vec<Beat> = [0, 5_000, 9_998]
             .iter()
-            .enumerate()
-            .map(|(index, id)| Beat {
-                id: id.clone(),
+            .map(|&index| Beat {
+                id: ids[index].clone(),
                 status_message: Some(format!("{index} rows written")),
             })
             .collect();
@@ -314,28 +316,35 @@ mod postgres {
         assert_eq!(reported, cancelled);
 
         #[derive(diesel::QueryableByName)]
-        struct Stamps {
+        struct Writes {
             #[diesel(sql_type = BigInt)]
-            stamped: i64,
+            tasks_written: i64,
             #[diesel(sql_type = BigInt)]
-            distinct_stamps: i64,
+            replica_stamped: i64,
         }
         let mut connection = AsyncPgConnection::establish(database.url())
             .await
             .expect("connect");
-        let stamps: Stamps = diesel::sql_query(
-            "SELECT count(*) FILTER (WHERE heartbeat_at > $1) AS stamped, \
-                    count(DISTINCT heartbeat_at) AS distinct_stamps \
-               FROM call_tasks WHERE replica_id = 'bulk'",
+        let writes: Writes = diesel::sql_query(
+            "SELECT (SELECT count(*) FROM call_tasks \
+                      WHERE replica_id = 'bulk' AND last_updated_at > $1) AS tasks_written, \
+                    (SELECT count(*) FROM replicas \
+                      WHERE id = 'bulk' AND last_beat_at > $1) AS replica_stamped",
         )
         .bind::<Timestamptz, _>(before)
         .get_result(&mut connection)
         .await
-        .expect("count stamps");
-        assert_eq!(stamps.stamped, i64::try_from(TASKS).expect("fits"));
-        assert_eq!(stamps.distinct_stamps, 1, "one statement, one stamp");
+        .expect("count writes");
+        assert_eq!(writes.tasks_written, 3, "only the changed messages");
+        assert_eq!(writes.replica_stamped, 1);
+        for index in [1, 4_321, 9_998] {
+            let (task, _) = store.get(&ids[index]).await.expect("get").expect("present");
+            assert!(task.heartbeat_at > before, "as alive as its replica");
+        }
         let (last, _) = store.get(&ids[9_998]).await.expect("get").expect("present");
         assert_eq!(last.status_message.as_deref(), Some("9998 rows written"));
+        let (quiet, _) = store.get(&ids[1]).await.expect("get").expect("present");
+        assert_eq!(quiet.status_message.as_deref(), Some("starting"));
     }
 
     /// Two replicas sweeping stale tasks and running retention at the same time
@@ -545,16 +554,17 @@ mod sqlite {
         assert!(store.get(&task.id).await.expect("get").is_some());
     }
 
-    /// One heartbeat call stamps all of a replica's tasks with one reading of
-    /// the clock (one statement) and reports only the cancelled ones.
+    /// One beat with no messages stamps all of a replica's tasks through the
+    /// replica's row (one stamp, no task row written) and reports only the
+    /// cancelled ones.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_heartbeat_statement_stamps_every_task() {
+    async fn one_beat_stamps_every_task_through_its_replica() {
         let _alone = heavy().await;
         let database = TestDatabase::sqlite().await;
         let store = database.store().await;
         let mut ids = Vec::new();
         for _ in 0..1_000 {
-            let mut task = new_task("one_heartbeat_statement_stamps_every_task");
+            let mut task = new_task("one_beat_stamps_every_task_through_its_replica");
             task.replica_id = "bulk".into();
             ids.push(store.create(task).await.expect("create").id);
         }
@@ -562,24 +572,18 @@ mod sqlite {
         let (_, before) = store.get(&ids[0]).await.expect("get").expect("present");
         // Only to order events: SQLite's clock counts milliseconds.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let beats: Vec<Beat> = ids
-            .iter()
-            .map(|id| Beat {
-                id: id.clone(),
-                status_message: None,
-            })
-            .collect();
         assert_eq!(
-            store.heartbeat("bulk", &beats).await.expect("heartbeat"),
+            store.heartbeat("bulk", &[]).await.expect("heartbeat"),
             vec![ids[7].clone()]
         );
         let mut stamps = HashSet::new();
         for id in &ids {
             let (task, _) = store.get(id).await.expect("get").expect("present");
             assert!(task.heartbeat_at > before);
+            assert!(task.last_updated_at < before, "no task row was written");
             stamps.insert(task.heartbeat_at);
         }
-        assert_eq!(stamps.len(), 1, "one statement, one stamp");
+        assert_eq!(stamps.len(), 1, "one stamp: the replica's");
     }
 }
 

@@ -29,6 +29,8 @@ struct Entry {
 /// A [`TaskStore`] in a mutex-guarded map.
 pub struct MemoryStore {
     tasks: Mutex<HashMap<TaskId, Entry>>,
+    /// Each replica's last beat: its running tasks are as alive as it is.
+    replicas: Mutex<HashMap<String, OffsetDateTime>>,
     audit: Mutex<Vec<AuditEntry>>,
     listener: Mutex<Option<SignalListener>>,
     clock: Clock,
@@ -50,6 +52,7 @@ impl MemoryStore {
     pub fn with_clock(clock: Clock) -> Self {
         Self {
             tasks: Mutex::default(),
+            replicas: Mutex::default(),
             audit: Mutex::default(),
             listener: Mutex::default(),
             clock,
@@ -59,6 +62,16 @@ impl MemoryStore {
     /// Every audit row written so far.
     pub fn audit_entries(&self) -> Vec<AuditEntry> {
         lock(&self.audit).clone()
+    }
+
+    /// A task as read: its stamp is its replica's last beat, or its own (taken
+    /// when it was created) if that is later or the replica never beat.
+    fn as_read(record: &TaskRecord, replicas: &HashMap<String, OffsetDateTime>) -> TaskRecord {
+        let mut read = record.clone();
+        if let Some(beat) = replicas.get(&record.replica_id) {
+            read.heartbeat_at = read.heartbeat_at.max(*beat);
+        }
+        read
     }
 
     fn signal(&self, signal: TaskSignal) {
@@ -144,9 +157,10 @@ impl TaskStore for MemoryStore {
 
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
         let now = (self.clock)();
+        let replicas = lock(&self.replicas);
         Ok(lock(&self.tasks)
             .get(id)
-            .map(|entry| (entry.record.clone(), now)))
+            .map(|entry| (Self::as_read(&entry.record, &replicas), now)))
     }
 
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
@@ -178,25 +192,30 @@ impl TaskStore for MemoryStore {
 
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
         let now = (self.clock)();
+        lock(&self.replicas).insert(replica_id.to_owned(), now);
         let mut tasks = lock(&self.tasks);
-        let mut cancelled = Vec::new();
         for beat in beats {
             if let Some(entry) = tasks.get_mut(&beat.id) {
                 let record = &mut entry.record;
                 if record.replica_id != replica_id || record.status.is_terminal() {
                     continue;
                 }
-                record.heartbeat_at = now;
                 if beat.status_message.is_some() && beat.status_message != record.status_message {
                     record.status_message.clone_from(&beat.status_message);
                     record.last_updated_at = now;
                 }
-                if record.cancel_requested_at.is_some() {
-                    cancelled.push(beat.id.clone());
-                }
             }
         }
-        Ok(cancelled)
+        Ok(tasks
+            .iter()
+            .filter(|(_, entry)| {
+                let record = &entry.record;
+                record.replica_id == replica_id
+                    && !record.status.is_terminal()
+                    && record.cancel_requested_at.is_some()
+            })
+            .map(|(id, _)| id.clone())
+            .collect())
     }
 
     async fn require_input(
@@ -277,8 +296,9 @@ impl TaskStore for MemoryStore {
         let now = (self.clock)();
         let mut failed = Vec::new();
         let mut audits = Vec::new();
+        let replicas = lock(&self.replicas).clone();
         for (id, entry) in lock(&self.tasks).iter_mut() {
-            if entry.record.is_stale(now, stale_after)
+            if Self::as_read(&entry.record, &replicas).is_stale(now, stale_after)
                 && let Some(audit) =
                     Self::end(entry, Outcome::Failed(TaskError::replica_gone()), now)
             {

@@ -185,7 +185,8 @@ pub struct TaskRecord {
     pub created_at: OffsetDateTime,
     /// When it last changed.
     pub last_updated_at: OffsetDateTime,
-    /// When its replica last stamped it.
+    /// When its replica was last heard from: the later of its replica's last
+    /// beat and the task's own stamp (taken when it was created).
     pub heartbeat_at: OffsetDateTime,
     /// When a cancel was asked for, if one was.
     pub cancel_requested_at: Option<OffsetDateTime>,

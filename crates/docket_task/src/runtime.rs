@@ -83,6 +83,8 @@ pub enum InputError {
 struct Running {
     cancel: CancellationToken,
     status_message: Arc<Mutex<Option<String>>>,
+    /// The status message the last beat stored, so a beat sends only changes.
+    sent_message: Mutex<Option<String>>,
     input_ready: Arc<Notify>,
 }
 
@@ -280,6 +282,7 @@ impl TaskRuntime {
             Running {
                 cancel: cancel.clone(),
                 status_message: Arc::clone(&status_message),
+                sent_message: Mutex::new(None),
                 input_ready: Arc::clone(&input_ready),
             },
         );
@@ -370,25 +373,38 @@ impl TaskRuntime {
         }
     }
 
-    /// One heartbeat: a single store statement for every task running here.
+    /// One heartbeat: a single store statement that stamps this replica (its
+    /// tasks are as alive as it is), stores the status messages that changed
+    /// since the last beat, and learns which of its tasks another replica asked
+    /// to cancel. Its cost does not grow with the number of tasks running here.
     ///
     /// # Errors
-    /// When the store fails; the next beat tries again.
+    /// When the store fails; the next beat tries again (and sends the messages
+    /// this one could not).
     pub async fn beat(&self) -> Result<(), StoreError> {
         let beats: Vec<Beat> = lock(&self.running)
             .iter()
-            .map(|(id, running)| Beat {
-                id: id.clone(),
-                status_message: lock(&running.status_message).clone(),
+            .filter_map(|(id, running)| {
+                let message = lock(&running.status_message).clone();
+                let changed = message.is_some() && message != *lock(&running.sent_message);
+                changed.then(|| Beat {
+                    id: id.clone(),
+                    status_message: message,
+                })
             })
             .collect();
-        if beats.is_empty() {
-            return Ok(());
-        }
         let cancelled = self
             .store
             .heartbeat(&self.config.replica_id, &beats)
             .await?;
+        {
+            let running = lock(&self.running);
+            for beat in beats {
+                if let Some(task) = running.get(&beat.id) {
+                    *lock(&task.sent_message) = beat.status_message;
+                }
+            }
+        }
         for id in &cancelled {
             self.cancel_local(id);
         }

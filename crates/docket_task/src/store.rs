@@ -112,12 +112,13 @@ fn first_text(result: &Value) -> Option<String> {
         .find_map(|block| block.get("text")?.as_str().map(str::to_owned))
 }
 
-/// One task's stamp in a heartbeat.
+/// A status message a heartbeat carries for one task: the runtime sends a task's
+/// message when it changed since the last beat.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Beat {
     /// The task.
     pub id: TaskId,
-    /// Its current status message (progress), if it has one.
+    /// Its current status message (progress); `None` keeps the stored one.
     pub status_message: Option<String>,
 }
 
@@ -166,8 +167,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// replica running it.
     async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError>;
 
-    /// Stamps every listed task of `replica_id` in ONE statement, storing each status
-    /// message; returns the ids among them with a cancel requested.
+    /// One beat of `replica_id`, in ONE statement whose cost does not grow with the
+    /// replica's running tasks: stamps the replica (a running task is as alive as
+    /// its replica: [`TaskRecord::heartbeat_at`] reads as the later of the task's
+    /// own stamp and its replica's last beat), stores the listed status messages
+    /// of the replica's running tasks (writing only those that differ), and
+    /// returns the replica's running tasks with a cancel requested.
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError>;
 
     /// Adds input requests to a running task and moves it to `input_required`.
@@ -190,8 +195,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Removes and returns the answers the running work has not consumed yet.
     async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError>;
 
-    /// Fails every task whose replica stopped stamping it more than `stale_after`
-    /// ago (database clock), writing their audit rows. Returns the ids it failed.
+    /// Fails every running task whose replica stopped beating more than
+    /// `stale_after` ago (database clock; a task whose replica never beat is judged
+    /// by its own stamp), writing their audit rows. Returns the ids it failed.
     async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError>;
 
     /// Deletes up to `limit` tasks whose expiry has passed. Returns their ids.

@@ -187,17 +187,25 @@ pub async fn cancelling_an_ended_task_is_a_no_op(store: Arc<dyn TaskStore>) {
         .expect("unknown ids are fine");
 }
 
-/// One heartbeat stamps the replica's tasks, stores their messages, and reports
-/// which have a cancel requested; another replica's tasks are left alone.
+/// One heartbeat stamps the replica, and with it every task it runs (listed or
+/// not), stores the messages it carries, and reports every task of the replica
+/// with a cancel requested; another replica's tasks are left alone.
 pub async fn heartbeat_stamps_and_reports_cancels(store: Arc<dyn TaskStore>) {
     let first = new_task("heartbeat_stamps_and_reports_cancels");
     let second = new_task("heartbeat_stamps_and_reports_cancels");
+    let unlisted = new_task("heartbeat_stamps_and_reports_cancels");
     let mut foreign = new_task("heartbeat_stamps_and_reports_cancels");
-    foreign.replica_id = "b".into();
-    for task in [&first, &second, &foreign] {
-        store.create(task.clone()).await.expect("create");
+    // Replicas of this test's own, so no other test's beat or task can show up.
+    let replica = format!("a-{}", first.id.as_str());
+    foreign.replica_id = format!("b-{}", first.id.as_str());
+    for task in [&first, &second, &unlisted] {
+        let mut task = task.clone();
+        task.replica_id.clone_from(&replica);
+        store.create(task).await.expect("create");
     }
+    store.create(foreign.clone()).await.expect("create");
     let (before, _) = store.get(&first.id).await.expect("get").expect("present");
+    let (foreign_before, _) = store.get(&foreign.id).await.expect("get").expect("present");
     store.request_cancel(&second.id).await.expect("cancel");
     store.request_cancel(&foreign.id).await.expect("cancel");
     // The stamp must be able to move: wait until the store's clock has.
@@ -208,30 +216,54 @@ pub async fn heartbeat_stamps_and_reports_cancels(store: Arc<dyn TaskStore>) {
             status_message: Some("412 000 rows written, 38 MB".into()),
         },
         Beat {
-            id: second.id.clone(),
-            status_message: None,
-        },
-        Beat {
             id: foreign.id.clone(),
             status_message: Some("not mine".into()),
         },
     ];
-    let cancelled = store.heartbeat("a", &beats).await.expect("heartbeat");
-    assert_eq!(cancelled, vec![second.id.clone()]);
+    let cancelled = store.heartbeat(&replica, &beats).await.expect("heartbeat");
+    assert_eq!(
+        cancelled,
+        vec![second.id.clone()],
+        "the replica's pending cancels"
+    );
     let (after, _) = store.get(&first.id).await.expect("get").expect("present");
     assert!(after.heartbeat_at > before.heartbeat_at);
     assert_eq!(
         after.status_message.as_deref(),
         Some("412 000 rows written, 38 MB")
     );
+    let (quiet, _) = store
+        .get(&unlisted.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert!(
+        quiet.heartbeat_at > before.heartbeat_at,
+        "a task the beat did not list is as alive as its replica"
+    );
+    assert_eq!(quiet.status_message.as_deref(), Some("starting"));
     let (untouched, _) = store.get(&foreign.id).await.expect("get").expect("present");
     assert_eq!(untouched.status_message.as_deref(), Some("starting"));
+    assert_eq!(untouched.heartbeat_at, foreign_before.heartbeat_at);
+    // A beat with no messages still stamps, and still reports the cancel.
+    assert_eq!(
+        store
+            .heartbeat(&replica, &[])
+            .await
+            .expect("empty heartbeat"),
+        vec![second.id.clone()]
+    );
+    store
+        .finish(&second.id, Outcome::Cancelled)
+        .await
+        .expect("finish");
     assert!(
         store
-            .heartbeat("a", &[])
+            .heartbeat(&replica, &[])
             .await
             .expect("empty heartbeat")
-            .is_empty()
+            .is_empty(),
+        "an ended task's cancel is no longer pending"
     );
 }
 

@@ -140,9 +140,6 @@ impl TaskStore for PgStore {
     }
 
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
-        if beats.is_empty() {
-            return Ok(Vec::new());
-        }
         tasks::heartbeat(&mut *self.conn().await?, replica_id, beats).await
     }
 

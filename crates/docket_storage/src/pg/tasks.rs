@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::columns::PgColumns;
 use crate::error::query_error;
-use crate::rows::{self, TaskIdRow, task_columns};
+use crate::rows::{self, TaskIdRow, task_columns, task_columns_but_stamp};
 use crate::shared::{self, Answered, Ending, InputState};
 use crate::statement::statement;
 
@@ -31,7 +31,7 @@ pub(crate) async fn create(
     task: NewTask,
 ) -> Result<TaskRecord, StoreError> {
     let retention = task.retention.map(shared::millis);
-    statement(include_str!("tasks/create.sql"))
+    statement(concat!(include_str!("tasks/create.sql"), task_columns!()))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Jsonb, _>(&task.arguments)
@@ -57,8 +57,10 @@ pub(crate) async fn get(
 ) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
     statement(concat!(
         "SELECT ",
-        task_columns!(),
-        ", now() AS now FROM call_tasks WHERE task_id = $1"
+        task_columns_but_stamp!(),
+        ", GREATEST(task.heartbeat_at, replica.last_beat_at) AS heartbeat_at, now() AS now \
+           FROM call_tasks AS task LEFT JOIN replicas AS replica ON replica.id = task.replica_id \
+          WHERE task.task_id = $1"
     ))
     .bind::<Text, _>(id.as_str())
     .get_result::<TaskNowRow>(conn)
@@ -103,15 +105,13 @@ pub(crate) async fn request_cancel(
     Ok(())
 }
 
-/// Stamps the beats in one statement; returns those with a cancel requested.
+/// One beat of the replica in one statement: its stamp, the changed status
+/// messages; returns its running tasks with a cancel pending.
 pub(crate) async fn heartbeat(
     conn: &mut AsyncPgConnection,
     replica_id: &str,
     beats: &[Beat],
 ) -> Result<Vec<TaskId>, StoreError> {
-    if beats.is_empty() {
-        return Ok(Vec::new());
-    }
     let (task_ids, messages): (Vec<&str>, Vec<Option<&str>>) = beats
         .iter()
         .map(|beat| (beat.id.as_str(), beat.status_message.as_deref()))

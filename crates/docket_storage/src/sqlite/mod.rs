@@ -188,9 +188,6 @@ impl TaskStore for SqliteStore {
     }
 
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
-        if beats.is_empty() {
-            return Ok(Vec::new());
-        }
         let replica_id = replica_id.to_owned();
         let beats = beats.to_vec();
         self.write(move |conn| tasks::heartbeat(conn, &replica_id, &beats))

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Nullable, Text};
+use diesel::sql_types::{BigInt, Nullable, Text};
 use docket_task::store::Beat;
 use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::audit::{self, NewAuditRow};
 use super::sql::{modifier, now};
 use crate::columns::TextColumns;
-use crate::rows::{self, TaskIdRow, task_columns};
+use crate::rows::{self, TaskIdRow, task_columns, task_columns_but_stamp};
 use crate::shared::{self, Answered, Ending, InputState};
 use crate::statement::statement;
 
@@ -33,7 +33,7 @@ fn corrupt(error: StoreError) -> diesel::result::Error {
 
 /// Inserts a working task (autocommit: committed when this returns).
 pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult<TaskRow> {
-    statement(include_str!("tasks/create.sql"))
+    statement(concat!(include_str!("tasks/create.sql"), task_columns!()))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Text, _>(task.arguments.to_string())
@@ -53,8 +53,10 @@ pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult
 pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<TaskNowRow>> {
     statement(concat!(
         "SELECT ",
-        task_columns!(),
-        ", ",
+        task_columns_but_stamp!(),
+        ", max(heartbeat_at, COALESCE(\
+               (SELECT last_beat_at FROM replicas WHERE replicas.id = call_tasks.replica_id), \
+               heartbeat_at)) AS heartbeat_at, ",
         now!(),
         " AS now FROM call_tasks WHERE task_id = ?1"
     ))
@@ -130,22 +132,14 @@ pub(crate) fn request_cancel(conn: &mut SqliteConnection, id: &str) -> QueryResu
     .map(drop)
 }
 
-/// One stamped task and whether a cancel was asked for it.
-#[derive(QueryableByName)]
-struct StampedRow {
-    #[diesel(sql_type = Text)]
-    task_id: String,
-    #[diesel(sql_type = Bool)]
-    cancel_requested: bool,
-}
-
-/// Stamps the beats in one statement; returns those with a cancel requested.
+/// One beat of the replica, in one immediate transaction: its stamp, the
+/// changed status messages; returns its running tasks with a cancel pending.
 pub(crate) fn heartbeat(
     conn: &mut SqliteConnection,
     replica_id: &str,
     beats: &[Beat],
 ) -> QueryResult<Vec<TaskId>> {
-    let beats = Value::Array(
+    let messages = Value::Array(
         beats
             .iter()
             .map(|beat| {
@@ -158,15 +152,31 @@ pub(crate) fn heartbeat(
             })
             .collect(),
     );
-    let stamped = statement(include_str!("tasks/heartbeat.sql"))
+    conn.immediate_transaction(|conn| {
+        statement(concat!(
+            "INSERT INTO replicas (id, started_at, last_beat_at) VALUES (?1, ",
+            now!(),
+            ", ",
+            now!(),
+            ") ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at"
+        ))
         .bind::<Text, _>(replica_id)
-        .bind::<Text, _>(beats.to_string())
-        .load::<StampedRow>(conn)?;
-    Ok(stamped
-        .into_iter()
-        .filter(|row| row.cancel_requested)
-        .map(|row| TaskId::from_stored(row.task_id))
-        .collect())
+        .execute(conn)?;
+        if !beats.is_empty() {
+            statement(include_str!("tasks/heartbeat.sql"))
+                .bind::<Text, _>(replica_id)
+                .bind::<Text, _>(messages.to_string())
+                .execute(conn)?;
+        }
+        statement(
+            "SELECT task_id FROM call_tasks \
+              WHERE replica_id = ?1 AND cancel_requested_at IS NOT NULL \
+                AND status IN ('working', 'input_required')",
+        )
+        .bind::<Text, _>(replica_id)
+        .load::<TaskIdRow>(conn)
+        .map(rows::task_ids)
+    })
 }
 
 /// Reads a task's input state (inside an immediate transaction: no other writer

@@ -1,4 +1,5 @@
--- Inserts a working task. The three times default to now() (one value: the
+-- Inserts a working task. The statement ends with RETURNING; the code appends
+-- the task's columns (task_columns!). The three times default to now() (one value: the
 -- transaction's start), and the expiry counts from that same instant.
 -- $1 task_id, $2 tool, $3 arguments, $4 owner, $5 extra_follower, $6 replica_id,
 -- $7 status_message, $8 retention in ms (NULL: no expiry), $9 poll_interval_ms,
@@ -11,6 +12,3 @@ INSERT INTO call_tasks (
     now() + $8::bigint * interval '1 millisecond', $9, $10, $11, $12
 )
 RETURNING
-    task_id, tool, arguments, owner, extra_follower, replica_id, status, status_message,
-    created_at, last_updated_at, heartbeat_at, cancel_requested_at, result, error,
-    input_requests, expires_at, poll_interval_ms

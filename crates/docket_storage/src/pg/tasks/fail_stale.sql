@@ -1,5 +1,7 @@
--- Fails every running task whose replica stopped stamping it more than $1 ms ago
--- (database clock) and writes one audit row for each, in one statement.
+-- Fails every running task whose replica stopped beating more than $1 ms ago
+-- (database clock) and writes one audit row for each, in one statement. A task
+-- is as alive as its replica's row says; a task whose replica never beat (or
+-- whose row is gone) is judged by its own stamp, taken when it was created.
 -- SKIP LOCKED: a task another replica's sweep (or a heartbeat, or a finish) holds
 -- is left to that transaction, so concurrent sweeps never wait on each other and
 -- never fail the same task twice; the status check in the UPDATE keeps the
@@ -7,11 +9,13 @@
 -- $1 stale_after in ms, $2 error, $3 status_message and audit error message,
 -- $4 audit success, $5 audit outcome.
 WITH stale AS (
-    SELECT task_id
-      FROM call_tasks
-     WHERE status IN ('working', 'input_required')
-       AND heartbeat_at < now() - $1::bigint * interval '1 millisecond'
-       FOR UPDATE SKIP LOCKED
+    SELECT task.task_id
+      FROM call_tasks AS task
+      LEFT JOIN replicas AS replica ON replica.id = task.replica_id
+     WHERE task.status IN ('working', 'input_required')
+       AND GREATEST(task.heartbeat_at, replica.last_beat_at)
+           < now() - $1::bigint * interval '1 millisecond'
+       FOR UPDATE OF task SKIP LOCKED
 ), failed AS (
     UPDATE call_tasks AS task
        SET status = 'failed',

@@ -1,22 +1,28 @@
--- Stamps every listed running task of one replica in ONE statement, storing the
--- progress messages that came with the beat (a NULL message keeps the stored one;
--- last_updated_at moves only when the message changed), and returns the tasks
--- among them that another replica asked to cancel.
--- $1 replica_id, $2 task ids, $3 their status messages (same order).
-WITH stamped AS (
+-- One beat of one replica, whatever the number of tasks it runs: stamps the
+-- replica's own row (its tasks are as alive as it is), stores the status messages
+-- that changed since its last beat (the caller sends only those; a message equal
+-- to the stored one writes nothing, and last_updated_at moves only with a
+-- change), and returns the replica's running tasks with a cancel pending, read
+-- through the partial index call_tasks_pending_cancel. Data-modifying CTEs run
+-- to completion whether or not the final SELECT reads them.
+-- $1 replica_id, $2 task ids, $3 their new status messages (same order).
+WITH alive AS (
+    INSERT INTO replicas (id, started_at, last_beat_at)
+    VALUES ($1, now(), now())
+    ON CONFLICT (id) DO UPDATE SET last_beat_at = now()
+), said AS (
     UPDATE call_tasks AS task
-       SET heartbeat_at = now(),
-           last_updated_at = CASE
-               WHEN beat.status_message IS NOT NULL
-                AND beat.status_message IS DISTINCT FROM task.status_message
-               THEN now()
-               ELSE task.last_updated_at
-           END,
-           status_message = COALESCE(beat.status_message, task.status_message)
+       SET status_message = beat.status_message,
+           last_updated_at = now()
       FROM unnest($2::text[], $3::text[]) AS beat (task_id, status_message)
      WHERE task.task_id = beat.task_id
        AND task.replica_id = $1
        AND task.status IN ('working', 'input_required')
-    RETURNING task.task_id, task.cancel_requested_at IS NOT NULL AS cancel_requested
+       AND beat.status_message IS NOT NULL
+       AND beat.status_message IS DISTINCT FROM task.status_message
 )
-SELECT task_id FROM stamped WHERE cancel_requested
+SELECT task_id
+  FROM call_tasks
+ WHERE replica_id = $1
+   AND cancel_requested_at IS NOT NULL
+   AND status IN ('working', 'input_required')

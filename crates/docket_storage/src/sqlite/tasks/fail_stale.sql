@@ -1,4 +1,6 @@
--- Fails every running task whose replica stopped stamping it before the cut-off,
+-- Fails every running task whose replica stopped beating before the cut-off (a
+-- task is as alive as its replica's row says; one whose replica never beat is
+-- judged by its own stamp, taken when it was created),
 -- and returns what each one's audit row needs; the caller writes those rows in
 -- the same transaction.
 -- ?1 the cut-off as a time modifier ('-30.000 seconds'), ?2 error,
@@ -10,7 +12,10 @@ UPDATE call_tasks
        input_requests = NULL,
        last_updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
  WHERE status IN ('working', 'input_required')
-   AND heartbeat_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+   AND max(heartbeat_at, COALESCE(
+           (SELECT last_beat_at FROM replicas WHERE replicas.id = call_tasks.replica_id),
+           heartbeat_at
+       )) < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
 RETURNING
     task_id, tool, owner, audit_persona, audit_connection, audit_arguments,
     CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms
