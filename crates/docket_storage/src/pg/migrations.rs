@@ -54,3 +54,108 @@ pub(crate) async fn run(url: String) -> Result<(), StorageError> {
     .await
     .map_err(|_| StorageError::MigrationThread { backend })?
 }
+
+#[cfg(test)]
+mod tests {
+    use diesel::sql_types::Text;
+
+    use super::*;
+    use crate::test_db::{PostgresServer, TestDatabase};
+
+    #[derive(diesel::QueryableByName, Debug, PartialEq)]
+    struct Stamp {
+        #[diesel(sql_type = Text)]
+        id: String,
+        #[diesel(sql_type = Text)]
+        at: String,
+    }
+
+    type Connection = AsyncConnectionWrapper<AsyncPgConnection>;
+
+    fn running_task(conn: &mut Connection, id: &str, replica: &str, stamp: &str) {
+        statement(
+            "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, status, \
+             heartbeat_at, poll_interval_ms) \
+             VALUES ($1, 'probe', '{}', 'alice', $2, 'working', $3::timestamptz, 1000)",
+        )
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(replica)
+        .bind::<Text, _>(stamp)
+        .execute(conn)
+        .expect("insert a task");
+    }
+
+    fn stamps(conn: &mut Connection, sql: &'static str) -> Vec<Stamp> {
+        statement(sql).load(conn).expect("read stamps")
+    }
+
+    /// The migration to liveness per replica carries running tasks over: each
+    /// replica gets the newest stamp of its running tasks (an ended task's does
+    /// not count), and reverting it gives the tasks their replica's stamp back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_replicas_migration_carries_running_tasks_over_on_postgres() {
+        let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let Some(database) = TestDatabase::postgres(&server).await else {
+            return;
+        };
+        let url = database.url().to_owned();
+        tokio::task::spawn_blocking(move || {
+            let conn = tokio::runtime::Handle::current()
+                .block_on(establish(url))
+                .expect("connect");
+            let mut conn = Connection::from(conn);
+            statement("SET TIME ZONE 'UTC'")
+                .execute(&mut conn)
+                .expect("time zone");
+            conn.revert_last_migration(MIGRATIONS)
+                .expect("revert the replicas migration");
+            running_task(&mut conn, "t1", "r1", "2026-12-01T10:00:00Z");
+            running_task(&mut conn, "t2", "r1", "2026-12-01T10:00:05Z");
+            running_task(&mut conn, "t3", "r2", "2026-12-01T09:00:00Z");
+            running_task(&mut conn, "t4", "r3", "2026-12-01T11:00:00Z");
+            statement("UPDATE call_tasks SET status = 'completed' WHERE task_id = 't4'")
+                .execute(&mut conn)
+                .expect("end t4");
+            conn.run_pending_migrations(MIGRATIONS)
+                .expect("migrate again");
+            assert_eq!(
+                stamps(
+                    &mut conn,
+                    "SELECT id, last_beat_at::text AS at FROM replicas ORDER BY id"
+                ),
+                vec![
+                    Stamp {
+                        id: "r1".into(),
+                        at: "2026-12-01 10:00:05+00".into()
+                    },
+                    Stamp {
+                        id: "r2".into(),
+                        at: "2026-12-01 09:00:00+00".into()
+                    },
+                ]
+            );
+            statement("UPDATE replicas SET last_beat_at = '2026-12-01T12:00:00Z' WHERE id = 'r1'")
+                .execute(&mut conn)
+                .expect("beat");
+            conn.revert_last_migration(MIGRATIONS).expect("revert");
+            let tasks = stamps(
+                &mut conn,
+                "SELECT task_id AS id, heartbeat_at::text AS at FROM call_tasks ORDER BY task_id",
+            );
+            assert_eq!(
+                tasks
+                    .iter()
+                    .map(|task| task.at.as_str())
+                    .collect::<Vec<_>>(),
+                vec![
+                    "2026-12-01 12:00:00+00",
+                    "2026-12-01 12:00:00+00",
+                    "2026-12-01 09:00:00+00",
+                    "2026-12-01 11:00:00+00",
+                ]
+            );
+        })
+        .await
+        .expect("the migration test");
+    }
+}

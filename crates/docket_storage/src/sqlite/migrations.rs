@@ -41,3 +41,91 @@ pub(crate) async fn run(path: PathBuf) -> Result<(), StorageError> {
     .await
     .map_err(|_| StorageError::MigrationThread { backend })?
 }
+
+#[cfg(test)]
+mod tests {
+    use diesel::RunQueryDsl;
+    use diesel::sql_types::Text;
+
+    use super::*;
+    use crate::statement::statement;
+
+    #[derive(diesel::QueryableByName, Debug, PartialEq)]
+    struct Stamp {
+        #[diesel(sql_type = Text)]
+        id: String,
+        #[diesel(sql_type = Text)]
+        at: String,
+    }
+
+    fn running_task(conn: &mut SqliteConnection, id: &str, replica: &str, stamp: &str) {
+        statement(
+            "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, status, \
+             heartbeat_at, poll_interval_ms) \
+             VALUES (?1, 'probe', '{}', 'alice', ?2, 'working', ?3, 1000)",
+        )
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(replica)
+        .bind::<Text, _>(stamp)
+        .execute(conn)
+        .expect("insert a task");
+    }
+
+    /// The migration to liveness per replica carries running tasks over: each
+    /// replica gets the newest stamp of its running tasks (an ended task's does
+    /// not count), and reverting it gives the tasks their replica's stamp back.
+    #[test]
+    fn the_replicas_migration_carries_running_tasks_over() {
+        let mut conn = SqliteConnection::establish(":memory:").expect("open");
+        conn.run_pending_migrations(MIGRATIONS).expect("migrate");
+        conn.revert_last_migration(MIGRATIONS)
+            .expect("revert the replicas migration");
+        running_task(&mut conn, "t1", "r1", "2026-12-01T10:00:00.000Z");
+        running_task(&mut conn, "t2", "r1", "2026-12-01T10:00:05.000Z");
+        running_task(&mut conn, "t3", "r2", "2026-12-01T09:00:00.000Z");
+        running_task(&mut conn, "t4", "r3", "2026-12-01T11:00:00.000Z");
+        statement("UPDATE call_tasks SET status = 'completed' WHERE task_id = 't4'")
+            .execute(&mut conn)
+            .expect("end t4");
+        conn.run_pending_migrations(MIGRATIONS)
+            .expect("migrate again");
+        let replicas: Vec<Stamp> =
+            statement("SELECT id, last_beat_at AS at FROM replicas ORDER BY id")
+                .load(&mut conn)
+                .expect("replicas");
+        assert_eq!(
+            replicas,
+            vec![
+                Stamp {
+                    id: "r1".into(),
+                    at: "2026-12-01T10:00:05.000Z".into()
+                },
+                Stamp {
+                    id: "r2".into(),
+                    at: "2026-12-01T09:00:00.000Z".into()
+                },
+            ]
+        );
+        // The replica beats later; reverting hands its stamp to its tasks.
+        statement("UPDATE replicas SET last_beat_at = '2026-12-01T12:00:00.000Z' WHERE id = 'r1'")
+            .execute(&mut conn)
+            .expect("beat");
+        conn.revert_last_migration(MIGRATIONS).expect("revert");
+        let tasks: Vec<Stamp> =
+            statement("SELECT task_id AS id, heartbeat_at AS at FROM call_tasks ORDER BY task_id")
+                .load(&mut conn)
+                .expect("tasks");
+        assert_eq!(
+            tasks
+                .iter()
+                .map(|task| task.at.as_str())
+                .collect::<Vec<_>>(),
+            vec![
+                "2026-12-01T12:00:00.000Z",
+                "2026-12-01T12:00:00.000Z",
+                "2026-12-01T09:00:00.000Z",
+                "2026-12-01T11:00:00.000Z",
+            ]
+        );
+    }
+}
