@@ -27,7 +27,8 @@ use crate::gate::Gate;
 use crate::load::{self, McpClient, Prepared, ResultType, Samples};
 use crate::peer::PeerServer;
 use crate::report::{
-    CreateThroughput, GetThroughput, Heartbeat, HeartbeatWindow, Latency, Results, RunContext,
+    CreateThroughput, CrossReplicaCancel, GetThroughput, Heartbeat, HeartbeatWindow, Latency,
+    Results, RunContext,
 };
 use crate::system::{self, CpuMeter, Machine};
 
@@ -50,6 +51,10 @@ const SMALLER_HEARTBEAT_WINDOW: Duration = Duration::from_secs(6);
 
 /// Explicit `TaskRuntime::beat` calls timed with the most tasks running.
 const TIMED_BEATS: usize = 3;
+
+/// Cross-replica cancels sampled (and as many NOTIFY round trips), in
+/// [`LATENCY_ROUNDS`] alternating rounds.
+const CANCEL_SAMPLES: usize = 240;
 
 /// Everything the phases share.
 struct Bench {
@@ -149,6 +154,8 @@ pub(crate) async fn run(
     let get_throughput = bench.get_throughput(&docket_ids, &peer_ids).await?;
     eprintln!("create throughput ({} clients)", args.clients);
     let create_throughput = bench.create_throughput().await?;
+    eprintln!("cross-replica cancel ({CANCEL_SAMPLES} cancels, as many NOTIFY round trips)");
+    let cancel = bench.cross_replica_cancel(&url, &options).await?;
     eprintln!("heartbeat (up to {} running tasks)", args.heartbeat_tasks);
     let heartbeat = bench
         .heartbeat(
@@ -182,6 +189,7 @@ pub(crate) async fn run(
         latency,
         get_throughput,
         create_throughput,
+        cancel,
         heartbeat,
     })
 }
@@ -473,6 +481,55 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tokio::time::sleep(interval / 2).await;
+    }
+
+    /// Cancels a task running here through a second replica's store (its own
+    /// pool, as `tasks/cancel` on another replica writes it) and times how long
+    /// until the work sees the cancel, round by round beside the bare NOTIFY
+    /// round trip that carries it.
+    async fn cross_replica_cancel(
+        &self,
+        url: &str,
+        options: &ConnectOptions,
+    ) -> anyhow::Result<CrossReplicaCancel> {
+        let replica_b = docket_storage::connect(url, options.clone())
+            .await
+            .context("cannot open replica B's store")?
+            .task_store();
+        let runtime = self.docket.runtime()?;
+        let per_round = CANCEL_SAMPLES / LATENCY_ROUNDS;
+        let mut result = CrossReplicaCancel::default();
+        for _ in 0..LATENCY_ROUNDS {
+            for _ in 0..per_round {
+                let (seen, observed) = tokio::sync::oneshot::channel();
+                let record = runtime
+                    .spawn(
+                        new_task(self.docket.app.replica_id())?,
+                        move |context| async move {
+                            let cancel = context.cancelled().clone();
+                            cancel.cancelled().await;
+                            let _ = seen.send(Instant::now());
+                            Outcome::Cancelled
+                        },
+                    )
+                    .await
+                    .context("could not start a task")?;
+                let asked = Instant::now();
+                replica_b
+                    .request_cancel(&record.id)
+                    .await
+                    .context("replica B could not record the cancel")?;
+                let seen_at = tokio::time::timeout(Duration::from_secs(10), observed)
+                    .await
+                    .context("the work did not see the cancel within 10 s")?
+                    .context("the work ended without seeing the cancel")?;
+                result.cancel.push(seen_at.duration_since(asked));
+            }
+            result
+                .notify
+                .extend(self.probe.notify_latencies(per_round).await?);
+        }
+        Ok(result)
     }
 
     /// Fills the replica with held tasks and watches its heartbeat: statements,

@@ -44,6 +44,9 @@ use crate::url::Backend;
 /// The tool name on every row the probe writes.
 pub const PROBE_TOOL: &str = "docket_probe";
 
+/// The channel [`PgProbe::notify_latencies`] sends on.
+const PROBE_CHANNEL: &str = "docket_probe";
+
 /// The same waits as `PgStore`'s pool, so the two pools behave alike under load.
 const POOL_WAIT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -128,6 +131,7 @@ struct VersionRow {
 /// Bare statements on `call_tasks`, over a pool set up as [`crate::PgStore`]'s.
 pub struct PgProbe {
     pool: Pool<AsyncPgConnection>,
+    url: String,
 }
 
 impl std::fmt::Debug for PgProbe {
@@ -168,7 +172,10 @@ impl PgProbe {
                 .await
                 .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?,
         );
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            url: url.to_owned(),
+        })
     }
 
     async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
@@ -309,5 +316,66 @@ impl PgProbe {
             .await
             .map_err(query_error)?;
         Ok(row.version)
+    }
+
+    /// How long a notification takes from `pg_notify` on one of the probe's
+    /// connections to a listener on a connection of its own (`LISTEN`), once per
+    /// sample: the floor under anything that crosses replicas by NOTIFY.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when a connection or a statement fails, or a
+    /// notification does not arrive within ten seconds.
+    pub async fn notify_latencies(&self, samples: usize) -> Result<Vec<Duration>, StoreError> {
+        use std::future::poll_fn;
+
+        use tokio_postgres::{AsyncMessage, NoTls};
+
+        let unavailable = |error: tokio_postgres::Error| StoreError::Unavailable(error.to_string());
+        let (client, mut connection) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .map_err(unavailable)?;
+        let (sender, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let listening = tokio::spawn(async move {
+            while let Some(Ok(message)) = poll_fn(|cx| connection.poll_message(cx)).await {
+                if let AsyncMessage::Notification(notification) = message
+                    && sender
+                        .send((notification.payload().to_owned(), std::time::Instant::now()))
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {PROBE_CHANNEL}"))
+            .await
+            .map_err(unavailable)?;
+        let mut conn = self.conn().await?;
+        let mut latencies = Vec::with_capacity(samples);
+        for sample in 0..samples {
+            let payload = sample.to_string();
+            let sent = std::time::Instant::now();
+            crate::statement::statement("SELECT pg_notify($1, $2)")
+                .bind::<Text, _>(PROBE_CHANNEL)
+                .bind::<Text, _>(&payload)
+                .execute(&mut *conn)
+                .await
+                .map_err(query_error)?;
+            loop {
+                let arrived = tokio::time::timeout(Duration::from_secs(10), received.recv())
+                    .await
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| {
+                        StoreError::Unavailable("a probe notification did not arrive".into())
+                    })?;
+                if arrived.0 == payload {
+                    latencies.push(arrived.1.duration_since(sent));
+                    break;
+                }
+            }
+        }
+        listening.abort();
+        Ok(latencies)
     }
 }

@@ -123,14 +123,19 @@ async fn find(
     }
     // Every source is read for every id, at once: an id that exists but is not
     // yours takes the same path, and the same time, as one that does not exist.
-    let lookups = tasks.sources.iter().map(|source| {
-        let source = Arc::clone(source);
-        let id = id.clone();
-        async move { source.find(&id).await }
-    });
+    // With one source (no tool registered its own) it is simply read.
     let mut failure = None;
     let mut found = None;
-    for lookup in futures_util::future::join_all(lookups).await {
+    let answers = match tasks.sources.as_slice() {
+        [only] => vec![Arc::clone(only).find(&id).await],
+        sources => {
+            futures_util::future::join_all(
+                sources.iter().map(|source| Arc::clone(source).find(&id)),
+            )
+            .await
+        }
+    };
+    for lookup in answers {
         match lookup {
             Ok(Some(task)) if found.is_none() => found = Some(task),
             Ok(_) => {}
