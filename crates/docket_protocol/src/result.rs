@@ -40,7 +40,16 @@ pub struct EmptyResult {
 /// Adds `_meta["io.modelcontextprotocol/serverInfo"]` to a result object, keeping any
 /// `_meta` it already has, and a `resultType` of `complete` when it has none.
 /// Non-object values are returned unchanged.
-pub fn stamp_server_info(mut result: Value, server_info: &Implementation) -> Value {
+pub fn stamp_server_info(result: Value, server_info: &Implementation) -> Value {
+    match serde_json::to_value(server_info) {
+        Ok(info) => stamp_encoded_server_info(result, &info),
+        Err(_) => result,
+    }
+}
+
+/// [`stamp_server_info`] with the server's [`Implementation`] already encoded,
+/// for a server that stamps every result with the same one.
+pub fn stamp_encoded_server_info(mut result: Value, server_info: &Value) -> Value {
     if let Value::Object(object) = &mut result {
         object
             .entry("resultType")
@@ -48,8 +57,8 @@ pub fn stamp_server_info(mut result: Value, server_info: &Implementation) -> Val
         let meta = object
             .entry("_meta")
             .or_insert_with(|| Value::Object(Default::default()));
-        if let (Value::Object(meta), Ok(info)) = (meta, serde_json::to_value(server_info)) {
-            meta.insert(SERVER_INFO_KEY.to_owned(), info);
+        if let Value::Object(meta) = meta {
+            meta.insert(SERVER_INFO_KEY.to_owned(), server_info.clone());
         }
     }
     result

@@ -280,8 +280,11 @@ impl AppBuilder {
         let metrics = Metrics::default();
         metrics.set_known_tools(names.iter().cloned());
         let _ = tool_names.set(names);
+        let server_info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));
+        // Strings only: encoding cannot fail.
+        let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
         let state = AppState {
-            server_info: Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")),
+            server_info_json,
             config,
             registry,
             authenticator,

@@ -27,7 +27,7 @@ use docket_protocol::jsonrpc::{
     ClientMessage, MessageError, Request, RequestId, Response as RpcResponse,
 };
 use docket_protocol::meta::RequestMeta;
-use docket_protocol::result::stamp_server_info;
+use docket_protocol::result::stamp_encoded_server_info;
 use futures_util::StreamExt as _;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::request::Parts;
@@ -740,7 +740,7 @@ fn auth_failure(app: &App, error: &AuthError) -> hyper::Response<Body> {
 }
 
 fn result_response(app: &App, id: RequestId, result: Value) -> hyper::Response<Body> {
-    let result = stamp_server_info(result, &app.state.server_info);
+    let result = stamp_encoded_server_info(result, &app.state.server_info_json);
     json_response(StatusCode::OK, &RpcResponse::result(id, result))
 }
 
@@ -758,7 +758,7 @@ fn sse_response(
     id: RequestId,
     mut receiver: mpsc::Receiver<StreamItem>,
 ) -> hyper::Response<Body> {
-    let server_info = app.state.server_info.clone();
+    let server_info = app.state.server_info_json.clone();
     let keepalive = app.state.sse_keepalive;
     let (frames, frame_receiver) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
@@ -769,7 +769,7 @@ fn sse_response(
                 item = receiver.recv() => match item {
                     Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
                     Some(StreamItem::Result(result)) => {
-                        let result = stamp_server_info(result, &server_info);
+                        let result = stamp_encoded_server_info(result, &server_info);
                         (sse_frame(&RpcResponse::result(id.clone(), result)), true)
                     }
                     Some(StreamItem::Error(error)) => (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true),

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use docket_protocol::meta::Implementation;
 use docket_run_bridge::RunBridge;
 use docket_task::TaskStore;
 use docket_task::runtime::TaskRuntime;
@@ -31,7 +30,8 @@ pub struct App {
 
 pub(crate) struct AppState {
     pub(crate) config: Config,
-    pub(crate) server_info: Implementation,
+    /// The server's `Implementation`, encoded once: every result carries it.
+    pub(crate) server_info_json: serde_json::Value,
     pub(crate) registry: ToolRegistry,
     pub(crate) authenticator: Authenticator,
     pub(crate) personas: Personas,

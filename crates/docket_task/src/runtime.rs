@@ -408,11 +408,6 @@ impl TaskRuntime {
         for id in &cancelled {
             self.cancel_local(id);
         }
-        // Tasks waiting for input look for answers on every beat too, in case a
-        // notification was lost.
-        for running in lock(&self.running).values() {
-            running.input_ready.notify_one();
-        }
         Ok(())
     }
 

@@ -5,10 +5,16 @@
 -- change), and returns the replica's running tasks with a cancel pending, read
 -- through the partial index call_tasks_pending_cancel. Data-modifying CTEs run
 -- to completion whether or not the final SELECT reads them.
+-- The beat commits asynchronously (synchronous_commit off for this transaction
+-- only): on an idle server the WAL flush of a lone commit costs milliseconds,
+-- more than everything else here, and what a beat writes may be lost in a
+-- database crash without harm: a stamp a moment older, a progress message
+-- written again by the next beat. Nothing a beat writes is an outcome.
 -- $1 replica_id, $2 task ids, $3 their new status messages (same order).
 WITH alive AS (
     INSERT INTO replicas (id, started_at, last_beat_at)
-    VALUES ($1, now(), now())
+    SELECT $1, now(), now()
+      FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
     ON CONFLICT (id) DO UPDATE SET last_beat_at = now()
 ), said AS (
     UPDATE call_tasks AS task
