@@ -385,11 +385,12 @@ impl TaskRuntime {
         let beats: Vec<Beat> = lock(&self.running)
             .iter()
             .filter_map(|(id, running)| {
-                let message = lock(&running.status_message).clone();
-                let changed = message.is_some() && message != *lock(&running.sent_message);
+                // Compared in place: only a changed message is copied.
+                let message = lock(&running.status_message);
+                let changed = message.is_some() && *message != *lock(&running.sent_message);
                 changed.then(|| Beat {
                     id: id.clone(),
-                    status_message: message,
+                    status_message: message.clone(),
                 })
             })
             .collect();

@@ -22,6 +22,8 @@ docket_task::store_suite!(async { (Arc::new(MemoryStore::new()) as Arc<dyn TaskS
 struct CountingStore {
     inner: MemoryStore,
     heartbeats: AtomicUsize,
+    /// Status messages carried by the last heartbeat.
+    last_messages: AtomicUsize,
 }
 
 #[async_trait]
@@ -40,6 +42,7 @@ impl TaskStore for CountingStore {
     }
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
         self.heartbeats.fetch_add(1, Ordering::SeqCst);
+        self.last_messages.store(beats.len(), Ordering::SeqCst);
         self.inner.heartbeat(replica_id, beats).await
     }
     async fn require_input(
@@ -275,22 +278,32 @@ async fn a_cancel_recorded_elsewhere_arrives_with_the_next_heartbeat() {
     wait_for_status(&*store, &task.id, TaskStatus::Cancelled).await;
 }
 
+/// One statement per beat, whatever the number of tasks; a beat carries only the
+/// status messages that changed since the one before.
 #[tokio::test]
 async fn one_heartbeat_statement_stamps_every_running_task() {
     let store = Arc::new(CountingStore::default());
     let runtime = TaskRuntime::new(store.clone() as Arc<dyn TaskStore>, config());
     let mut ids = Vec::new();
-    for _ in 0..200 {
+    let (progress, mut told) = tokio::sync::mpsc::unbounded_channel::<()>();
+    for index in 0..200 {
         let task = new_task("many");
         ids.push(task.id.clone());
+        let progress = progress.clone();
         runtime
-            .spawn(task, |context| async move {
+            .spawn(task, move |context| async move {
                 context.set_status_message("busy");
+                if index == 0 {
+                    let _ = progress.send(());
+                }
                 std::future::pending::<Outcome>().await
             })
             .await
             .expect("spawned");
     }
+    // The work runs in the order it was spawned: once the first task has
+    // reported in and the rest had their turn, every message is set.
+    told.recv().await.expect("the first task started");
     tokio::task::yield_now().await;
     runtime.beat().await.expect("heartbeat");
     assert_eq!(
@@ -298,8 +311,16 @@ async fn one_heartbeat_statement_stamps_every_running_task() {
         1,
         "one statement for 200 tasks"
     );
+    assert_eq!(store.last_messages.load(Ordering::SeqCst), 200);
     let (read, _) = store.get(&ids[0]).await.expect("get").expect("present");
     assert_eq!(read.status_message.as_deref(), Some("busy"));
+    runtime.beat().await.expect("heartbeat");
+    assert_eq!(store.heartbeats.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        store.last_messages.load(Ordering::SeqCst),
+        0,
+        "nothing changed since the last beat"
+    );
     runtime.drain(Duration::ZERO).await;
 }
 
