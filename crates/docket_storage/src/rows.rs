@@ -1,7 +1,7 @@
 //! The rows of tasks, assets, call records and audit entries as both backends'
 //! statements return them, each written once over [`Columns`], and how each
 //! becomes its domain value. Every statement that returns one of these rows
-//! names its columns with the matching macro (`task_columns!()`, …), so the
+//! names its columns with the matching macro (`asset_columns!()`, …), so the
 //! list is written once too. The script, version and run rows are
 //! `scripts::rows`'.
 
@@ -9,23 +9,17 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
 use docket_catalog::{Asset, CallRecord, CatalogError};
-use docket_task::model::TaskRecord;
+use docket_task::model::{TaskRecord, TaskStatus};
 use docket_task::store::{AuditContext, AuditEntry};
-use docket_task::{StoreError, TaskId};
+use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::columns::{Columns, StoredValue, optional};
 use crate::shared::{self, InputState};
 
-/// The columns of a task, as every statement that returns one lists them.
-macro_rules! task_columns {
-    () => {
-        concat!(crate::rows::task_columns_but_stamp!(), ", heartbeat_at")
-    };
-}
-/// The columns of a task but its stamp (`heartbeat_at`), for a statement that
-/// reads the stamp with its replica's beat (`… AS heartbeat_at`).
+/// The columns of a task but its stamp (`heartbeat_at`): a read takes the stamp
+/// together with its replica's beat (`… AS heartbeat_at`).
 macro_rules! task_columns_but_stamp {
     () => {
         "task_id, tool, arguments, owner, extra_follower, replica_id, status, status_message, \
@@ -33,10 +27,9 @@ macro_rules! task_columns_but_stamp {
          expires_at, poll_interval_ms"
     };
 }
-pub(crate) use task_columns;
 pub(crate) use task_columns_but_stamp;
 
-/// A task as read ([`task_columns!`]).
+/// A task as read ([`task_columns_but_stamp!`] and its stamp).
 #[derive(QueryableByName)]
 pub(crate) struct TaskRow<C: Columns> {
     #[diesel(sql_type = Text)]
@@ -97,6 +90,47 @@ impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
             input_requests: optional(row.input_requests)?,
             expires_at: optional(row.expires_at)?,
             poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
+        })
+    }
+}
+
+/// What the database decides when a task is inserted: its times. Everything
+/// else the new row holds is what the caller gave, so a create does not send
+/// the row back (`RETURNING created_at, last_updated_at, heartbeat_at,
+/// expires_at`).
+#[derive(QueryableByName)]
+pub(crate) struct CreatedRow<C: Columns> {
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    last_updated_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    heartbeat_at: C::Time,
+    #[diesel(sql_type = Nullable<C::TimeSql>)]
+    expires_at: Option<C::Time>,
+}
+
+impl<C: Columns> CreatedRow<C> {
+    /// The new task as stored: `task` as given, `working`, with these times.
+    pub(crate) fn record(self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        Ok(TaskRecord {
+            id: task.id,
+            tool: task.tool,
+            arguments: task.arguments,
+            owner: task.owner,
+            extra_follower: task.extra_follower,
+            replica_id: task.replica_id,
+            status: TaskStatus::Working,
+            status_message: task.status_message,
+            created_at: self.created_at.value()?,
+            last_updated_at: self.last_updated_at.value()?,
+            heartbeat_at: self.heartbeat_at.value()?,
+            cancel_requested_at: None,
+            result: None,
+            error: None,
+            input_requests: None,
+            expires_at: optional(self.expires_at)?,
+            poll_interval_ms: task.poll_interval_ms,
         })
     }
 }
@@ -329,7 +363,7 @@ pub(crate) fn audit_entries<C: Columns>(
     rows.into_iter().map(AuditEntry::try_from).collect()
 }
 
-/// A task as read together with the database clock (`task_columns!(), <now> AS now`).
+/// A task as read together with the database clock (`…, <now> AS now`).
 #[derive(QueryableByName)]
 pub(crate) struct TaskNowRow<C: Columns> {
     #[diesel(embed)]

@@ -13,14 +13,14 @@ use time::OffsetDateTime;
 
 use crate::columns::PgColumns;
 use crate::error::query_error;
-use crate::rows::{self, TaskIdRow, task_columns, task_columns_but_stamp};
+use crate::rows::{self, TaskIdRow, task_columns_but_stamp};
 use crate::shared::{self, Answered, Ending, InputState};
 use crate::statement::statement;
 
 /// The channel cross-replica signals travel on; payloads are `<kind>:<task id>`.
 pub(crate) const CHANNEL: &str = "docket_tasks";
 
-type TaskRow = rows::TaskRow<PgColumns>;
+type CreatedRow = rows::CreatedRow<PgColumns>;
 type TaskNowRow = rows::TaskNowRow<PgColumns>;
 type InputRow = rows::InputRow<PgColumns>;
 type AnswersRow = rows::AnswersRow<PgColumns>;
@@ -31,7 +31,7 @@ pub(crate) async fn create(
     task: NewTask,
 ) -> Result<TaskRecord, StoreError> {
     let retention = task.retention.map(shared::millis);
-    statement(concat!(include_str!("tasks/create.sql"), task_columns!()))
+    statement(include_str!("tasks/create.sql"))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Jsonb, _>(&task.arguments)
@@ -44,10 +44,10 @@ pub(crate) async fn create(
         .bind::<Nullable<Text>, _>(&task.audit.persona)
         .bind::<Nullable<Text>, _>(&task.audit.connection)
         .bind::<Jsonb, _>(&task.audit.arguments)
-        .get_result::<TaskRow>(conn)
+        .get_result::<CreatedRow>(conn)
         .await
         .map_err(query_error)?
-        .try_into()
+        .record(task)
 }
 
 /// Reads a task with the database's `now()`, in one round trip.

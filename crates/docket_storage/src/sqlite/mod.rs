@@ -161,9 +161,10 @@ async fn establish(location: String) -> Result<Connection, ConnectionError> {
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
-        self.write(move |conn| tasks::create(conn, &task))
-            .await?
-            .try_into()
+        let (created, task) = self
+            .write(move |conn| tasks::create(conn, &task).map(|created| (created, task)))
+            .await?;
+        created.record(task)
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {

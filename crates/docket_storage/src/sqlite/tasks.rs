@@ -14,12 +14,12 @@ use serde_json::{Map, Value};
 use super::audit::{self, NewAuditRow};
 use super::sql::{modifier, now};
 use crate::columns::TextColumns;
-use crate::rows::{self, TaskIdRow, task_columns, task_columns_but_stamp};
+use crate::rows::{self, TaskIdRow, task_columns_but_stamp};
 use crate::shared::{self, Answered, Ending, InputState};
 use crate::statement::statement;
 
-/// A task as read.
-pub(crate) type TaskRow = rows::TaskRow<TextColumns>;
+/// What a create reads back.
+pub(crate) type CreatedRow = rows::CreatedRow<TextColumns>;
 /// A task as read with the database clock.
 pub(crate) type TaskNowRow = rows::TaskNowRow<TextColumns>;
 type InputRow = rows::InputRow<TextColumns>;
@@ -32,8 +32,8 @@ fn corrupt(error: StoreError) -> diesel::result::Error {
 }
 
 /// Inserts a working task (autocommit: committed when this returns).
-pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult<TaskRow> {
-    statement(concat!(include_str!("tasks/create.sql"), task_columns!()))
+pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult<CreatedRow> {
+    statement(include_str!("tasks/create.sql"))
         .bind::<Text, _>(task.id.as_str())
         .bind::<Text, _>(&task.tool)
         .bind::<Text, _>(task.arguments.to_string())
@@ -379,7 +379,7 @@ mod tests {
         let round = |conn: &mut SqliteConnection| {
             let task = new_task();
             let row = create(conn, &task).expect("create");
-            let record = docket_task::model::TaskRecord::try_from(row).expect("read");
+            let record = row.record(task.clone()).expect("read");
             assert_eq!(record.status, TaskStatus::Working);
             let (read, _now) = get(conn, task.id.as_str())
                 .expect("get")

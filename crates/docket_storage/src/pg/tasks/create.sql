@@ -1,5 +1,6 @@
--- Inserts a working task. The statement ends with RETURNING; the code appends
--- the task's columns (task_columns!). The three times default to now() (one value: the
+-- Inserts a working task and returns only what the database decided, its times
+-- (the rest of the row is what the caller gave).
+-- The three times default to now() (one value: the
 -- transaction's start), and the expiry counts from that same instant.
 -- $1 task_id, $2 tool, $3 arguments, $4 owner, $5 extra_follower, $6 replica_id,
 -- $7 status_message, $8 retention in ms (NULL: no expiry), $9 poll_interval_ms,
@@ -11,4 +12,4 @@ INSERT INTO call_tasks (
     $1, $2, $3, $4, $5, $6, 'working', $7,
     now() + $8::bigint * interval '1 millisecond', $9, $10, $11, $12
 )
-RETURNING
+RETURNING created_at, last_updated_at, heartbeat_at, expires_at

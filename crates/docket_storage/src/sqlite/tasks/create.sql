@@ -1,5 +1,6 @@
--- Inserts a working task. The statement ends with RETURNING; the code appends
--- the task's columns (task_columns!). The three times are one reading of the clock ('now' is
+-- Inserts a working task and returns only what the database decided, its times
+-- (the rest of the row is what the caller gave).
+-- The three times are one reading of the clock ('now' is
 -- fixed for the whole statement) and the expiry counts from that same instant.
 -- ?1 task_id, ?2 tool, ?3 arguments, ?4 owner, ?5 extra_follower, ?6 replica_id,
 -- ?7 status_message, ?8 retention as a time modifier ('+604800.000 seconds'; NULL:
@@ -17,4 +18,4 @@ INSERT INTO call_tasks (
     strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?8),
     ?9, ?10, ?11, ?12
 )
-RETURNING
+RETURNING created_at, last_updated_at, heartbeat_at, expires_at
