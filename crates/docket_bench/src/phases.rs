@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use docket_server::Config;
 use docket_storage::probe::PgProbe;
+use docket_storage::sqlite_probe::SqliteProbe;
 use docket_storage::test_db::{PostgresServer, TestDatabase};
 use docket_storage::{ConnectOptions, Store};
 use docket_task::{Outcome, TaskId, TaskStore};
@@ -27,8 +28,8 @@ use crate::gate::Gate;
 use crate::load::{self, McpClient, Prepared, ResultType, Samples};
 use crate::peer::PeerServer;
 use crate::report::{
-    CreateThroughput, CrossReplicaCancel, GetThroughput, Heartbeat, HeartbeatWindow, Latency,
-    Results, RunContext,
+    CreateThroughput, CrossReplicaCancel, Embedded, GetThroughput, Heartbeat, HeartbeatWindow,
+    Latency, Results, RunContext,
 };
 use crate::system::{self, CpuMeter, Machine};
 
@@ -167,6 +168,11 @@ pub(crate) async fn run(
     let create_throughput = bench.create_throughput().await?;
     eprintln!("cross-replica cancel ({CANCEL_SAMPLES} cancels, as many NOTIFY round trips)");
     let cancel = bench.cross_replica_cancel(&url, &options).await?;
+    eprintln!(
+        "embedded default: create and get on SQLite ({} sequential calls per path)",
+        args.samples
+    );
+    let embedded = bench.embedded(args.samples).await?;
     eprintln!("heartbeat (up to {} running tasks)", args.heartbeat_tasks);
     let heartbeat = bench
         .heartbeat(
@@ -201,6 +207,7 @@ pub(crate) async fn run(
         get_throughput,
         create_throughput,
         cancel,
+        embedded,
         heartbeat,
     })
 }
@@ -542,6 +549,75 @@ impl Bench {
                 .extend(self.probe.notify_latencies(per_round).await?);
         }
         Ok(result)
+    }
+
+    /// The embedded default: a second Docket app on a fresh SQLite file (the
+    /// store's own setup: WAL, `synchronous = FULL`), create and get over HTTP
+    /// and through the store, against a bare INSERT and SELECT on a connection
+    /// set up like the store's writer, sequentially, in alternating rounds.
+    async fn embedded(&self, samples: usize) -> anyhow::Result<Embedded> {
+        let database = TestDatabase::sqlite().await;
+        let store = docket_storage::connect(database.url(), ConnectOptions::default())
+            .await
+            .context("cannot open the SQLite store")?
+            .task_store();
+        let path = database
+            .url()
+            .strip_prefix("sqlite://")
+            .context("the SQLite test database has no file path")?;
+        let probe = SqliteProbe::connect(std::path::Path::new(path))
+            .await
+            .context("cannot open the SQLite probe")?;
+        let server = DocketServer::start(Arc::clone(&store), Gate::new()).await?;
+        let client = McpClient::new(&server.url())?;
+        let replica = server.app.replica_id().to_owned();
+        let per_round = samples / LATENCY_ROUNDS;
+        let mut embedded = Embedded::default();
+        let (mut over_http, mut direct, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..LATENCY_ROUNDS {
+            let (round, ids) =
+                load::sequential(&self.meter, per_round, |_| client.create(&self.create)).await?;
+            embedded.http_create.merge(round);
+            over_http.extend(ids);
+            let (round, records) = load::sequential(&self.meter, per_round, |_| async {
+                Ok(store.create(new_task(&replica)?).await?)
+            })
+            .await?;
+            embedded.store_create.merge(round);
+            direct.extend(records.into_iter().map(|record| record.id));
+            let (round, ids) = load::sequential(&self.meter, per_round, |_| async {
+                Ok(probe.insert_row().await?)
+            })
+            .await?;
+            embedded.bare_insert.merge(round);
+            bare.extend(ids);
+        }
+        let gets = over_http
+            .iter()
+            .map(|id| load::get_request(id))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for round in 0..LATENCY_ROUNDS {
+            let pick = |index: usize| round * per_round + index;
+            let (samples, _) = load::sequential(&self.meter, per_round, |index| {
+                client.call(&gets[pick(index) % gets.len()])
+            })
+            .await?;
+            embedded.http_get.merge(samples);
+            let (samples, _) = load::sequential(&self.meter, per_round, |index| {
+                let id = &direct[pick(index) % direct.len()];
+                async { Ok(store.get(id).await?) }
+            })
+            .await?;
+            embedded.store_get.merge(samples);
+            let (samples, _) = load::sequential(&self.meter, per_round, |index| {
+                let id = &bare[pick(index) % bare.len()];
+                async { Ok(probe.select_by_id(id).await?) }
+            })
+            .await?;
+            embedded.bare_select.merge(samples);
+        }
+        server.stop().await?;
+        Ok(embedded)
     }
 
     /// Fills the replica with held tasks and watches its heartbeat: statements,

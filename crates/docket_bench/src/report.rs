@@ -133,6 +133,19 @@ pub(crate) struct CrossReplicaCancel {
     pub(crate) notify: Vec<Duration>,
 }
 
+/// The embedded default on SQLite: sequential create and get latency.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Embedded {
+    pub(crate) http_create: Samples,
+    pub(crate) store_create: Samples,
+    /// A bare INSERT on a connection set up like the store's writer.
+    pub(crate) bare_insert: Samples,
+    pub(crate) http_get: Samples,
+    pub(crate) store_get: Samples,
+    /// A bare primary-key SELECT on the same connection setup.
+    pub(crate) bare_select: Samples,
+}
+
 /// Everything a run measured.
 #[derive(Clone, Debug)]
 pub(crate) struct Results {
@@ -141,6 +154,7 @@ pub(crate) struct Results {
     pub(crate) get_throughput: GetThroughput,
     pub(crate) create_throughput: CreateThroughput,
     pub(crate) cancel: CrossReplicaCancel,
+    pub(crate) embedded: Embedded,
     pub(crate) heartbeat: Heartbeat,
 }
 
@@ -532,6 +546,60 @@ fn sections(results: &Results) -> Vec<Section> {
             header: vec!["path", "p50", "p99", "ratio p50 / p99"],
             rows: cancel_rows(&results.cancel),
         },
+        Section {
+            title: "The embedded default on SQLite: sequential create and get (WAL, `synchronous = FULL`: a commit the store acknowledged survives a power loss, since the WAL is synced on every commit)".to_owned(),
+            header: vec!["path", "p50", "p99", "mean", "ratio p50 / p99"],
+            rows: embedded_rows(&results.embedded),
+        },
+    ]
+}
+
+/// The embedded default's rows.
+fn embedded_rows(embedded: &Embedded) -> Vec<Vec<String>> {
+    let row = |name: &str, samples: &Samples, base: Option<&Samples>| {
+        let mut cells = vec![name.to_owned()];
+        let mut numbers = latency_row(samples);
+        numbers.truncate(3);
+        cells.extend(numbers);
+        cells.push(base.map_or_else(
+            || "1.00×".to_owned(),
+            |base| {
+                format!(
+                    "{:.2}× / {:.2}×",
+                    ratio(samples.percentile(50.0), base.percentile(50.0)),
+                    ratio(samples.percentile(99.0), base.percentile(99.0))
+                )
+            },
+        ));
+        cells
+    };
+    vec![
+        row(
+            "Docket tools/call → CreateTaskResult",
+            &embedded.http_create,
+            Some(&embedded.bare_insert),
+        ),
+        row(
+            "TaskStore::create (no HTTP)",
+            &embedded.store_create,
+            Some(&embedded.bare_insert),
+        ),
+        row("bare INSERT — baseline", &embedded.bare_insert, None),
+        row(
+            "Docket tasks/get",
+            &embedded.http_get,
+            Some(&embedded.bare_select),
+        ),
+        row(
+            "TaskStore::get (no HTTP)",
+            &embedded.store_get,
+            Some(&embedded.bare_select),
+        ),
+        row(
+            "bare primary-key SELECT — baseline",
+            &embedded.bare_select,
+            None,
+        ),
     ]
 }
 

@@ -19,6 +19,8 @@ mod scripts;
 mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(all(feature = "testing", feature = "sqlite"))]
+pub mod sqlite_probe;
 mod statement;
 #[cfg(feature = "testing")]
 pub mod test_db;

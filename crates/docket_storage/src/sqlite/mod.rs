@@ -129,7 +129,7 @@ impl SqliteStore {
 }
 
 /// A pool of at most `size` connections to `location`, each set up on opening.
-fn pool(location: &str, size: usize) -> Result<Pool<Connection>, StorageError> {
+pub(crate) fn pool(location: &str, size: usize) -> Result<Pool<Connection>, StorageError> {
     let mut config = ManagerConfig::<Connection>::default();
     config.custom_setup = Box::new(|location| Box::pin(establish(location.to_owned())));
     // A local file does not go away under an open connection; skip the ping.
