@@ -4,10 +4,11 @@
 //!
 //! [`PgProbe`] opens a connection pool configured exactly as [`PgStore`]'s
 //! (same manager, connection setup, recycling and size), on the same database,
-//! because `PgStore` keeps its pool to itself. Its statements are diesel DSL
-//! statements, which diesel prepares once per connection and caches, so each one
-//! is a single round trip: a bare `INSERT` that commits on its own, and a bare
-//! primary-key `SELECT` of every column a task read needs.
+//! because `PgStore` keeps its pool to itself. Its statements go through the
+//! store's own `Statement`, which diesel prepares once per connection and caches,
+//! so each one is a single round trip: a bare `INSERT` that commits on its own, and a bare
+//! primary-key `SELECT` of every column a task read needs, decoded into the
+//! store's own row type.
 //! [`PgProbe::insert_row_unprepared`] sends the same `INSERT` the way
 //! `diesel::sql_query` sends hand-written SQL, prepared again on every call, to
 //! show what that costs; [`PgProbe::backend_pids`] finds the server processes
@@ -25,8 +26,10 @@
 
 use std::time::Duration;
 
+use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz};
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
+use diesel::sql_types::{Nullable, Text, Timestamptz};
 use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
@@ -34,11 +37,13 @@ use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
 use docket_task::{StoreError, TaskId};
-use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
+use crate::columns::PgColumns;
 use crate::error::{Cause, StorageError, pool_error, query_error};
+use crate::rows::{TaskRow, task_columns_but_stamp};
+use crate::statement::statement;
 use crate::url::Backend;
 
 /// The tool name on every row the probe writes.
@@ -55,63 +60,35 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// so the row has an expiry like a real task's.
 const RETENTION: time::Duration = time::Duration::days(7);
 
-/// The columns of `call_tasks` the probe writes and reads. The crate's own table
-/// definition is private to the store's module; this one mirrors
-/// `migrations/postgres/` for the columns used here, and a drift fails the
-/// benchmark's first statement loudly.
-mod table {
-    diesel::table! {
-        call_tasks (task_id) {
-            task_id -> Text,
-            tool -> Text,
-            arguments -> Jsonb,
-            owner -> Text,
-            extra_follower -> Nullable<Text>,
-            replica_id -> Text,
-            status -> Text,
-            status_message -> Nullable<Text>,
-            created_at -> Timestamptz,
-            last_updated_at -> Timestamptz,
-            heartbeat_at -> Timestamptz,
-            cancel_requested_at -> Nullable<Timestamptz>,
-            result -> Nullable<Jsonb>,
-            error -> Nullable<Jsonb>,
-            input_requests -> Nullable<Jsonb>,
-            expires_at -> Nullable<Timestamptz>,
-            poll_interval_ms -> BigInt,
-            audit_persona -> Nullable<Text>,
-            audit_connection -> Nullable<Text>,
-            audit_arguments -> Jsonb,
-        }
+/// The probe's row: a freshly created task's shape (status `working`, so the
+/// partial indexes on running tasks are maintained as for a real task).
+/// $1 task_id, $2 expires_at.
+const INSERT: &str = "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, \
+     status, status_message, expires_at, poll_interval_ms, audit_persona, audit_arguments) \
+     VALUES ($1, 'docket_probe', '{}', 'anonymous', 'probe', 'working', 'working', $2, 1000, \
+     'admin', '{}')";
+
+/// [`INSERT`] with its values bound.
+fn insert(id: &TaskId) -> impl QueryFragment<Pg> + QueryId + Send + '_ {
+    statement(INSERT)
+        .bind::<Text, _>(id.as_str())
+        .bind::<Nullable<Timestamptz>, _>(Some(OffsetDateTime::now_utc() + RETENTION))
+}
+
+/// A statement sent the way `diesel::sql_query` sends hand-written SQL: marked
+/// unsafe to cache, so diesel prepares it again on every call.
+struct Uncached<Q>(Q);
+
+impl<Q: QueryFragment<Pg>> QueryFragment<Pg> for Uncached<Q> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.unsafe_to_cache_prepared();
+        self.0.walk_ast(out)
     }
 }
 
-use table::call_tasks;
-
-/// Every column a task read decodes, in the order the store reads them.
-#[derive(Queryable)]
-#[expect(
-    dead_code,
-    reason = "decoded like a real read so the baseline pays for decoding, never inspected"
-)]
-struct ProbeRow {
-    task_id: String,
-    tool: String,
-    arguments: Value,
-    owner: String,
-    extra_follower: Option<String>,
-    replica_id: String,
-    status: String,
-    status_message: Option<String>,
-    created_at: OffsetDateTime,
-    last_updated_at: OffsetDateTime,
-    heartbeat_at: OffsetDateTime,
-    cancel_requested_at: Option<OffsetDateTime>,
-    result: Option<Value>,
-    error: Option<Value>,
-    input_requests: Option<Value>,
-    expires_at: Option<OffsetDateTime>,
-    poll_interval_ms: i64,
+impl<Q> QueryId for Uncached<Q> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
 }
 
 /// One backend's process id.
@@ -190,21 +167,7 @@ impl PgProbe {
     /// [`StoreError::Unavailable`] when the statement fails.
     pub async fn insert_row(&self) -> Result<TaskId, StoreError> {
         let id = TaskId::generate().map_err(|error| StoreError::Unavailable(error.to_string()))?;
-        let expires_at = OffsetDateTime::now_utc() + RETENTION;
-        diesel::insert_into(call_tasks::table)
-            .values((
-                call_tasks::task_id.eq(id.as_str()),
-                call_tasks::tool.eq(PROBE_TOOL),
-                call_tasks::arguments.eq(json!({})),
-                call_tasks::owner.eq("anonymous"),
-                call_tasks::replica_id.eq("probe"),
-                call_tasks::status.eq("working"),
-                call_tasks::status_message.eq(Some("working")),
-                call_tasks::expires_at.eq(Some(expires_at)),
-                call_tasks::poll_interval_ms.eq(1000_i64),
-                call_tasks::audit_persona.eq(Some("admin")),
-                call_tasks::audit_arguments.eq(json!({})),
-            ))
+        insert(&id)
             .execute(&mut *self.conn().await?)
             .await
             .map_err(query_error)?;
@@ -219,26 +182,10 @@ impl PgProbe {
     /// [`StoreError::Unavailable`] when the statement fails.
     pub async fn insert_row_unprepared(&self) -> Result<TaskId, StoreError> {
         let id = TaskId::generate().map_err(|error| StoreError::Unavailable(error.to_string()))?;
-        let expires_at = OffsetDateTime::now_utc() + RETENTION;
-        diesel::sql_query(
-            "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, status, \
-             status_message, expires_at, poll_interval_ms, audit_persona, audit_arguments) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind::<Text, _>(id.as_str())
-        .bind::<Text, _>(PROBE_TOOL)
-        .bind::<Jsonb, _>(json!({}))
-        .bind::<Text, _>("anonymous")
-        .bind::<Text, _>("probe")
-        .bind::<Text, _>("working")
-        .bind::<Nullable<Text>, _>(Some("working"))
-        .bind::<Nullable<Timestamptz>, _>(Some(expires_at))
-        .bind::<BigInt, _>(1000_i64)
-        .bind::<Nullable<Text>, _>(Some("admin"))
-        .bind::<Jsonb, _>(json!({}))
-        .execute(&mut *self.conn().await?)
-        .await
-        .map_err(query_error)?;
+        Uncached(insert(&id))
+            .execute(&mut *self.conn().await?)
+            .await
+            .map_err(query_error)?;
         Ok(id)
     }
 
@@ -248,31 +195,16 @@ impl PgProbe {
     /// # Errors
     /// [`StoreError`] when the statement fails or a value cannot be decoded.
     pub async fn select_by_id(&self, id: &TaskId) -> Result<bool, StoreError> {
-        let row = call_tasks::table
-            .find(id.as_str())
-            .select((
-                call_tasks::task_id,
-                call_tasks::tool,
-                call_tasks::arguments,
-                call_tasks::owner,
-                call_tasks::extra_follower,
-                call_tasks::replica_id,
-                call_tasks::status,
-                call_tasks::status_message,
-                call_tasks::created_at,
-                call_tasks::last_updated_at,
-                call_tasks::heartbeat_at,
-                call_tasks::cancel_requested_at,
-                call_tasks::result,
-                call_tasks::error,
-                call_tasks::input_requests,
-                call_tasks::expires_at,
-                call_tasks::poll_interval_ms,
-            ))
-            .first::<ProbeRow>(&mut *self.conn().await?)
-            .await
-            .optional()
-            .map_err(query_error)?;
+        let row = statement(concat!(
+            "SELECT ",
+            task_columns_but_stamp!(),
+            ", heartbeat_at FROM call_tasks WHERE task_id = $1"
+        ))
+        .bind::<Text, _>(id.as_str())
+        .get_result::<TaskRow<PgColumns>>(&mut *self.conn().await?)
+        .await
+        .optional()
+        .map_err(query_error)?;
         Ok(row.is_some())
     }
 
@@ -281,7 +213,8 @@ impl PgProbe {
     /// # Errors
     /// [`StoreError::Unavailable`] when the statement fails.
     pub async fn delete_rows(&self) -> Result<usize, StoreError> {
-        diesel::delete(call_tasks::table.filter(call_tasks::tool.eq(PROBE_TOOL)))
+        statement("DELETE FROM call_tasks WHERE tool = $1")
+            .bind::<Text, _>(PROBE_TOOL)
             .execute(&mut *self.conn().await?)
             .await
             .map_err(query_error)
@@ -294,12 +227,11 @@ impl PgProbe {
     /// # Errors
     /// [`StoreError::Unavailable`] when the statement fails.
     pub async fn backend_pids(&self, application_name: &str) -> Result<Vec<u32>, StoreError> {
-        let rows =
-            diesel::sql_query("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
-                .bind::<Text, _>(application_name)
-                .load::<PidRow>(&mut *self.conn().await?)
-                .await
-                .map_err(query_error)?;
+        let rows = statement("SELECT pid FROM pg_stat_activity WHERE application_name = $1")
+            .bind::<Text, _>(application_name)
+            .load::<PidRow>(&mut *self.conn().await?)
+            .await
+            .map_err(query_error)?;
         Ok(rows
             .into_iter()
             .filter_map(|row| u32::try_from(row.pid).ok())
@@ -311,7 +243,7 @@ impl PgProbe {
     /// # Errors
     /// [`StoreError::Unavailable`] when the statement fails.
     pub async fn server_version(&self) -> Result<String, StoreError> {
-        let row = diesel::sql_query("SELECT version() AS version")
+        let row = statement("SELECT version() AS version")
             .get_result::<VersionRow>(&mut *self.conn().await?)
             .await
             .map_err(query_error)?;
