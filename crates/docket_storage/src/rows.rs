@@ -9,7 +9,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
 use docket_catalog::{Asset, CallRecord, CatalogError};
-use docket_task::model::{TaskRecord, TaskStatus};
+use docket_task::model::TaskRecord;
 use docket_task::store::{AuditContext, AuditEntry};
 use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
@@ -94,44 +94,22 @@ impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
     }
 }
 
-/// What the database decides when a task is inserted: its times. Everything
-/// else the new row holds is what the caller gave, so a create does not send
-/// the row back (`RETURNING created_at, last_updated_at, heartbeat_at,
-/// expires_at`).
+/// What the database decides when a task is inserted: its times (one reading of
+/// the clock for the creation, the last update and the stamp). Everything else
+/// the new row holds is what the caller gave, so a create does not send the row
+/// back (`RETURNING created_at, expires_at`).
 #[derive(QueryableByName)]
 pub(crate) struct CreatedRow<C: Columns> {
     #[diesel(sql_type = C::TimeSql)]
     created_at: C::Time,
-    #[diesel(sql_type = C::TimeSql)]
-    last_updated_at: C::Time,
-    #[diesel(sql_type = C::TimeSql)]
-    heartbeat_at: C::Time,
     #[diesel(sql_type = Nullable<C::TimeSql>)]
     expires_at: Option<C::Time>,
 }
 
 impl<C: Columns> CreatedRow<C> {
-    /// The new task as stored: `task` as given, `working`, with these times.
+    /// The new task as stored.
     pub(crate) fn record(self, task: NewTask) -> Result<TaskRecord, StoreError> {
-        Ok(TaskRecord {
-            id: task.id,
-            tool: task.tool,
-            arguments: task.arguments,
-            owner: task.owner,
-            extra_follower: task.extra_follower,
-            replica_id: task.replica_id,
-            status: TaskStatus::Working,
-            status_message: task.status_message,
-            created_at: self.created_at.value()?,
-            last_updated_at: self.last_updated_at.value()?,
-            heartbeat_at: self.heartbeat_at.value()?,
-            cancel_requested_at: None,
-            result: None,
-            error: None,
-            input_requests: None,
-            expires_at: optional(self.expires_at)?,
-            poll_interval_ms: task.poll_interval_ms,
-        })
+        Ok(task.into_record(self.created_at.value()?, optional(self.expires_at)?))
     }
 }
 
@@ -233,6 +211,33 @@ macro_rules! call_columns {
     };
 }
 pub(crate) use call_columns;
+
+/// Binds a new call record's values in the order both backends' inserts list
+/// them (`call_columns!` without `created_at`, which the database sets).
+macro_rules! bind_new_call {
+    ($statement:expr, $record:expr) => {{
+        use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+        let record: &docket_catalog::NewCallRecord = $record;
+        $statement
+            .bind::<Text, _>(&record.id)
+            .bind::<Text, _>(record.kind.as_str())
+            .bind::<Text, _>(&record.tool)
+            .bind::<Nullable<Text>, _>(&record.connection)
+            .bind::<Text, _>(&record.statement)
+            .bind::<Text, _>(&record.subject)
+            .bind::<Nullable<Text>, _>(&record.persona)
+            .bind::<Bool, _>(record.success)
+            .bind::<Text, _>(&record.outcome)
+            .bind::<Nullable<Text>, _>(&record.error_message)
+            .bind::<BigInt, _>(record.duration_ms)
+            .bind::<Nullable<BigInt>, _>(record.rows)
+            .bind::<Nullable<BigInt>, _>(record.bytes)
+            .bind::<Nullable<Text>, _>(&record.asset_id)
+            .bind::<Nullable<Text>, _>(&record.task_id)
+            .bind::<Nullable<Integer>, _>(record.upstream_status.map(i32::from))
+    }};
+}
+pub(crate) use bind_new_call;
 
 /// A call record as read ([`call_columns!`]).
 #[derive(QueryableByName)]

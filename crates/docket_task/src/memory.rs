@@ -122,36 +122,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl TaskStore for MemoryStore {
     async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
         let now = (self.clock)();
-        let record = TaskRecord {
-            id: task.id.clone(),
-            tool: task.tool,
-            arguments: task.arguments,
-            owner: task.owner,
-            extra_follower: task.extra_follower,
-            replica_id: task.replica_id,
-            status: TaskStatus::Working,
-            status_message: task.status_message,
-            created_at: now,
-            last_updated_at: now,
-            heartbeat_at: now,
-            cancel_requested_at: None,
-            result: None,
-            error: None,
-            input_requests: None,
-            expires_at: task.retention.map(|retention| now + retention),
-            poll_interval_ms: task.poll_interval_ms,
-        };
+        let (id, audit) = (task.id.clone(), task.audit.clone());
+        let expires_at = task.retention.map(|retention| now + retention);
+        let record = task.into_record(now, expires_at);
         let mut tasks = lock(&self.tasks);
-        if tasks.contains_key(&task.id) {
+        if tasks.contains_key(&id) {
             return Err(StoreError::Duplicate);
         }
         let entry = Entry {
             record: record.clone(),
-            audit: task.audit,
+            audit,
             answers: Map::new(),
             requested_keys: Vec::new(),
         };
-        tasks.insert(task.id, entry);
+        tasks.insert(id, entry);
         Ok(record)
     }
 

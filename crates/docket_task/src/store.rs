@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::id::TaskId;
-use crate::model::{Outcome, TaskRecord};
+use crate::model::{Outcome, TaskRecord, TaskStatus};
 
 /// A task to create.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +74,37 @@ pub struct AuditEntry {
     pub error_message: Option<String>,
     /// How long it took, in milliseconds.
     pub duration_ms: i64,
+}
+
+impl NewTask {
+    /// The task as a store holds it once inserted: `working`, created (and last
+    /// updated, and stamped) at `created_at`, expiring at `expires_at`; every
+    /// other field as given.
+    pub fn into_record(
+        self,
+        created_at: OffsetDateTime,
+        expires_at: Option<OffsetDateTime>,
+    ) -> TaskRecord {
+        TaskRecord {
+            id: self.id,
+            tool: self.tool,
+            arguments: self.arguments,
+            owner: self.owner,
+            extra_follower: self.extra_follower,
+            replica_id: self.replica_id,
+            status: TaskStatus::Working,
+            status_message: self.status_message,
+            created_at,
+            last_updated_at: created_at,
+            heartbeat_at: created_at,
+            cancel_requested_at: None,
+            result: None,
+            error: None,
+            input_requests: None,
+            expires_at,
+            poll_interval_ms: self.poll_interval_ms,
+        }
+    }
 }
 
 impl AuditEntry {

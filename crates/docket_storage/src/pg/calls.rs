@@ -2,12 +2,12 @@
 //! it. The row as read is [`rows::CallRow`].
 
 use diesel::OptionalExtension;
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::columns::PgColumns;
 use crate::error::catalog_query_error;
-use crate::rows::{self, call_columns};
+use crate::rows::{self, bind_new_call, call_columns};
 use crate::shared;
 use crate::statement::statement;
 use docket_catalog::{CallRecord, CatalogError, NewCallRecord};
@@ -19,28 +19,15 @@ pub(crate) async fn insert(
     conn: &mut AsyncPgConnection,
     record: &NewCallRecord,
 ) -> Result<(), CatalogError> {
-    statement(
-        "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
-         success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
-         upstream_status) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    bind_new_call!(
+        statement(
+            "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
+             success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
+             upstream_status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+        ),
+        record
     )
-    .bind::<Text, _>(&record.id)
-    .bind::<Text, _>(record.kind.as_str())
-    .bind::<Text, _>(&record.tool)
-    .bind::<Nullable<Text>, _>(&record.connection)
-    .bind::<Text, _>(&record.statement)
-    .bind::<Text, _>(&record.subject)
-    .bind::<Nullable<Text>, _>(&record.persona)
-    .bind::<Bool, _>(record.success)
-    .bind::<Text, _>(&record.outcome)
-    .bind::<Nullable<Text>, _>(&record.error_message)
-    .bind::<BigInt, _>(record.duration_ms)
-    .bind::<Nullable<BigInt>, _>(record.rows)
-    .bind::<Nullable<BigInt>, _>(record.bytes)
-    .bind::<Nullable<Text>, _>(&record.asset_id)
-    .bind::<Nullable<Text>, _>(&record.task_id)
-    .bind::<Nullable<Integer>, _>(record.upstream_status.map(i32::from))
     .execute(conn)
     .await
     .map_err(catalog_query_error)?;

@@ -2,10 +2,10 @@
 //! (synchronous, run on a blocking thread). The row as read is [`rows::CallRow`].
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
+use diesel::sql_types::{BigInt, Text};
 
 use crate::columns::TextColumns;
-use crate::rows::{self, call_columns};
+use crate::rows::{self, bind_new_call, call_columns};
 use crate::shared;
 use crate::statement::statement;
 use docket_catalog::NewCallRecord;
@@ -15,28 +15,15 @@ pub(crate) type CallRow = rows::CallRow<TextColumns>;
 
 /// Writes one call record; `created_at` comes from the database.
 pub(crate) fn insert(conn: &mut SqliteConnection, record: &NewCallRecord) -> QueryResult<()> {
-    statement(
-        "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
-         success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
-         upstream_status) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    bind_new_call!(
+        statement(
+            "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
+             success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
+             upstream_status) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        ),
+        record
     )
-    .bind::<Text, _>(&record.id)
-    .bind::<Text, _>(record.kind.as_str())
-    .bind::<Text, _>(&record.tool)
-    .bind::<Nullable<Text>, _>(&record.connection)
-    .bind::<Text, _>(&record.statement)
-    .bind::<Text, _>(&record.subject)
-    .bind::<Nullable<Text>, _>(&record.persona)
-    .bind::<Bool, _>(record.success)
-    .bind::<Text, _>(&record.outcome)
-    .bind::<Nullable<Text>, _>(&record.error_message)
-    .bind::<BigInt, _>(record.duration_ms)
-    .bind::<Nullable<BigInt>, _>(record.rows)
-    .bind::<Nullable<BigInt>, _>(record.bytes)
-    .bind::<Nullable<Text>, _>(&record.asset_id)
-    .bind::<Nullable<Text>, _>(&record.task_id)
-    .bind::<Nullable<Integer>, _>(record.upstream_status.map(i32::from))
     .execute(conn)
     .map(drop)
 }

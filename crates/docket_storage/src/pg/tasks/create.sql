@@ -12,4 +12,4 @@ INSERT INTO call_tasks (
     $1, $2, $3, $4, $5, $6, 'working', $7,
     now() + $8::bigint * interval '1 millisecond', $9, $10, $11, $12
 )
-RETURNING created_at, last_updated_at, heartbeat_at, expires_at
+RETURNING created_at, expires_at

@@ -18,4 +18,4 @@ INSERT INTO call_tasks (
     strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?8),
     ?9, ?10, ?11, ?12
 )
-RETURNING created_at, last_updated_at, heartbeat_at, expires_at
+RETURNING created_at, expires_at
