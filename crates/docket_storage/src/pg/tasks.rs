@@ -216,36 +216,27 @@ pub(crate) async fn answer_input(
             return Ok(());
         }
         let answers = Value::Object(state.answers);
-        if answered == Answered::Some {
-            // A key was answered: stamp the task and wake the replica running
-            // it, in this transaction.
-            statement(
-                "UPDATE call_tasks SET status = $2, input_requests = $3, input_answers = $4, \
-                        last_updated_at = now() \
-                  WHERE task_id = $1",
-            )
-            .bind::<Text, _>(&id)
-            .bind::<Text, _>(state.status.as_str())
-            .bind::<Nullable<Jsonb>, _>(&state.input_requests)
-            .bind::<Jsonb, _>(&answers)
-            .execute(conn)
-            .await?;
+        // Only an answered key stamps the task and wakes the replica running it
+        // (in this transaction, so the signal goes out at commit).
+        let stamped = answered == Answered::Some;
+        statement(
+            "UPDATE call_tasks SET status = $2, input_requests = $3, input_answers = $4, \
+                    last_updated_at = CASE WHEN $5 THEN now() ELSE last_updated_at END \
+              WHERE task_id = $1",
+        )
+        .bind::<Text, _>(&id)
+        .bind::<Text, _>(state.status.as_str())
+        .bind::<Nullable<Jsonb>, _>(&state.input_requests)
+        .bind::<Jsonb, _>(&answers)
+        .bind::<Bool, _>(stamped)
+        .execute(conn)
+        .await?;
+        if stamped {
             statement("SELECT pg_notify($1, $2)")
                 .bind::<Text, _>(CHANNEL)
                 .bind::<Text, _>(format!("input:{id}"))
                 .execute(conn)
                 .await?;
-        } else {
-            statement(
-                "UPDATE call_tasks SET status = $2, input_requests = $3, input_answers = $4 \
-                  WHERE task_id = $1",
-            )
-            .bind::<Text, _>(&id)
-            .bind::<Text, _>(state.status.as_str())
-            .bind::<Nullable<Jsonb>, _>(&state.input_requests)
-            .bind::<Jsonb, _>(&answers)
-            .execute(conn)
-            .await?;
         }
         Ok::<_, TxError>(())
     })

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use docket_task::store::Beat;
 use docket_task::{NewTask, StoreError, TaskId};
 use serde_json::{Map, Value};
@@ -237,30 +237,19 @@ pub(crate) fn answer_input(
         let status = state.status.as_str();
         let input_requests = state.input_requests.as_ref().map(Value::to_string);
         let answers = Value::Object(state.answers).to_string();
-        if answered == Answered::Some {
-            // A key was answered: stamp the task too.
-            statement(concat!(
-                "UPDATE call_tasks SET status = ?2, input_requests = ?3, input_answers = ?4, \
-                        last_updated_at = ",
-                now!(),
-                " WHERE task_id = ?1"
-            ))
-            .bind::<Text, _>(id)
-            .bind::<Text, _>(status)
-            .bind::<Nullable<Text>, _>(input_requests)
-            .bind::<Text, _>(answers)
-            .execute(conn)?;
-        } else {
-            statement(
-                "UPDATE call_tasks SET status = ?2, input_requests = ?3, input_answers = ?4 \
-                  WHERE task_id = ?1",
-            )
-            .bind::<Text, _>(id)
-            .bind::<Text, _>(status)
-            .bind::<Nullable<Text>, _>(input_requests)
-            .bind::<Text, _>(answers)
-            .execute(conn)?;
-        }
+        // Only an answered key stamps the task.
+        statement(concat!(
+            "UPDATE call_tasks SET status = ?2, input_requests = ?3, input_answers = ?4, \
+                    last_updated_at = CASE WHEN ?5 THEN ",
+            now!(),
+            " ELSE last_updated_at END WHERE task_id = ?1"
+        ))
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(status)
+        .bind::<Nullable<Text>, _>(input_requests)
+        .bind::<Text, _>(answers)
+        .bind::<Bool, _>(answered == Answered::Some)
+        .execute(conn)?;
         Ok(())
     })
 }
