@@ -142,7 +142,8 @@ fn run() -> anyhow::Result<()> {
             .docket_bin
             .as_deref()
             .context("the script benchmark needs --docket-bin PATH")?;
-        let results = runtime.block_on(scripts::run(docket_bin, &args.commit))?;
+        let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let results = runtime.block_on(scripts::run(docket_bin, &args.commit, &test_server))?;
         println!("{}", results.text());
         if let Some(path) = &args.output {
             results

@@ -2,7 +2,8 @@
 //! costs, against the in-process evaluation it replaced, measured in the same
 //! run on the embedded default (SQLite).
 //!
-//! Two run bridges on one fresh SQLite database, one worker each, differ only in
+//! Two run bridges on one fresh SQLite database (and a third, with a child, on a
+//! fresh PostgreSQL schema when a server answers), one worker each, differ only in
 //! their [`Isolation`]: in process, or a child (`docket script-child`, the
 //! binary named by `--docket-bin`). Both hosts answer every `platform.call` at
 //! once and note when each call arrives, so what is measured is the platform's
@@ -28,7 +29,7 @@ use docket_catalog::ScriptStore;
 use docket_catalog::scripts::{NewRun, NewScript, Run, RunStatus, Script, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::{ChildProcess, Host, HostError, Isolation, Limits};
-use docket_storage::test_db::TestDatabase;
+use docket_storage::test_db::{PostgresServer, TestDatabase};
 use serde_json::{Map, Value, json};
 
 use crate::load::percentile;
@@ -118,6 +119,9 @@ struct Lane {
     label: &'static str,
     bridge: Arc<RunBridge>,
     host: Arc<MarkingHost>,
+    /// The lane's own copies of the two scripts, in its database.
+    first_call: Script,
+    many_calls: Script,
     starts: Vec<Duration>,
     round_trips: Vec<Duration>,
 }
@@ -129,6 +133,13 @@ impl Lane {
         isolation: Isolation,
     ) -> anyhow::Result<Self> {
         let store = database.connect().await.script_store();
+        // Lanes may share a database: each saves the scripts under names of its own.
+        let lane = label
+            .to_lowercase()
+            .replace(' ', "-")
+            .replace(['(', ')', ','], "");
+        let first_call = save(store.as_ref(), &format!("first-call-{lane}"), FIRST_CALL).await?;
+        let many_calls = save(store.as_ref(), &format!("many-calls-{lane}"), MANY_CALLS).await?;
         let host = Arc::new(MarkingHost::default());
         let marks = Arc::clone(&host);
         let runner = SandboxRunner::new(
@@ -155,6 +166,8 @@ impl Lane {
             label,
             bridge,
             host,
+            first_call,
+            many_calls,
             starts: Vec::new(),
             round_trips: Vec::new(),
         })
@@ -198,17 +211,17 @@ impl Lane {
         Ok((enqueued, self.host.marks(&id)))
     }
 
-    async fn sample_starts(&mut self, script: &Script, count: usize) -> anyhow::Result<()> {
+    async fn sample_starts(&mut self, count: usize) -> anyhow::Result<()> {
         for _ in 0..count {
-            let (enqueued, marks) = self.run(script).await?;
+            let (enqueued, marks) = self.run(&self.first_call).await?;
             let first = marks.first().context("no call arrived")?;
             self.starts.push(first.duration_since(enqueued));
         }
         Ok(())
     }
 
-    async fn sample_round_trip(&mut self, script: &Script) -> anyhow::Result<()> {
-        let (_, marks) = self.run(script).await?;
+    async fn sample_round_trip(&mut self) -> anyhow::Result<()> {
+        let (_, marks) = self.run(&self.many_calls).await?;
         ensure!(marks.len() == CALLS_PER_RUN, "{} calls", marks.len());
         let (Some(first), Some(last)) = (marks.first(), marks.last()) else {
             anyhow::bail!("no calls");
@@ -244,27 +257,34 @@ async fn save(store: &dyn ScriptStore, name: &str, source: &str) -> anyhow::Resu
 }
 
 /// Runs the suite with children of `docket_bin`.
-pub(crate) async fn run(docket_bin: &Path, commit: &str) -> anyhow::Result<ScriptResults> {
+pub(crate) async fn run(
+    docket_bin: &Path,
+    commit: &str,
+    postgres: &PostgresServer,
+) -> anyhow::Result<ScriptResults> {
     let database = TestDatabase::sqlite().await;
-    let store = database.connect().await.script_store();
-    let first_call = save(store.as_ref(), "first-call", FIRST_CALL).await?;
-    let many_calls = save(store.as_ref(), "many-calls", MANY_CALLS).await?;
-    let child = Isolation::Child(ChildProcess::new(docket_bin, ["script-child"]));
-    let mut paths = [
-        Lane::new("in process", &database, Isolation::InProcess).await?,
-        Lane::new("child process", &database, child).await?,
+    let child = || Isolation::Child(ChildProcess::new(docket_bin, ["script-child"]));
+    let mut paths = vec![
+        Lane::new("in process (SQLite)", &database, Isolation::InProcess).await?,
+        Lane::new("child process (SQLite)", &database, child()).await?,
     ];
+    // The same child-process lane on PostgreSQL (SKIP LOCKED claims, NOTIFY
+    // wake-ups), when a server answers.
+    let on_postgres = TestDatabase::postgres(postgres).await;
+    if let Some(database) = &on_postgres {
+        paths.push(Lane::new("child process (PostgreSQL)", database, child()).await?);
+    }
     // Warm-up: the binary in the page cache, the statements prepared.
     for path in &mut paths {
-        path.sample_starts(&first_call, 5).await?;
-        path.sample_round_trip(&many_calls).await?;
+        path.sample_starts(5).await?;
+        path.sample_round_trip().await?;
         path.starts.clear();
         path.round_trips.clear();
     }
     for _ in 0..ROUNDS {
         for path in &mut paths {
-            path.sample_starts(&first_call, STARTS_PER_ROUND).await?;
-            path.sample_round_trip(&many_calls).await?;
+            path.sample_starts(STARTS_PER_ROUND).await?;
+            path.sample_round_trip().await?;
         }
     }
     for path in &paths {
@@ -313,7 +333,7 @@ impl ScriptResults {
     }
 
     fn medians(&self) -> Option<((Duration, Duration), (Duration, Duration))> {
-        let [(_, in_starts, in_calls), (_, child_starts, child_calls)] = &self.paths[..] else {
+        let [(_, in_starts, in_calls), (_, child_starts, child_calls), ..] = &self.paths[..] else {
             return None;
         };
         Some((
@@ -367,8 +387,9 @@ impl ScriptResults {
              Commit `{}` on {} × {} ({}), load average {}. Two run bridges on one SQLite \
              database (the embedded default), one worker each, differ only in where a run \
              evaluates: in the worker's process, or in a child (`docket script-child`, \
-             spawned per run under its OS limits). Their hosts answer every `platform.call` \
-             at once. Queue → running is `enqueue` to the run's first call reaching the \
+             spawned per run under its OS limits); a third bridge runs children on a fresh \
+             PostgreSQL schema (claims with `SKIP LOCKED`, wake-ups by NOTIFY) when a \
+             server answers. Their hosts answer every `platform.call` at once. Queue → running is `enqueue` to the run's first call reaching the \
              host ({} samples each); one call's round trip is a run of {CALLS_PER_RUN} \
              calls, first to last, per call (median of {ROUNDS} runs). Alternating rounds.\n\n\
              {findings}\n{}",
