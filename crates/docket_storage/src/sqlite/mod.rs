@@ -48,7 +48,7 @@ use time::OffsetDateTime;
 use crate::ConnectOptions;
 use crate::database_url::create_parent_directory;
 use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
-use crate::shared::{self, Ending};
+use crate::shared::Ending;
 use crate::url::Backend;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
@@ -222,7 +222,7 @@ impl TaskStore for SqliteStore {
             .write(move |conn| tasks::take_answers(conn, &id))
             .await?
         {
-            Some(answers) => shared::answers(sql::json(&answers)?),
+            Some(answers) => answers.answers(),
             None => Ok(Map::new()),
         }
     }
@@ -244,11 +244,10 @@ impl TaskStore for SqliteStore {
 
     async fn audit_for_tool(&self, tool: &str, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
         let tool = tool.to_owned();
-        self.read(move |conn| audit::for_tool(conn, &tool, limit))
-            .await?
-            .into_iter()
-            .map(AuditEntry::try_from)
-            .collect()
+        crate::rows::audit_entries(
+            self.read(move |conn| audit::for_tool(conn, &tool, limit))
+                .await?,
+        )
     }
 }
 

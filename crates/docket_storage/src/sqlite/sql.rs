@@ -1,12 +1,11 @@
 //! What every SQLite model file shares: the database clock as SQL text, how a
-//! stored time and a stored JSON value are read back, a duration as an SQLite
+//! stored time is read back (rows read theirs through `columns`), a duration as an SQLite
 //! time modifier, and the busy timeout every connection (the migrating one
 //! too) sets.
 
 use std::time::Duration;
 
 use docket_task::StoreError;
-use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -28,11 +27,6 @@ pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
 pub(crate) fn time(text: &str) -> Result<OffsetDateTime, StoreError> {
     OffsetDateTime::parse(text, &Rfc3339)
         .map_err(|err| StoreError::Corrupt(format!("a stored time `{text}`: {err}")))
-}
-
-/// A stored JSON value.
-pub(crate) fn json(text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("stored JSON: {err}")))
 }
 
 /// A duration as an SQLite time modifier, to the millisecond (`+1.250 seconds`).

@@ -23,6 +23,8 @@ pub(crate) type CreatedRow = rows::CreatedRow<TextColumns>;
 /// A task as read with the database clock.
 pub(crate) type TaskNowRow = rows::TaskNowRow<TextColumns>;
 type InputRow = rows::InputRow<TextColumns>;
+/// The answers a task holds, as read.
+pub(crate) type AnswersRow = rows::AnswersRow<TextColumns>;
 
 /// A stored value that could not be read, as a diesel error, so it can abort a
 /// transaction; [`crate::error::query_error`] turns it back into
@@ -255,11 +257,14 @@ pub(crate) fn answer_input(
 }
 
 /// Takes the answers the work has not consumed yet (as JSON text).
-pub(crate) fn take_answers(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<String>> {
+pub(crate) fn take_answers(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> QueryResult<Option<AnswersRow>> {
     conn.immediate_transaction(|conn| {
         let answers = statement("SELECT input_answers FROM call_tasks WHERE task_id = ?1")
             .bind::<Text, _>(id)
-            .get_result::<rows::AnswersRow<TextColumns>>(conn)
+            .get_result::<AnswersRow>(conn)
             .optional()?;
         match answers {
             // Write nothing when there is nothing to take: the work polls.
@@ -267,7 +272,7 @@ pub(crate) fn take_answers(conn: &mut SqliteConnection, id: &str) -> QueryResult
                 statement("UPDATE call_tasks SET input_answers = '{}' WHERE task_id = ?1")
                     .bind::<Text, _>(id)
                     .execute(conn)?;
-                Ok(Some(answers.input_answers))
+                Ok(Some(answers))
             }
             _ => Ok(None),
         }
