@@ -117,6 +117,11 @@ impl TaskStore for CountingStore {
         cancelled
     }
 
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        self.other();
+        self.inner.mark_draining(replica_id).await
+    }
+
     async fn require_input(
         &self,
         id: &TaskId,

@@ -99,6 +99,37 @@ async fn a_duplicate_id_is_refused_as_such(store: Arc<dyn TaskStore>) {
 mod postgres {
     use super::*;
 
+    /// A draining replica says so in its row, and a later beat keeps it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_draining_replica_is_marked_in_its_row() {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+        #[derive(diesel::QueryableByName)]
+        struct Draining {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            draining: bool,
+        }
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+            return;
+        };
+        let store = database.store().await;
+        store.heartbeat("r1", &[]).await.expect("beat");
+        store.mark_draining("r1").await.expect("draining");
+        store.mark_draining("never-beat").await.expect("draining");
+        store.heartbeat("r1", &[]).await.expect("beat");
+        let mut connection = AsyncPgConnection::establish(database.url())
+            .await
+            .expect("connect");
+        let rows: Vec<Draining> = diesel::sql_query("SELECT draining FROM replicas ORDER BY id")
+            .load(&mut connection)
+            .await
+            .expect("read");
+        assert_eq!(
+            rows.iter().map(|row| row.draining).collect::<Vec<_>>(),
+            vec![true, true]
+        );
+    }
+
     /// A store on a fresh schema and the schema's guard, or `None` when PostgreSQL
     /// is not reachable (the harness printed why; the test then returns).
     async fn store() -> Option<(Arc<dyn TaskStore>, TestDatabase)> {
@@ -453,6 +484,37 @@ mod postgres {
 
 mod sqlite {
     use super::*;
+
+    /// A draining replica says so in its row, and a later beat keeps it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_draining_replica_is_marked_in_its_row() {
+        use diesel::{Connection, QueryableByName, RunQueryDsl, SqliteConnection};
+
+        #[derive(QueryableByName)]
+        struct Draining {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            draining: bool,
+        }
+        let database = TestDatabase::sqlite().await;
+        let store = database.store().await;
+        store.heartbeat("r1", &[]).await.expect("beat");
+        store.mark_draining("r1").await.expect("draining");
+        store.mark_draining("never-beat").await.expect("draining");
+        store.heartbeat("r1", &[]).await.expect("beat");
+        let path = database.url().trim_start_matches("sqlite://").to_owned();
+        let rows: Vec<Draining> = tokio::task::spawn_blocking(move || {
+            let mut conn = SqliteConnection::establish(&path).expect("open");
+            diesel::sql_query("SELECT draining FROM replicas ORDER BY id")
+                .load(&mut conn)
+                .expect("read")
+        })
+        .await
+        .expect("read");
+        assert_eq!(
+            rows.iter().map(|row| row.draining).collect::<Vec<_>>(),
+            vec![true, true]
+        );
+    }
 
     docket_task::store_suite!(async {
         let light = light().await;

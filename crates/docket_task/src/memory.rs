@@ -31,6 +31,8 @@ pub struct MemoryStore {
     tasks: Mutex<HashMap<TaskId, Entry>>,
     /// Each replica's last beat: its running tasks are as alive as it is.
     replicas: Mutex<HashMap<String, OffsetDateTime>>,
+    /// The replicas that began a graceful shutdown.
+    draining: Mutex<Vec<String>>,
     audit: Mutex<Vec<AuditEntry>>,
     listener: Mutex<Option<SignalListener>>,
     clock: Clock,
@@ -53,10 +55,16 @@ impl MemoryStore {
         Self {
             tasks: Mutex::default(),
             replicas: Mutex::default(),
+            draining: Mutex::default(),
             audit: Mutex::default(),
             listener: Mutex::default(),
             clock,
         }
+    }
+
+    /// The replicas that said they are draining, in the order they said it.
+    pub fn draining_replicas(&self) -> Vec<String> {
+        lock(&self.draining).clone()
     }
 
     /// Every audit row written so far.
@@ -200,6 +208,14 @@ impl TaskStore for MemoryStore {
             })
             .map(|(id, _)| id.clone())
             .collect())
+    }
+
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        let mut draining = lock(&self.draining);
+        if !draining.iter().any(|replica| replica == replica_id) {
+            draining.push(replica_id.to_owned());
+        }
+        Ok(())
     }
 
     async fn require_input(
@@ -391,6 +407,10 @@ impl TaskStore for FlakyStore {
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError> {
         self.check()?;
         self.inner.heartbeat(replica_id, beats).await
+    }
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.mark_draining(replica_id).await
     }
     async fn require_input(
         &self,

@@ -436,6 +436,10 @@ impl TaskRuntime {
     /// what is still running as failed ("call the tool again"), and stops the loops.
     pub async fn drain(&self, grace: Duration) {
         self.draining.store(true, Ordering::SeqCst);
+        // Said in the replica's row for operators; the shutdown does not wait on it.
+        if let Err(error) = self.store.mark_draining(&self.config.replica_id).await {
+            tracing::warn!(%error, "could not record that this replica is draining");
+        }
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await

@@ -206,6 +206,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// returns the replica's running tasks with a cancel requested.
     async fn heartbeat(&self, replica_id: &str, beats: &[Beat]) -> Result<Vec<TaskId>, StoreError>;
 
+    /// Records that `replica_id` began a graceful shutdown: it takes no new work
+    /// and ends (or records) what it runs. Shown in its `replicas` row.
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError>;
+
     /// Adds input requests to a running task and moves it to `input_required`.
     /// Keys must be unique for the task's life. Returns false if the task ended.
     async fn require_input(

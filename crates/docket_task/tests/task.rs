@@ -45,6 +45,9 @@ impl TaskStore for CountingStore {
         self.last_messages.store(beats.len(), Ordering::SeqCst);
         self.inner.heartbeat(replica_id, beats).await
     }
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        self.inner.mark_draining(replica_id).await
+    }
     async fn require_input(
         &self,
         id: &TaskId,
@@ -322,6 +325,16 @@ async fn one_heartbeat_statement_stamps_every_running_task() {
         "nothing changed since the last beat"
     );
     runtime.drain(Duration::ZERO).await;
+}
+
+/// A replica that drains says so in the store before it waits for its work.
+#[tokio::test]
+async fn draining_is_recorded_for_the_replica() {
+    let store = Arc::new(MemoryStore::new());
+    let runtime = TaskRuntime::new(store.clone() as Arc<dyn TaskStore>, config());
+    assert!(store.draining_replicas().is_empty());
+    runtime.drain(Duration::ZERO).await;
+    assert_eq!(store.draining_replicas(), vec!["a".to_owned()]);
 }
 
 /// The short work runs while the replica drains and ends when the test lets it,

@@ -143,6 +143,10 @@ impl TaskStore for PgStore {
         tasks::heartbeat(&mut *self.conn().await?, replica_id, beats).await
     }
 
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        tasks::mark_draining(&mut *self.conn().await?, replica_id).await
+    }
+
     async fn require_input(
         &self,
         id: &TaskId,

@@ -126,6 +126,22 @@ pub(crate) async fn heartbeat(
     Ok(rows::task_ids(rows))
 }
 
+/// Marks the replica draining (its row made if it never beat).
+pub(crate) async fn mark_draining(
+    conn: &mut AsyncPgConnection,
+    replica_id: &str,
+) -> Result<(), StoreError> {
+    statement(
+        "INSERT INTO replicas (id, draining) VALUES ($1, true) \
+         ON CONFLICT (id) DO UPDATE SET draining = true",
+    )
+    .bind::<Text, _>(replica_id)
+    .execute(conn)
+    .await
+    .map_err(query_error)?;
+    Ok(())
+}
+
 /// Why an input transaction rolled back: a statement failed, or a stored value
 /// could not be read.
 enum TxError {

@@ -195,6 +195,12 @@ impl TaskStore for SqliteStore {
             .await
     }
 
+    async fn mark_draining(&self, replica_id: &str) -> Result<(), StoreError> {
+        let replica_id = replica_id.to_owned();
+        self.write(move |conn| tasks::mark_draining(conn, &replica_id))
+            .await
+    }
+
     async fn require_input(
         &self,
         id: &TaskId,

@@ -181,6 +181,17 @@ pub(crate) fn heartbeat(
     })
 }
 
+/// Marks the replica draining (its row made if it never beat).
+pub(crate) fn mark_draining(conn: &mut SqliteConnection, replica_id: &str) -> QueryResult<()> {
+    statement(
+        "INSERT INTO replicas (id, draining) VALUES (?1, 1) \
+         ON CONFLICT (id) DO UPDATE SET draining = 1",
+    )
+    .bind::<Text, _>(replica_id)
+    .execute(conn)
+    .map(drop)
+}
+
 /// Reads a task's input state (inside an immediate transaction: no other writer
 /// can change it before this one writes).
 fn input_state(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<InputState>> {
