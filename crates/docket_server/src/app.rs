@@ -206,13 +206,16 @@ impl AppBuilder {
             Some(secret) => RequestStateKey::from_secret(secret),
             None => RequestStateKey::random().map_err(|err| BuildError::Random(err.to_string()))?,
         };
-        let replica_id = if config.server.replica_id.is_empty() {
-            let mut suffix = [0u8; 4];
-            getrandom::fill(&mut suffix).map_err(|err| BuildError::Random(err.to_string()))?;
-            format!("replica-{}", hex::encode(suffix))
-        } else {
-            config.server.replica_id.clone()
+        // Unique per process even when a name is configured: a task is as alive
+        // as its replica's row, so a restarted process must never beat for its
+        // predecessor's orphaned tasks.
+        let mut suffix = [0u8; 4];
+        getrandom::fill(&mut suffix).map_err(|err| BuildError::Random(err.to_string()))?;
+        let name = match config.server.replica_id.as_str() {
+            "" => "replica",
+            name => name,
         };
+        let replica_id = format!("{name}-{}", hex::encode(suffix));
         let mut tasks = match &store {
             Some(store) if config.tasks.enabled => {
                 let runtime = TaskRuntime::new(

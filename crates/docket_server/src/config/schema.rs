@@ -65,7 +65,9 @@ pub struct ServerConfig {
     pub public_base_url: Option<String>,
     /// Origins (`scheme://host[:port]`) allowed besides loopback ones.
     pub allowed_origins: Vec<String>,
-    /// This replica's name; empty means a unique name per process.
+    /// This replica's name, to which each process adds a random suffix (a task
+    /// is as alive as its replica, so a restarted process must not be taken for
+    /// the one before it); empty means `replica`.
     pub replica_id: String,
     /// Graceful shutdown.
     pub shutdown: ShutdownConfig,

@@ -155,3 +155,23 @@ async fn background_shutdown_drains_a_mounted_app() {
         .await
         .expect("nothing was running, so the drain ends at once");
 }
+
+/// A configured replica name gets a suffix of its own in every process, so a
+/// restarted process is never taken for the one before it (a task is as alive
+/// as its replica's row).
+#[test]
+fn a_configured_replica_name_is_unique_per_process() {
+    let build = || {
+        let mut config = docket_server::Config::embedded_default();
+        config.server.replica_id = "pod-7".into();
+        docket_server::App::builder(config).build().expect("app")
+    };
+    let (first, second) = (build(), build());
+    assert!(
+        first.replica_id().starts_with("pod-7-"),
+        "{}",
+        first.replica_id()
+    );
+    assert!(second.replica_id().starts_with("pod-7-"));
+    assert_ne!(first.replica_id(), second.replica_id());
+}
