@@ -117,6 +117,15 @@ impl TaskError {
         )
     }
 
+    /// The error of a task whose outcome its replica could not record while the
+    /// store was away, recorded once the store answered again.
+    pub fn ending_lost() -> Self {
+        Self::internal(
+            "the task ended while the database was unavailable and its outcome could not be \
+             recorded; call the tool again",
+        )
+    }
+
     /// The error of a task still running when its replica shut down.
     pub fn shut_down() -> Self {
         Self::internal("the server shut down before the task finished; call the tool again")

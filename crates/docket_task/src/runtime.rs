@@ -100,6 +100,10 @@ pub struct TaskRuntime {
     store: Arc<dyn TaskStore>,
     config: RuntimeConfig,
     running: Mutex<HashMap<TaskId, Running>>,
+    /// Tasks whose ending could not be written within `stale_after`: the
+    /// replica's beat keeps them alive, so the next beat that reaches the store
+    /// records them failed instead.
+    abandoned: Mutex<Vec<TaskId>>,
     draining: AtomicBool,
     tracker: TaskTracker,
     /// Fires when the grace period is over: remaining work is recorded as failed.
@@ -189,6 +193,7 @@ impl TaskRuntime {
             store,
             config,
             running: Mutex::default(),
+            abandoned: Mutex::default(),
             draining: AtomicBool::new(false),
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
@@ -321,8 +326,10 @@ impl TaskRuntime {
     /// meanwhile (a longer outage), this one changes nothing, so a task never holds
     /// both a result and a failure. Gives up after `stale_after` — a store that
     /// keeps refusing this one ending (an outcome it cannot hold) must not keep the
-    /// task alive forever; the stale sweep then records it failed — or when the
-    /// runtime shuts down.
+    /// task alive forever: the task is then left to the next beat that reaches the
+    /// store, which records it failed ([`TaskError::ending_lost`]) — or when the
+    /// runtime shuts down, when the replica stops beating and the stale sweep of
+    /// another replica records it failed.
     async fn record_ending(&self, id: &TaskId, outcome: Outcome) {
         let give_up_at = tokio::time::Instant::now() + self.config.stale_after;
         let mut delay = FIRST_ENDING_RETRY;
@@ -331,8 +338,13 @@ impl TaskRuntime {
                 Ok(_) => return,
                 Err(error) => error,
             };
-            if self.shutdown.is_cancelled() || tokio::time::Instant::now() + delay > give_up_at {
+            if self.shutdown.is_cancelled() {
                 tracing::error!(task = %id, %error, "could not record how a task ended");
+                return;
+            }
+            if tokio::time::Instant::now() + delay > give_up_at {
+                tracing::error!(task = %id, %error, "could not record how a task ended; the next beat records it failed");
+                lock(&self.abandoned).push(id.clone());
                 return;
             }
             tracing::warn!(task = %id, %error, retry_in = ?delay, "could not record how a task ended yet; retrying");
@@ -341,6 +353,19 @@ impl TaskRuntime {
                 () = self.shutdown.cancelled() => {}
             }
             delay = (delay * 2).min(LAST_ENDING_RETRY);
+        }
+    }
+
+    /// Records as failed the tasks whose ending could not be written; those the
+    /// store still refuses wait for the next beat.
+    async fn fail_abandoned(&self) {
+        let abandoned = std::mem::take(&mut *lock(&self.abandoned));
+        for id in abandoned {
+            let failed = Outcome::Failed(TaskError::ending_lost());
+            if let Err(error) = self.store.finish(&id, failed).await {
+                tracing::warn!(task = %id, %error, "could not record a lost ending yet");
+                lock(&self.abandoned).push(id);
+            }
         }
     }
 
@@ -406,6 +431,7 @@ impl TaskRuntime {
                 }
             }
         }
+        self.fail_abandoned().await;
         for id in &cancelled {
             self.cancel_local(id);
         }

@@ -10,7 +10,7 @@ use docket_task::memory::MemoryStore;
 use docket_task::runtime::{InputError, RuntimeConfig, SpawnError, TaskRuntime};
 use docket_task::store::{AuditEntry, Beat, NewTask, SignalListener, StoreError};
 use docket_task::testing::new_task;
-use docket_task::{Outcome, TaskId, TaskRecord, TaskStatus, TaskStore};
+use docket_task::{Outcome, TaskError, TaskId, TaskRecord, TaskStatus, TaskStore};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use tokio::sync::oneshot;
@@ -109,8 +109,9 @@ async fn wait_for_status(store: &dyn TaskStore, id: &TaskId, status: TaskStatus)
 }
 
 /// An ending the store keeps refusing is retried for `stale_after`, not forever:
-/// then the task leaves the heartbeat, so the stale sweep can record it failed.
-/// One written as soon as the store answers again keeps its outcome.
+/// then the next beat that reaches the store records the task failed (the
+/// replica's beats would keep it alive otherwise). One written as soon as the
+/// store answers again keeps its outcome.
 #[tokio::test]
 async fn an_ending_is_retried_through_an_outage_but_not_forever() {
     let store = Arc::new(docket_task::memory::FlakyStore::default());
@@ -162,6 +163,15 @@ async fn an_ending_is_retried_through_an_outage_but_not_forever() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The replica's beat would keep the task alive: the first beat that reaches
+    // the store records it failed instead.
+    store.set_failing(false);
+    let (still, _) = store.get(&refused.id).await.expect("get").expect("present");
+    assert_eq!(still.status, TaskStatus::Working);
+    runtime.beat().await.expect("heartbeat");
+    let (lost, _) = store.get(&refused.id).await.expect("get").expect("present");
+    assert_eq!(lost.status, TaskStatus::Failed);
+    assert_eq!(lost.error, Some(TaskError::ending_lost()));
 }
 
 #[tokio::test]
