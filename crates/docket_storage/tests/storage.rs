@@ -99,6 +99,49 @@ async fn a_duplicate_id_is_refused_as_such(store: Arc<dyn TaskStore>) {
 mod postgres {
     use super::*;
 
+    /// The stale sweep forgets replicas silent for `stale_after` that run
+    /// nothing, and keeps one whose task was still running (it fails the task).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sweep_forgets_silent_replicas_that_run_nothing() {
+        use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+        #[derive(diesel::QueryableByName)]
+        struct Id {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            id: String,
+        }
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+            return;
+        };
+        let store = database.store().await;
+        let mut task = new_task("the_sweep_forgets_silent_replicas_that_run_nothing");
+        task.replica_id = "busy".into();
+        store.create(task).await.expect("create");
+        store.heartbeat("busy", &[]).await.expect("beat");
+        store.heartbeat("idle", &[]).await.expect("beat");
+        // Only to order events: the beats must be older than the 1 ms below.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let mut connection = AsyncPgConnection::establish(database.url())
+            .await
+            .expect("connect");
+        store
+            .fail_stale(Duration::from_millis(1))
+            .await
+            .expect("sweep");
+        let ids = |rows: Vec<Id>| rows.into_iter().map(|row| row.id).collect::<Vec<_>>();
+        let read = diesel::sql_query("SELECT id FROM replicas ORDER BY id");
+        assert_eq!(
+            ids(read.clone().load(&mut connection).await.expect("read")),
+            vec!["busy".to_owned()],
+            "its task ran when it swept"
+        );
+        store
+            .fail_stale(Duration::from_millis(1))
+            .await
+            .expect("sweep");
+        assert!(ids(read.load(&mut connection).await.expect("read")).is_empty());
+    }
+
     /// A draining replica says so in its row, and a later beat keeps it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_draining_replica_is_marked_in_its_row() {
@@ -484,6 +527,59 @@ mod postgres {
 
 mod sqlite {
     use super::*;
+
+    /// The stale sweep forgets replicas silent for `stale_after` that run
+    /// nothing, and keeps one whose task is still running (it fails the task).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sweep_forgets_silent_replicas_that_run_nothing() {
+        use diesel::{Connection, QueryableByName, RunQueryDsl, SqliteConnection};
+
+        #[derive(QueryableByName)]
+        struct Id {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            id: String,
+        }
+        let database = TestDatabase::sqlite().await;
+        let store = database.store().await;
+        let mut task = new_task("the_sweep_forgets_silent_replicas_that_run_nothing");
+        task.replica_id = "busy".into();
+        store.create(task).await.expect("create");
+        store.heartbeat("busy", &[]).await.expect("beat");
+        store.heartbeat("idle", &[]).await.expect("beat");
+        // Only to order events: SQLite's clock counts milliseconds.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store
+            .fail_stale(Duration::from_millis(1))
+            .await
+            .expect("sweep");
+        let path = database.url().trim_start_matches("sqlite://").to_owned();
+        let read = move || {
+            let path = path.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    let mut conn = SqliteConnection::establish(&path).expect("open");
+                    diesel::sql_query("SELECT id FROM replicas ORDER BY id")
+                        .load::<Id>(&mut conn)
+                        .expect("read")
+                        .into_iter()
+                        .map(|row| row.id)
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .expect("read")
+            }
+        };
+        assert_eq!(
+            read().await,
+            vec!["busy".to_owned()],
+            "its task ran when it swept"
+        );
+        store
+            .fail_stale(Duration::from_millis(1))
+            .await
+            .expect("sweep");
+        assert!(read().await.is_empty(), "its task is failed now");
+    }
 
     /// A draining replica says so in its row, and a later beat keeps it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -297,6 +297,15 @@ impl TaskStore for MemoryStore {
         let mut failed = Vec::new();
         let mut audits = Vec::new();
         let replicas = lock(&self.replicas).clone();
+        // Forget the replicas silent as long that run nothing any more (the
+        // task lock is let go first: `get` takes the replica lock, then the task lock).
+        let running: std::collections::HashSet<String> = lock(&self.tasks)
+            .values()
+            .filter(|entry| !entry.record.status.is_terminal())
+            .map(|entry| entry.record.replica_id.clone())
+            .collect();
+        lock(&self.replicas)
+            .retain(|replica, beat| now - *beat <= stale_after || running.contains(replica));
         for (id, entry) in lock(&self.tasks).iter_mut() {
             if Self::as_read(&entry.record, &replicas).is_stale(now, stale_after)
                 && let Some(audit) =

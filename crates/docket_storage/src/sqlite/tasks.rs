@@ -297,6 +297,11 @@ pub(crate) fn fail_stale(
     ending: &Ending,
 ) -> QueryResult<Vec<TaskId>> {
     conn.immediate_transaction(|conn| {
+        // First, as PostgreSQL's one statement sees it: a replica whose tasks
+        // this sweep fails is forgotten by the next one.
+        statement(include_str!("tasks/forget_replicas.sql"))
+            .bind::<Text, _>(modifier('-', stale_after))
+            .execute(conn)?;
         let failed = statement(include_str!("tasks/fail_stale.sql"))
             .bind::<Text, _>(modifier('-', stale_after))
             .bind::<Nullable<Text>, _>(ending.error.as_ref().map(Value::to_string))

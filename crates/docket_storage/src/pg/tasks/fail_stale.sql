@@ -6,6 +6,10 @@
 -- is left to that transaction, so concurrent sweeps never wait on each other and
 -- never fail the same task twice; the status check in the UPDATE keeps the
 -- compare-and-set even so.
+-- It also forgets the replicas silent as long that ran nothing when the statement
+-- began (every process has a replica id of its own, so rows would otherwise pile
+-- up with restarts; a replica failed here is forgotten by the next sweep, and one
+-- that beats again gets its row back).
 -- $1 stale_after in ms, $2 error, $3 status_message and audit error message,
 -- $4 audit success, $5 audit outcome.
 WITH stale AS (
@@ -28,6 +32,14 @@ WITH stale AS (
        AND task.status IN ('working', 'input_required')
     RETURNING task.task_id, task.tool, task.owner, task.audit_persona,
               task.audit_connection, task.audit_arguments, task.created_at
+), forgotten AS (
+    DELETE FROM replicas AS replica
+     WHERE replica.last_beat_at < now() - $1::bigint * interval '1 millisecond'
+       AND NOT EXISTS (
+           SELECT 1 FROM call_tasks AS task
+            WHERE task.replica_id = replica.id
+              AND task.status IN ('working', 'input_required')
+       )
 ), audited AS (
     INSERT INTO audit_logs (
         tool, subject, persona, connection, arguments, success, outcome, error_message,
