@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use docket_task::StoreError;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
+use crate::columns::StoredValue;
 use crate::shared;
 
 /// The database clock, in the one form every time is stored in: RFC 3339, UTC,
@@ -23,10 +23,9 @@ pub(crate) use now;
 /// How long a statement waits for another process's write lock.
 pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
 
-/// A stored time.
+/// A stored time (read as rows read theirs, through [`StoredValue`]).
 pub(crate) fn time(text: &str) -> Result<OffsetDateTime, StoreError> {
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|err| StoreError::Corrupt(format!("a stored time `{text}`: {err}")))
+    Ok(StoredValue::<OffsetDateTime>::value(text.to_owned())?)
 }
 
 /// A duration as an SQLite time modifier, to the millisecond (`+1.250 seconds`).
