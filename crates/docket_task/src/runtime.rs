@@ -92,6 +92,9 @@ struct Running {
 /// [`LAST_ENDING_RETRY`].
 const FIRST_ENDING_RETRY: Duration = Duration::from_millis(100);
 
+/// How long a drain waits to record in the store that the replica drains.
+const MARK_DRAINING_WAIT: Duration = Duration::from_secs(2);
+
 /// The longest wait between two attempts to write a task's ending.
 const LAST_ENDING_RETRY: Duration = Duration::from_secs(2);
 
@@ -462,9 +465,19 @@ impl TaskRuntime {
     /// what is still running as failed ("call the tool again"), and stops the loops.
     pub async fn drain(&self, grace: Duration) {
         self.draining.store(true, Ordering::SeqCst);
-        // Said in the replica's row for operators; the shutdown does not wait on it.
-        if let Err(error) = self.store.mark_draining(&self.config.replica_id).await {
-            tracing::warn!(%error, "could not record that this replica is draining");
+        // Said in the replica's row for operators; a database that is away delays
+        // the shutdown by at most MARK_DRAINING_WAIT.
+        let marked = tokio::time::timeout(
+            MARK_DRAINING_WAIT,
+            self.store.mark_draining(&self.config.replica_id),
+        )
+        .await;
+        match marked {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "could not record that this replica is draining");
+            }
+            Err(_) => tracing::warn!("recording that this replica is draining took too long"),
         }
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
