@@ -212,7 +212,7 @@ impl RequestMeta {
         };
         let client_capabilities = match meta.get(CLIENT_CAPABILITIES_KEY) {
             Some(value @ Value::Object(_)) => {
-                serde_json::from_value(value.clone()).map_err(|err| {
+                ClientCapabilities::deserialize(value).map_err(|err| {
                     MetaError(format!(
                         "_meta[\"{CLIENT_CAPABILITIES_KEY}\"] is malformed: {err}"
                     ))
@@ -231,13 +231,13 @@ impl RequestMeta {
         };
         let client_info = match meta.get(CLIENT_INFO_KEY) {
             None | Some(Value::Null) => None,
-            Some(value) => Some(serde_json::from_value(value.clone()).map_err(|err| {
+            Some(value) => Some(Implementation::deserialize(value).map_err(|err| {
                 MetaError(format!("_meta[\"{CLIENT_INFO_KEY}\"] is malformed: {err}"))
             })?),
         };
         let progress_token = match meta.get(PROGRESS_TOKEN_KEY) {
             None | Some(Value::Null) => None,
-            Some(value) => Some(serde_json::from_value(value.clone()).map_err(|_| {
+            Some(value) => Some(ProgressToken::deserialize(value).map_err(|_| {
                 MetaError("_meta.progressToken must be a string or an integer".into())
             })?),
         };

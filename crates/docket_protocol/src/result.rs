@@ -47,6 +47,38 @@ pub fn stamp_server_info(result: Value, server_info: &Implementation) -> Value {
     }
 }
 
+/// A typed result with `_meta["io.modelcontextprotocol/serverInfo"]` added, so it is
+/// encoded in one pass, with no [`Value`] built in between (the hot answers, `tasks/get`
+/// and a created task, go this way). Only for result types that have no `_meta` and
+/// always a `resultType` of their own; everything else goes through [`stamp_server_info`].
+#[derive(Debug, Serialize)]
+pub struct WithServerInfo<'a, T> {
+    /// The result.
+    #[serde(flatten)]
+    pub result: &'a T,
+    /// The `_meta` object holding the server's info.
+    #[serde(rename = "_meta")]
+    pub meta: ServerInfoMeta<'a>,
+}
+
+impl<'a, T> WithServerInfo<'a, T> {
+    /// `result` stamped with `server_info`.
+    pub fn new(result: &'a T, server_info: &'a Implementation) -> Self {
+        Self {
+            result,
+            meta: ServerInfoMeta { server_info },
+        }
+    }
+}
+
+/// `_meta` with only the server's info in it (see [`WithServerInfo`]).
+#[derive(Debug, Serialize)]
+pub struct ServerInfoMeta<'a> {
+    /// Under [`SERVER_INFO_KEY`].
+    #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+    pub server_info: &'a Implementation,
+}
+
 /// [`stamp_server_info`] with the server's [`Implementation`] already encoded,
 /// for a server that stamps every result with the same one.
 pub fn stamp_encoded_server_info(mut result: Value, server_info: &Value) -> Value {
@@ -62,4 +94,28 @@ pub fn stamp_encoded_server_info(mut result: Value, server_info: &Value) -> Valu
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn stamping_in_one_pass_writes_what_stamping_a_value_writes() -> Result<(), serde_json::Error> {
+        let info = Implementation::new("docket", "1.2.3");
+        let result = EmptyResult::default();
+        let one_pass = serde_json::to_value(WithServerInfo::new(&result, &info))?;
+        let stamped = stamp_server_info(serde_json::to_value(&result)?, &info);
+        assert_eq!(one_pass, stamped);
+        assert_eq!(
+            one_pass,
+            json!({
+                "resultType": "complete",
+                "_meta": {SERVER_INFO_KEY: {"name": "docket", "version": "1.2.3"}},
+            })
+        );
+        Ok(())
+    }
 }

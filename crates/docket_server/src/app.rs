@@ -287,6 +287,7 @@ impl AppBuilder {
         // Strings only: encoding cannot fail.
         let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
         let state = AppState {
+            server_info,
             server_info_json,
             config,
             registry,

@@ -57,9 +57,15 @@ pub(crate) async fn dispatch(
                 .personas
                 .resolve(&context.identity.roles)
                 .is_some_and(|persona| persona.is_admin);
-            tasks::handle(surface, &context, is_admin, method, request.params)
-                .await
-                .map(Reply::Json)
+            tasks::handle(
+                surface,
+                &context,
+                is_admin,
+                method,
+                request.params,
+                &app.state.server_info,
+            )
+            .await
         }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }

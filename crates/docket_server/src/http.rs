@@ -590,7 +590,7 @@ where
         Err(err) => return (method, error_response(app, Some(request.id), &err)),
     };
     let context = RequestContext {
-        identity: std::sync::Arc::new(identity),
+        identity,
         meta,
         headers: parts.headers,
         run_id: None,
@@ -598,6 +598,7 @@ where
     let id = request.id.clone();
     let response = match dispatch::dispatch(app, context, request).await {
         Ok(Reply::Json(result)) => result_response(app, id, result),
+        Ok(Reply::Encoded(result)) => encoded_result_response(&id, &result),
         Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver),
         Err(err) => error_response(app, Some(id), &err),
     };
@@ -742,6 +743,23 @@ fn auth_failure(app: &App, error: &AuthError) -> hyper::Response<Body> {
 fn result_response(app: &App, id: RequestId, result: Value) -> hyper::Response<Body> {
     let result = stamp_encoded_server_info(result, &app.state.server_info_json);
     json_response(StatusCode::OK, &RpcResponse::result(id, result))
+}
+
+/// The JSON-RPC response around a result [`Reply::Encoded`] already holds, written
+/// without decoding it again.
+fn encoded_result_response(id: &RequestId, result: &[u8]) -> hyper::Response<Body> {
+    let mut bytes = Vec::with_capacity(result.len() + 48);
+    bytes.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // A request id is a string or an integer: encoding it cannot fail.
+    let _ = serde_json::to_writer(&mut bytes, id);
+    bytes.extend_from_slice(br#","result":"#);
+    bytes.extend_from_slice(result);
+    bytes.push(b'}');
+    let mut response = full(StatusCode::OK, bytes);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 fn error_response(app: &App, id: Option<RequestId>, error: &McpError) -> hyper::Response<Body> {

@@ -3,6 +3,8 @@
 
 use docket_protocol::error::ErrorObject;
 use docket_protocol::jsonrpc::OutgoingNotification;
+use docket_protocol::meta::Implementation;
+use docket_protocol::result::WithServerInfo;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -10,8 +12,11 @@ use crate::error::McpError;
 
 /// How a method answers.
 pub(crate) enum Reply {
-    /// One JSON result.
+    /// One JSON result; the transport stamps it with the server's info.
     Json(Value),
+    /// One result already encoded, the server's info included (see [`encode`]): the
+    /// transport writes these bytes as they are.
+    Encoded(Vec<u8>),
     /// An SSE stream of notifications ending with the result.
     Stream(mpsc::Receiver<StreamItem>),
 }
@@ -29,5 +34,17 @@ pub(crate) enum StreamItem {
 /// Serializes a result.
 pub(crate) fn to_value(result: &impl serde::Serialize) -> Result<Value, McpError> {
     serde_json::to_value(result)
+        .map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
+}
+
+/// Encodes a typed result with the server's info in one pass, for the answers that
+/// are sent most (`tasks/get`, a created task): no `Value` is built in between. Only
+/// for result types without a `_meta` of their own.
+pub(crate) fn encode(
+    result: &impl serde::Serialize,
+    server_info: &Implementation,
+) -> Result<Reply, McpError> {
+    serde_json::to_vec(&WithServerInfo::new(result, server_info))
+        .map(Reply::Encoded)
         .map_err(|err| McpError::Internal(format!("could not encode a result: {err}")))
 }

@@ -30,7 +30,9 @@ pub struct App {
 
 pub(crate) struct AppState {
     pub(crate) config: Config,
-    /// The server's `Implementation`, encoded once: every result carries it.
+    /// The server's `Implementation`: every result carries it.
+    pub(crate) server_info: docket_protocol::meta::Implementation,
+    /// The same, encoded once, for results stamped as a `Value`.
     pub(crate) server_info_json: serde_json::Value,
     pub(crate) registry: ToolRegistry,
     pub(crate) authenticator: Authenticator,

@@ -13,6 +13,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use std::sync::Arc;
+
 use super::identity::{Identity, IdentityKind};
 
 /// Keys shorter than this are accepted but logged as a warning at start-up:
@@ -133,7 +135,7 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 #[derive(Clone)]
 struct ApiKeyEntry {
     digest: [u8; 32],
-    identity: Identity,
+    identity: Arc<Identity>,
 }
 
 /// The configured API keys, indexed by the SHA-256 digest of each key.
@@ -178,7 +180,13 @@ impl ApiKeyTable {
                 kind: IdentityKind::ApiKey,
                 run: None,
             };
-            by_digest.insert(digest, ApiKeyEntry { digest, identity });
+            by_digest.insert(
+                digest,
+                ApiKeyEntry {
+                    digest,
+                    identity: Arc::new(identity),
+                },
+            );
         }
         Self { by_digest }
     }
@@ -189,7 +197,7 @@ impl ApiKeyTable {
     }
 
     /// The identity of the key `presented`, if it is one of the configured keys.
-    pub(crate) fn lookup(&self, presented: &str) -> Option<&Identity> {
+    pub(crate) fn lookup(&self, presented: &str) -> Option<&Arc<Identity>> {
         let digest = sha256(presented.as_bytes());
         let entry = self.by_digest.get(&digest)?;
         // The map lookup already found an equal digest; this final comparison is

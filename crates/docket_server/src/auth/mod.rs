@@ -17,6 +17,7 @@ mod oidc;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
+use std::sync::Arc;
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
@@ -153,7 +154,7 @@ fn extract_credential(headers: &HeaderMap) -> Result<Option<Credential<'_>>, Aut
 /// keys in a cache that is refreshed in the background of the first request that
 /// needs them.
 pub struct Authenticator {
-    anonymous: Option<Identity>,
+    anonymous: Option<Arc<Identity>>,
     api_keys: ApiKeyTable,
     oidc: Option<OidcVerifier>,
 }
@@ -193,7 +194,7 @@ impl Authenticator {
         Ok(Self {
             anonymous: config
                 .allow_anonymous
-                .then(|| Identity::anonymous(config.anonymous_roles.clone())),
+                .then(|| Arc::new(Identity::anonymous(config.anonymous_roles.clone()))),
             api_keys,
             oidc,
         })
@@ -213,14 +214,16 @@ impl Authenticator {
     /// - [`AuthError::InvalidCredentials`]: a key or token that is not valid;
     /// - [`AuthError::Unavailable`]: a token that cannot be checked because the
     ///   identity provider cannot be reached (API keys keep working meanwhile).
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Identity>, AuthError> {
         match extract_credential(headers)? {
             Some(Credential::Bearer(token)) => {
                 if let Some(identity) = self.api_keys.lookup(token) {
-                    return Ok(identity.clone());
+                    return Ok(Arc::clone(identity));
                 }
                 match &self.oidc {
-                    Some(oidc) if oidc::looks_like_jwt(token) => oidc.validate(token).await,
+                    Some(oidc) if oidc::looks_like_jwt(token) => {
+                        oidc.validate(token).await.map(Arc::new)
+                    }
                     Some(_) => Err(AuthError::invalid(
                         "the bearer token is neither a known API key nor an OIDC access token",
                     )),

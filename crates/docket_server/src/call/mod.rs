@@ -31,7 +31,7 @@ use crate::reply::{Reply, to_value};
 use crate::request::RequestContext;
 use crate::request_state::Binding;
 use crate::state::App;
-use crate::tasks::{Tasks, create_result_value, spawn_failure, task_outcome};
+use crate::tasks::{Tasks, create_result, spawn_failure, task_outcome};
 
 mod finish;
 mod running;
@@ -342,7 +342,7 @@ impl Call<'_> {
                                     CallOutcome::TaskCreated,
                                     self.started.elapsed(),
                                 );
-                                create_result_value(&record).map(Reply::Json)
+                                crate::reply::encode(&create_result(&record), &state.server_info)
                             }
                             Err(refused) => finish.into_result(refused).map(Reply::Json),
                         };
@@ -440,7 +440,7 @@ async fn start_task(
         .metrics
         .record_tool_call(&finish.tool, CallOutcome::TaskCreated, elapsed);
     tracing::info!(tool = finish.tool, subject = finish.subject, task = %record.id, "task created");
-    create_result_value(&record).map(Reply::Json)
+    crate::reply::encode(&create_result(&record), &app.state.server_info)
 }
 
 /// Runs one `tools/call` in-process, for a script run's `platform.*` calls:
@@ -469,6 +469,8 @@ pub(crate) async fn call_in_process(
     let params = serde_json::json!({"name": tool, "arguments": arguments});
     match call_tool(app, context, Some(params)).await? {
         Reply::Json(value) => Ok(value),
+        Reply::Encoded(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|err| McpError::Internal(format!("could not read back a result: {err}"))),
         // Only a request with a progress token streams.
         Reply::Stream(_) => Err(McpError::Internal(
             "an in-process call answered with a stream".into(),

@@ -17,15 +17,16 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket_protocol::meta::Implementation;
 use docket_protocol::result::EmptyResult;
 use docket_protocol::tasks::{TaskIdParams, UpdateTaskParams};
 use docket_task::runtime::{SpawnError, TaskRuntime};
-use docket_task::{Caller, Outcome, TaskError, TaskId, TaskRecord, TaskView};
+use docket_task::{Caller, Outcome, TaskError, TaskId, TaskView};
 use serde_json::Value;
 
 use crate::error::McpError;
 use crate::registry::ToolOutcome;
-use crate::reply::to_value;
+use crate::reply::{Reply, encode};
 use crate::request::RequestContext;
 
 pub(crate) use source::CallTasks;
@@ -57,7 +58,8 @@ pub(crate) async fn handle(
     is_admin: bool,
     method: &str,
     params: Option<Value>,
-) -> Result<Value, McpError> {
+    server_info: &Implementation,
+) -> Result<Reply, McpError> {
     // The capability check comes before the id is looked at, so a client that did not
     // declare the extension learns nothing about ids.
     if !context.meta.client_capabilities.declares_tasks() {
@@ -75,13 +77,13 @@ pub(crate) async fn handle(
         "tasks/get" => {
             let TaskIdParams { task_id } = parse(params, method)?;
             let (found, view) = find(tasks, context, is_admin, &task_id).await?;
-            to_value(&wire::get_result(&found.record, &view))
+            encode(&wire::get_result(found.record, view), server_info)
         }
         "tasks/cancel" => {
             let TaskIdParams { task_id } = parse(params, method)?;
             let (found, _) = find(tasks, context, is_admin, &task_id).await?;
             found.source.cancel(&found.record.id).await?;
-            to_value(&EmptyResult::default())
+            encode(&EmptyResult::default(), server_info)
         }
         "tasks/update" => {
             let UpdateTaskParams {
@@ -96,7 +98,7 @@ pub(crate) async fn handle(
                 .source
                 .answer_input(&found.record.id, &responses)
                 .await?;
-            to_value(&EmptyResult::default())
+            encode(&EmptyResult::default(), server_info)
         }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }
@@ -195,9 +197,4 @@ pub(crate) fn spawn_failure(error: SpawnError) -> McpError {
         )),
         other => McpError::Internal(other.to_string()),
     }
-}
-
-/// A `tools/call` result value for a task record.
-pub(crate) fn create_result_value(record: &TaskRecord) -> Result<Value, McpError> {
-    to_value(&create_result(record))
 }

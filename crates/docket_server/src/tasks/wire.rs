@@ -38,11 +38,11 @@ fn wire_task(record: &TaskRecord, status: TaskStatus, status_message: Option<Str
     }
 }
 
-fn wire_error(error: &TaskError) -> ErrorObject {
+fn wire_error(error: TaskError) -> ErrorObject {
     ErrorObject {
         code: error.code,
-        message: error.message.clone(),
-        data: error.data.clone(),
+        message: error.message,
+        data: error.data,
     }
 }
 
@@ -55,16 +55,17 @@ pub(crate) fn create_result(record: &TaskRecord) -> CreateTaskResult {
     ))
 }
 
-pub(super) fn get_result(record: &TaskRecord, view: &TaskView) -> GetTaskResult {
+/// The `GetTaskResult` for a task as `view` shows it; the record's result moves into it.
+pub(super) fn get_result(mut record: TaskRecord, view: TaskView) -> GetTaskResult {
     let detail = match view.status {
         TaskStatus::Completed => TaskDetail {
-            result: record.result.clone(),
+            result: record.result.take(),
             error: None,
             input_requests: None,
         },
         TaskStatus::Failed => TaskDetail {
             result: None,
-            error: view.error.as_ref().map(wire_error),
+            error: view.error.map(wire_error),
             input_requests: None,
         },
         TaskStatus::InputRequired => TaskDetail {
@@ -72,7 +73,7 @@ pub(super) fn get_result(record: &TaskRecord, view: &TaskView) -> GetTaskResult 
             error: None,
             input_requests: record
                 .input_requests
-                .clone()
+                .take()
                 .and_then(|requests| serde_json::from_value::<InputRequests>(requests).ok()),
         },
         TaskStatus::Working | TaskStatus::Cancelled => TaskDetail {
@@ -83,7 +84,7 @@ pub(super) fn get_result(record: &TaskRecord, view: &TaskView) -> GetTaskResult 
     };
     GetTaskResult {
         result_type: ResultType::Complete,
-        task: wire_task(record, view.status, view.status_message.clone()),
+        task: wire_task(&record, view.status, view.status_message),
         detail,
     }
 }

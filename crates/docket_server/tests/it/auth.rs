@@ -250,7 +250,7 @@ fn headers(name: &'static str, value: &str) -> Result<HeaderMap> {
     Ok(headers)
 }
 
-async fn bearer(authenticator: &Authenticator, token: &str) -> Result<Identity, AuthError> {
+async fn bearer(authenticator: &Authenticator, token: &str) -> Result<Arc<Identity>, AuthError> {
     match headers("authorization", &format!("Bearer {token}")) {
         Ok(headers) => authenticator.authenticate(&headers).await,
         Err(_) => Err(AuthError::MissingCredentials),
@@ -258,7 +258,7 @@ async fn bearer(authenticator: &Authenticator, token: &str) -> Result<Identity, 
 }
 
 /// The reason of an [`AuthError::InvalidCredentials`], or a test failure.
-fn invalid_reason(result: Result<Identity, AuthError>) -> Result<String> {
+fn invalid_reason(result: Result<Arc<Identity>, AuthError>) -> Result<String> {
     match result {
         Err(AuthError::InvalidCredentials { reason }) => Ok(reason),
         other => bail!("expected invalid credentials, got {other:?}"),
@@ -273,7 +273,7 @@ async fn valid_token_gives_an_identity_with_roles_from_a_nested_claim() -> Resul
 
     let identity = bearer(&authenticator, &primary.sign(&provider.claims())?).await?;
     assert_eq!(
-        identity,
+        *identity,
         Identity {
             subject: "oidc:user-123".to_owned(),
             display_name: "Ada Lovelace".to_owned(),
@@ -544,11 +544,11 @@ async fn api_keys_work_as_bearer_tokens_and_in_x_api_key() -> Result<()> {
         run: None,
     };
 
-    assert_eq!(bearer(&authenticator, ALICE_KEY).await?, alice_identity);
+    assert_eq!(*bearer(&authenticator, ALICE_KEY).await?, alice_identity);
     let via_header = authenticator
         .authenticate(&headers("x-api-key", ALICE_KEY)?)
         .await?;
-    assert_eq!(via_header, alice_identity);
+    assert_eq!(*via_header, alice_identity);
 
     // A key configured only by its digest.
     let bob = bearer(&authenticator, BOB_KEY).await?;
@@ -614,7 +614,7 @@ async fn no_credentials_is_missing_or_anonymous_per_configuration() -> Result<()
     })?;
     let anonymous = open.authenticate(&HeaderMap::new()).await?;
     assert_eq!(
-        anonymous,
+        *anonymous,
         Identity {
             subject: "anonymous".to_owned(),
             display_name: "anonymous".to_owned(),
