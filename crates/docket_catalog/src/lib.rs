@@ -6,6 +6,7 @@ mod error;
 pub mod memory;
 pub mod retention;
 pub mod scripts;
+pub mod sessions;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -14,6 +15,7 @@ pub use calls::{CallCatalog, CallKind, CallRecord, NewCallRecord};
 pub use error::CatalogError;
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
+pub use sessions::{NewSession, Session, SessionStore};
 
 /// A fresh id for an asset, a call record, a script or a run: 128 bits from the
 /// operating system's random source as 32 lower-case hex digits, like a task id,

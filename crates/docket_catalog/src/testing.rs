@@ -18,6 +18,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::Barrier;
 
+use crate::sessions::{NewSession, SessionStore};
 use crate::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallKind, CallRecord, CatalogError, CreateOutcome,
     NewAsset, NewCallRecord, generate_id,
@@ -594,6 +595,148 @@ macro_rules! call_catalog_suite {
         $crate::catalog_suite!(@tests $make;
             call_records_read_back_exactly,
             recent_calls_are_newest_first,
+        );
+    };
+}
+
+/// A session of `subject` that declared elicitation and sent its info.
+pub fn new_session(subject: &str) -> NewSession {
+    NewSession {
+        id: generate_id().expect("the OS random source"),
+        protocol_version: "2025-11-25".to_owned(),
+        client_capabilities: serde_json::json!({"elicitation": {}, "tasks": {"requests": {}}}),
+        client_info: Some(serde_json::json!({"name": "example-client", "version": "1.0.0"})),
+        subject: subject.to_owned(),
+    }
+}
+
+/// A session reads back as it was opened, with its log level once set, and is
+/// still there after a touch; ids are unique and invalid sessions refused.
+pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
+    let opened = new_session("apikey:alice");
+    let before = OffsetDateTime::now_utc() - Duration::from_secs(5);
+    store.create_session(opened.clone()).await.expect("create");
+    let (session, now) = store
+        .find_session(&opened.id, Duration::from_secs(3600))
+        .await
+        .expect("find")
+        .expect("the session");
+    assert_eq!(session.id, opened.id);
+    assert_eq!(session.protocol_version, opened.protocol_version);
+    assert_eq!(session.client_capabilities, opened.client_capabilities);
+    assert_eq!(session.client_info, opened.client_info);
+    assert_eq!(session.subject, opened.subject);
+    assert_eq!(session.log_level, None);
+    assert!(session.created_at >= before && session.created_at <= now);
+    assert_eq!(session.last_used_at, session.created_at);
+
+    store
+        .set_session_log_level(&opened.id, "warning")
+        .await
+        .expect("set level");
+    tokio::time::sleep(TICK).await;
+    store.touch_session(&opened.id).await.expect("touch");
+    let (touched, _) = store
+        .find_session(&opened.id, Duration::from_secs(3600))
+        .await
+        .expect("find")
+        .expect("the session");
+    assert_eq!(touched.log_level.as_deref(), Some("warning"));
+    assert!(touched.last_used_at > session.last_used_at);
+    assert_eq!(touched.created_at, session.created_at);
+
+    let mut without_info = new_session("anonymous");
+    without_info.client_info = None;
+    store
+        .create_session(without_info.clone())
+        .await
+        .expect("create");
+    let (read, _) = store
+        .find_session(&without_info.id, Duration::from_secs(3600))
+        .await
+        .expect("find")
+        .expect("the session");
+    assert_eq!(read.client_info, None);
+
+    assert!(matches!(
+        store.create_session(opened.clone()).await,
+        Err(CatalogError::Duplicate)
+    ));
+    let spoilers: [Spoil<NewSession>; 4] = [
+        |session| session.id.clear(),
+        |session| session.protocol_version.clear(),
+        |session| session.subject.clear(),
+        |session| session.client_capabilities = serde_json::json!([]),
+    ];
+    for spoil in spoilers {
+        let mut session = new_session("apikey:alice");
+        spoil(&mut session);
+        assert!(matches!(
+            store.create_session(session).await,
+            Err(CatalogError::Invalid(_))
+        ));
+    }
+    assert!(
+        store
+            .find_session("no-such-session", Duration::from_secs(3600))
+            .await
+            .expect("find")
+            .is_none()
+    );
+}
+
+/// A session idle for longer than the timeout is not found, and the sweep
+/// deletes exactly the idle ones; a deleted session is gone.
+pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
+    let idle = new_session("apikey:alice");
+    store.create_session(idle.clone()).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fresh = new_session("apikey:alice");
+    store.create_session(fresh.clone()).await.expect("create");
+
+    let short = Duration::from_millis(150);
+    assert!(
+        store
+            .find_session(&idle.id, short)
+            .await
+            .expect("find")
+            .is_none()
+    );
+    assert!(
+        store
+            .find_session(&fresh.id, short)
+            .await
+            .expect("find")
+            .is_some()
+    );
+    assert_eq!(store.delete_idle_sessions(short).await.expect("sweep"), 1);
+    assert!(
+        store
+            .find_session(&idle.id, Duration::from_secs(3600))
+            .await
+            .expect("find")
+            .is_none()
+    );
+
+    assert!(store.delete_session(&fresh.id).await.expect("delete"));
+    assert!(!store.delete_session(&fresh.id).await.expect("delete"));
+    assert!(
+        store
+            .find_session(&fresh.id, Duration::from_secs(3600))
+            .await
+            .expect("find")
+            .is_none()
+    );
+}
+
+/// Generates one `#[tokio::test]` per property of a [`SessionStore`] from an
+/// expression that yields `(Arc<dyn SessionStore>, guard)`.
+#[macro_export]
+macro_rules! session_store_suite {
+    ($make:expr) => {
+        $crate::catalog_suite!(@tests $make;
+            sessions_read_back_exactly,
+            idle_and_deleted_sessions_are_gone,
         );
     };
 }

@@ -24,6 +24,17 @@ mod calls {
     });
 }
 
+mod sessions {
+    use docket_catalog::SessionStore;
+    use docket_catalog::memory::MemorySessions;
+
+    use super::*;
+
+    docket_catalog::session_store_suite!(async {
+        (Arc::new(MemorySessions::new()) as Arc<dyn SessionStore>, ())
+    });
+}
+
 mod scripts {
     use docket_catalog::scripts::testing::{FlakyScripts, new_script};
     use docket_catalog::{CatalogError, generate_id};

@@ -33,7 +33,9 @@ use database_url::DatabaseUrl;
 /// The catalog traits, beside [`TaskStore`], so a crate that opens a store can
 /// name what [`Store::asset_store`], [`Store::call_catalog`],
 /// [`Store::retention`] and [`Store::script_store`] return.
-pub use docket_catalog::{AssetStore, CallCatalog, CatalogError, Retention, ScriptStore};
+pub use docket_catalog::{
+    AssetStore, CallCatalog, CatalogError, Retention, ScriptStore, SessionStore,
+};
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
@@ -124,6 +126,16 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn ScriptStore>,
+        }
+    }
+
+    /// The store as the HTTP layer keeps the sessions of the earlier protocol era.
+    pub fn session_store(&self) -> Arc<dyn SessionStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn SessionStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn SessionStore>,
         }
     }
 

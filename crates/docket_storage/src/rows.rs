@@ -8,7 +8,7 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
-use docket_catalog::{Asset, CallRecord, CatalogError};
+use docket_catalog::{Asset, CallRecord, CatalogError, Session};
 use docket_task::model::TaskRecord;
 use docket_task::store::{AuditContext, AuditEntry};
 use docket_task::{NewTask, StoreError, TaskId};
@@ -422,5 +422,66 @@ impl<C: Columns> AnswersRow<C> {
     /// The answers, by key.
     pub(crate) fn answers(self) -> Result<Map<String, Value>, StoreError> {
         shared::answers(self.input_answers.value()?)
+    }
+}
+
+/// The columns of a protocol session.
+macro_rules! session_columns {
+    () => {
+        "id, protocol_version, client_capabilities, client_info, subject, log_level, \
+         created_at, last_used_at"
+    };
+}
+pub(crate) use session_columns;
+
+/// A protocol session as read ([`session_columns!`]) with the database clock
+/// (`… AS now`). Capabilities and client info are JSON text on both backends: they
+/// are kept as the client sent them and never queried.
+#[derive(QueryableByName)]
+pub(crate) struct SessionRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    protocol_version: String,
+    #[diesel(sql_type = Text)]
+    client_capabilities: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    client_info: Option<String>,
+    #[diesel(sql_type = Text)]
+    subject: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    log_level: Option<String>,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    last_used_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    now: C::Time,
+}
+
+/// Stored JSON text read back.
+fn json_text(text: &str, column: &str) -> Result<Value, CatalogError> {
+    serde_json::from_str(text)
+        .map_err(|err| CatalogError::Corrupt(format!("{column} is not JSON: {err}")))
+}
+
+impl<C: Columns> SessionRow<C> {
+    /// The session and the database clock when it was read.
+    pub(crate) fn into_session(self) -> Result<(Session, OffsetDateTime), CatalogError> {
+        let session = Session {
+            client_capabilities: json_text(&self.client_capabilities, "client_capabilities")?,
+            client_info: self
+                .client_info
+                .as_deref()
+                .map(|info| json_text(info, "client_info"))
+                .transpose()?,
+            id: self.id,
+            protocol_version: self.protocol_version,
+            subject: self.subject,
+            log_level: self.log_level,
+            created_at: self.created_at.value()?,
+            last_used_at: self.last_used_at.value()?,
+        };
+        Ok((session, self.now.value()?))
     }
 }

@@ -810,6 +810,15 @@ mod catalog {
             std::future::ready((catalog, (database, light)))
         });
 
+        docket_catalog::session_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let sessions = database.connect().await.session_store();
+            std::future::ready((sessions, (database, light)))
+        });
+
         /// Two stores with pools of their own (two replicas) racing to record
         /// one owner's key: one asset, which both answer with.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -859,6 +868,12 @@ mod catalog {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.call_catalog(), (database, light))
+        });
+
+        docket_catalog::session_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.session_store(), (database, light))
         });
 
         /// Assets and call records written before the store closed are there,

@@ -1,4 +1,5 @@
-//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`] and [`MemoryScripts`],
+//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryScripts`] and
+//! [`MemorySessions`],
 //! for unit tests and for embedders that want the catalog without durability.
 //! One process only; nothing survives a restart. Each runs the same behaviour
 //! suite as the database backends (`tests/catalog.rs`), so what holds for them
@@ -11,6 +12,7 @@
 mod assets;
 mod calls;
 mod scripts;
+mod sessions;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -20,6 +22,7 @@ use time::OffsetDateTime;
 pub use assets::MemoryAssets;
 pub use calls::MemoryCalls;
 pub use scripts::MemoryScripts;
+pub use sessions::MemorySessions;
 
 /// The guarded value, also after a panic elsewhere poisoned the mutex: every
 /// operation leaves the value consistent before it can panic.

@@ -12,6 +12,7 @@ mod connection;
 mod listen;
 mod migrations;
 mod scripts;
+mod sessions;
 mod tasks;
 
 use std::time::Duration;
@@ -37,7 +38,7 @@ use crate::url::Backend;
 pub(crate) use connection::establish;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord,
+    NewCallRecord, NewSession, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -244,5 +245,37 @@ impl CallCatalog for PgStore {
         limit: u32,
     ) -> Result<Vec<CallRecord>, CatalogError> {
         calls::recent(&mut *self.catalog_conn().await?, subject, limit).await
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError> {
+        session.validate()?;
+        sessions::insert(&mut *self.catalog_conn().await?, &session).await
+    }
+
+    async fn find_session(
+        &self,
+        id: &str,
+        idle: Duration,
+    ) -> Result<Option<(Session, OffsetDateTime)>, CatalogError> {
+        sessions::find(&mut *self.catalog_conn().await?, id, idle).await
+    }
+
+    async fn touch_session(&self, id: &str) -> Result<(), CatalogError> {
+        sessions::touch(&mut *self.catalog_conn().await?, id).await
+    }
+
+    async fn set_session_log_level(&self, id: &str, level: &str) -> Result<(), CatalogError> {
+        sessions::set_log_level(&mut *self.catalog_conn().await?, id, level).await
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<bool, CatalogError> {
+        sessions::delete(&mut *self.catalog_conn().await?, id).await
+    }
+
+    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
+        sessions::delete_idle(&mut *self.catalog_conn().await?, idle).await
     }
 }

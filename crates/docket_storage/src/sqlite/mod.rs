@@ -24,6 +24,7 @@ mod audit;
 mod calls;
 mod migrations;
 mod scripts;
+mod sessions;
 mod sql;
 mod tasks;
 
@@ -52,7 +53,7 @@ use crate::shared::Ending;
 use crate::url::Backend;
 use docket_catalog::{
     Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord,
+    NewCallRecord, NewSession, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -346,5 +347,56 @@ impl CallCatalog for SqliteStore {
             .await
             .map_err(catalog_error)?;
         crate::rows::calls(rows)
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError> {
+        session.validate()?;
+        self.write(move |conn| sessions::insert(conn, &session))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn find_session(
+        &self,
+        id: &str,
+        idle: Duration,
+    ) -> Result<Option<(Session, OffsetDateTime)>, CatalogError> {
+        let id = id.to_owned();
+        self.read(move |conn| sessions::find(conn, &id, idle))
+            .await
+            .map_err(catalog_error)?
+            .map(sessions::SessionRow::into_session)
+            .transpose()
+    }
+
+    async fn touch_session(&self, id: &str) -> Result<(), CatalogError> {
+        let id = id.to_owned();
+        self.write(move |conn| sessions::touch(conn, &id))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn set_session_log_level(&self, id: &str, level: &str) -> Result<(), CatalogError> {
+        let (id, level) = (id.to_owned(), level.to_owned());
+        self.write(move |conn| sessions::set_log_level(conn, &id, &level))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<bool, CatalogError> {
+        let id = id.to_owned();
+        self.write(move |conn| sessions::delete(conn, &id))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
+        self.write(move |conn| sessions::delete_idle(conn, idle))
+            .await
+            .map_err(catalog_error)
+            .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
     }
 }

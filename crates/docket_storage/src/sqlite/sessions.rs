@@ -1,0 +1,90 @@
+//! The `mcp_sessions` model on SQLite (synchronous, run on a blocking thread).
+//! The row as read is [`rows::SessionRow`].
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::sql_types::{Nullable, Text};
+
+use super::sql::{modifier, now};
+use crate::columns::TextColumns;
+use crate::rows::{self, session_columns};
+use crate::statement::statement;
+use docket_catalog::NewSession;
+
+/// A session as read.
+pub(crate) type SessionRow = rows::SessionRow<TextColumns>;
+
+/// Stores a new session.
+pub(crate) fn insert(conn: &mut SqliteConnection, session: &NewSession) -> QueryResult<()> {
+    statement(
+        "INSERT INTO mcp_sessions (id, protocol_version, client_capabilities, client_info, subject) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind::<Text, _>(&session.id)
+    .bind::<Text, _>(&session.protocol_version)
+    .bind::<Text, _>(session.client_capabilities.to_string())
+    .bind::<Nullable<Text>, _>(session.client_info.as_ref().map(ToString::to_string))
+    .bind::<Text, _>(&session.subject)
+    .execute(conn)
+    .map(drop)
+}
+
+/// The session, unless idle for longer than `idle`.
+pub(crate) fn find(
+    conn: &mut SqliteConnection,
+    id: &str,
+    idle: Duration,
+) -> QueryResult<Option<SessionRow>> {
+    statement(concat!(
+        "SELECT ",
+        session_columns!(),
+        ", ",
+        now!(),
+        " AS now FROM mcp_sessions \
+         WHERE id = ?1 AND last_used_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)"
+    ))
+    .bind::<Text, _>(id)
+    .bind::<Text, _>(modifier('-', idle))
+    .get_result::<SessionRow>(conn)
+    .optional()
+}
+
+/// Marks the session used now.
+pub(crate) fn touch(conn: &mut SqliteConnection, id: &str) -> QueryResult<()> {
+    statement(concat!(
+        "UPDATE mcp_sessions SET last_used_at = ",
+        now!(),
+        " WHERE id = ?1"
+    ))
+    .bind::<Text, _>(id)
+    .execute(conn)
+    .map(drop)
+}
+
+/// Records the session's log level.
+pub(crate) fn set_log_level(conn: &mut SqliteConnection, id: &str, level: &str) -> QueryResult<()> {
+    statement("UPDATE mcp_sessions SET log_level = ?2 WHERE id = ?1")
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(level)
+        .execute(conn)
+        .map(drop)
+}
+
+/// Ends the session; whether there was one.
+pub(crate) fn delete(conn: &mut SqliteConnection, id: &str) -> QueryResult<bool> {
+    statement("DELETE FROM mcp_sessions WHERE id = ?1")
+        .bind::<Text, _>(id)
+        .execute(conn)
+        .map(|deleted| deleted > 0)
+}
+
+/// Deletes the sessions idle for longer than `idle`; how many.
+pub(crate) fn delete_idle(conn: &mut SqliteConnection, idle: Duration) -> QueryResult<usize> {
+    statement(
+        "DELETE FROM mcp_sessions \
+         WHERE last_used_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)",
+    )
+    .bind::<Text, _>(modifier('-', idle))
+    .execute(conn)
+}
