@@ -189,6 +189,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             remove_stale_uploads(&config.storage).await;
             builder = builder
                 .task_store(store.task_store())
+                .sessions(store.session_store())
                 .scripts(store.script_store())
                 .retention(store.retention())
                 .assets(

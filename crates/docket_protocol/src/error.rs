@@ -42,6 +42,9 @@ pub struct UnsupportedVersionData {
     pub supported: Vec<String>,
     /// The version the client asked for, echoed exactly.
     pub requested: String,
+    /// The earlier era's versions, served after `initialize`.
+    #[serde(default)]
+    pub legacy: Vec<String>,
 }
 
 /// The `data` of a -32021 error.
@@ -128,10 +131,17 @@ impl ErrorObject {
                 .map(|v| (*v).to_owned())
                 .collect(),
             requested: requested.to_owned(),
+            legacy: crate::legacy::LEGACY_VERSIONS
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect(),
         };
         Self {
             code: UNSUPPORTED_PROTOCOL_VERSION,
-            message: "Unsupported protocol version".into(),
+            message: format!(
+                "Unsupported protocol version {requested:?}: {}",
+                crate::legacy::versions_sentence()
+            ),
             data: serde_json::to_value(data).ok(),
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod jsonrpc;
+pub mod legacy;
 pub mod meta;
 pub mod mrtr;
 pub mod progress;
@@ -10,10 +11,11 @@ pub mod server;
 pub mod tasks;
 pub mod tools;
 
-/// The one protocol revision Docket speaks.
+/// The protocol revision of the current era (requests carry `_meta`); the earlier
+/// era's revisions are [`legacy::LEGACY_VERSIONS`].
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
 
-/// Every protocol revision this crate can answer, newest first.
+/// Every revision of the current era this crate can answer, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 
 /// The identifier of the tasks extension, as declared in capabilities.

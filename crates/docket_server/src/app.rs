@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use docket_catalog::{AssetStore, CallCatalog};
+use docket_catalog::{AssetStore, CallCatalog, SessionStore};
 use docket_export::sink::ObjectSink;
 use docket_protocol::meta::Implementation;
 use docket_task::TaskStore;
@@ -59,6 +59,7 @@ pub struct AppBuilder {
     retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     script_isolation: Isolation,
     task_sources: Vec<Arc<dyn TaskSource>>,
+    sessions: Option<Arc<dyn SessionStore>>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -81,6 +82,7 @@ impl App {
             retention: None,
             script_isolation: Isolation::InProcess,
             task_sources: Vec::new(),
+            sessions: None,
         }
     }
 }
@@ -133,6 +135,16 @@ impl AppBuilder {
         self
     }
 
+    /// Where the sessions of the earlier protocol era (clients that open with
+    /// `initialize`) are kept. Give the database's
+    /// (`docket_storage::Store::session_store`) when several replicas serve one
+    /// endpoint, so any replica serves any session; without one they are kept in
+    /// this process's memory.
+    pub fn sessions(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.sessions = Some(store);
+        self
+    }
+
     /// Registers where `tasks/*` also looks task ids up, for a tool whose
     /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
     /// does for runs). The task table is always read; every source is read for every
@@ -174,6 +186,7 @@ impl AppBuilder {
             retention,
             script_isolation,
             task_sources,
+            sessions,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -286,7 +299,11 @@ impl AppBuilder {
         let server_info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));
         // Strings only: encoding cannot fail.
         let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
+        let sessions = sessions.unwrap_or_else(|| {
+            Arc::new(docket_catalog::memory::MemorySessions::new()) as Arc<dyn SessionStore>
+        });
         let state = AppState {
+            sessions,
             server_info,
             server_info_json,
             config,

@@ -19,6 +19,10 @@ const DISCOVER_TTL_MS: u64 = 5 * 60 * 1000;
 /// How long clients may cache `tools/list`, in milliseconds.
 const TOOLS_LIST_TTL_MS: u64 = 60 * 1000;
 
+/// How to use the server, for the model (`server/discover` and `initialize`).
+pub(crate) const INSTRUCTIONS: &str = "Docket runs SQL on Trino, calls HTTP and GraphQL APIs, and \
+     runs managed scripts. Call platform_info first to see who you are and what you may use.";
+
 /// The methods this server implements.
 const METHODS: &[&str] = &["server/discover", "tools/list", "tools/call"];
 
@@ -92,11 +96,7 @@ fn discover(app: &App) -> Result<Value, McpError> {
             extensions,
             extra: Default::default(),
         },
-        instructions: Some(
-            "Docket runs SQL on Trino, calls HTTP and GraphQL APIs, and runs managed scripts. \
-             Call platform_info first to see who you are and what you may use."
-                .into(),
-        ),
+        instructions: Some(INSTRUCTIONS.to_owned()),
         ttl_ms: DISCOVER_TTL_MS,
         cache_scope: CacheScope::Public,
         meta: None,
@@ -104,7 +104,7 @@ fn discover(app: &App) -> Result<Value, McpError> {
     to_value(&result)
 }
 
-fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
+pub(crate) fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
     let persona = app.state.personas.resolve(&context.identity.roles);
     let tools = app
         .state

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use docket_protocol::jsonrpc::{
     ClientMessage, MessageError, Request, RequestId, Response as RpcResponse,
 };
+use docket_protocol::legacy::versions_sentence;
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_encoded_server_info;
 use futures_util::StreamExt as _;
@@ -46,6 +47,7 @@ use crate::auth::AuthError;
 use crate::dispatch;
 use crate::error::McpError;
 use crate::headers;
+use crate::legacy;
 use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
 use crate::state::App;
@@ -211,6 +213,12 @@ impl App {
                 let report = app.delete_expired(ages).await;
                 if report != crate::retention::RetentionReport::default() {
                     tracing::info!(?report, "retention pass deleted expired rows");
+                }
+                let idle = app.config().server.session_idle_timeout;
+                match app.state.sessions.delete_idle_sessions(idle).await {
+                    Ok(0) => {}
+                    Ok(sessions) => tracing::info!(sessions, "deleted idle sessions"),
+                    Err(error) => tracing::warn!(%error, "could not delete idle sessions"),
                 }
                 tokio::time::sleep(crate::retention::INTERVAL).await;
             }
@@ -397,10 +405,23 @@ where
             );
             response
         }
+        // An earlier-era client ends its session; without one, DELETE is 405 as the
+        // current era asks.
+        (&Method::DELETE, MCP_PATH) if legacy::session_id(&parts.headers).is_some() => {
+            let identity = match app.state.authenticator.authenticate(&parts.headers).await {
+                Ok(identity) => identity,
+                Err(err) => return auth_failure(app, &err),
+            };
+            match legacy::end_session(app, &identity, &parts.headers).await {
+                Ok(()) => empty(StatusCode::OK),
+                Err(refusal) => refusal_response(None, refusal),
+            }
+        }
+        // No listen stream is offered (the earlier era allows 405 for GET too).
         (_, MCP_PATH) => {
             let mut response = plain(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "the MCP endpoint accepts POST only\n",
+                "the MCP endpoint accepts POST (and DELETE with an Mcp-Session-Id)\n",
             );
             response
                 .headers_mut()
@@ -568,6 +589,10 @@ where
     let request = match ClientMessage::parse(&bytes) {
         Ok(ClientMessage::Request(request)) => request,
         Ok(ClientMessage::Notification(notification)) => {
+            // A notification that names a session is accepted only inside it.
+            if let Err(refusal) = legacy::notification(app, &identity, &parts.headers).await {
+                return (notification.method, refusal_response(None, refusal));
+            }
             tracing::debug!(method = notification.method, "notification accepted");
             return (notification.method, empty(StatusCode::ACCEPTED));
         }
@@ -585,6 +610,14 @@ where
         }
     };
     let method = request.method.clone();
+    if legacy::is_legacy(&request.method, request.params.as_ref(), &parts.headers) {
+        let id = request.id.clone();
+        let response = match legacy::handle(app, identity, parts.headers, request).await {
+            Ok(answer) => legacy_response(app, id, answer),
+            Err(refusal) => refusal_response(Some(id), refusal),
+        };
+        return (method, response);
+    }
     let meta = match validate(app, &request, &parts.headers) {
         Ok(meta) => meta,
         Err(err) => return (method, error_response(app, Some(request.id), &err)),
@@ -599,7 +632,7 @@ where
     let response = match dispatch::dispatch(app, context, request).await {
         Ok(Reply::Json(result)) => result_response(app, id, result),
         Ok(Reply::Encoded(result)) => encoded_result_response(&id, &result),
-        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver),
+        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver, Era::Current),
         Err(err) => error_response(app, Some(id), &err),
     };
     (method, response)
@@ -608,7 +641,7 @@ where
 /// The transport-level checks of a request, in the order the contract fixes.
 fn validate(app: &App, request: &Request, headers: &HeaderMap) -> Result<RequestMeta, McpError> {
     let meta = RequestMeta::from_params(request.params.as_ref())
-        .map_err(|err| McpError::InvalidMeta(err.0))?;
+        .map_err(|err| McpError::InvalidMeta(format!("{}; {}", err.0, versions_sentence())))?;
     let header = |result: Result<(), String>| result.map_err(McpError::HeaderMismatch);
     header(headers::require_match(
         headers,
@@ -768,6 +801,47 @@ fn error_response(app: &App, id: Option<RequestId>, error: &McpError) -> hyper::
     json_response(status, &RpcResponse::error(id, object))
 }
 
+/// The protocol era an answer is written for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// 2026-07-28: results carry `resultType` and the server's info in `_meta`.
+    Current,
+    /// 2025-11-25 and older (a session): results in that era's shape.
+    Legacy,
+}
+
+/// An earlier-era answer: the result in that era's shape, and the session header
+/// when `initialize` opened one.
+fn legacy_response(app: &App, id: RequestId, answer: legacy::Answer) -> hyper::Response<Body> {
+    let mut response = match answer.reply {
+        Reply::Json(result) => json_response(
+            StatusCode::OK,
+            &RpcResponse::result(id, legacy::result_shape(result)),
+        ),
+        Reply::Encoded(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(result) => json_response(
+                StatusCode::OK,
+                &RpcResponse::result(id, legacy::result_shape(result)),
+            ),
+            Err(err) => error_response(app, Some(id), &McpError::Internal(err.to_string())),
+        },
+        Reply::Stream(receiver) => sse_response(app, id, receiver, Era::Legacy),
+    };
+    if let Some(session) = answer.new_session
+        && let Ok(value) = HeaderValue::from_str(&session)
+    {
+        response
+            .headers_mut()
+            .insert(docket_protocol::legacy::SESSION_HEADER, value);
+    }
+    response
+}
+
+/// An earlier-era refusal: its status and JSON-RPC error.
+fn refusal_response(id: Option<RequestId>, refusal: legacy::Refusal) -> hyper::Response<Body> {
+    json_response(refusal.status, &RpcResponse::error(id, refusal.error))
+}
+
 /// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
 /// message, keep-alive comments while waiting (their failed write is how a
 /// vanished client is noticed), and the end of the stream after the final answer.
@@ -775,6 +849,7 @@ fn sse_response(
     app: &App,
     id: RequestId,
     mut receiver: mpsc::Receiver<StreamItem>,
+    era: Era,
 ) -> hyper::Response<Body> {
     let server_info = app.state.server_info_json.clone();
     let keepalive = app.state.sse_keepalive;
@@ -787,7 +862,10 @@ fn sse_response(
                 item = receiver.recv() => match item {
                     Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
                     Some(StreamItem::Result(result)) => {
-                        let result = stamp_encoded_server_info(result, &server_info);
+                        let result = match era {
+                            Era::Current => stamp_encoded_server_info(result, &server_info),
+                            Era::Legacy => legacy::result_shape(result),
+                        };
                         (sse_frame(&RpcResponse::result(id.clone(), result)), true)
                     }
                     Some(StreamItem::Error(error)) => (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true),

@@ -19,6 +19,7 @@ mod call;
 mod dispatch;
 mod error;
 mod http;
+mod legacy;
 mod reply;
 mod request;
 mod retention;

@@ -30,6 +30,8 @@ pub struct App {
 
 pub(crate) struct AppState {
     pub(crate) config: Config,
+    /// The sessions of the earlier protocol era.
+    pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
     /// The server's `Implementation`: every result carries it.
     pub(crate) server_info: docket_protocol::meta::Implementation,
     /// The same, encoded once, for results stamped as a `Value`.

@@ -150,6 +150,9 @@ impl Config {
                 "server.header_read_timeout, server.body_timeout: must be longer than zero".into(),
             );
         }
+        if self.server.session_idle_timeout.is_zero() {
+            problems.push("server.session_idle_timeout: must be longer than zero".into());
+        }
         if self.server.max_request_bytes == 0 {
             problems.push("server.max_request_bytes: must be greater than zero".into());
         }

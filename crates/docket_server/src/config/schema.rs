@@ -86,6 +86,10 @@ pub struct ServerConfig {
     /// The secret that protects `requestState`; every replica needs the same one.
     /// When unset, a random secret is drawn per process (fine for one replica).
     pub request_state_secret: Option<String>,
+    /// How long a session of the earlier protocol era (opened by `initialize`) may
+    /// sit unused before it ends; its client then initializes again.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub session_idle_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             max_connections: 512,
             request_state_secret: None,
+            session_idle_timeout: crate::legacy::DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -117,6 +122,7 @@ impl fmt::Debug for ServerConfig {
             .field("header_read_timeout", &self.header_read_timeout)
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
+            .field("session_idle_timeout", &self.session_idle_timeout)
             .field(
                 "request_state_secret",
                 &self.request_state_secret.as_ref().map(|_| "<redacted>"),

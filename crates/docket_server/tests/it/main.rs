@@ -3,6 +3,7 @@
 mod api;
 mod auth;
 mod http;
+mod legacy;
 mod pipeline;
 mod scripts;
 mod service;

@@ -1,0 +1,443 @@
+//! The earlier protocol era on the same `/mcp` (revisions 2025-03-26, 2025-06-18 and
+//! 2025-11-25): `initialize` opens a session kept in the [`SessionStore`], so any
+//! replica serves it; later requests name it in `Mcp-Session-Id` and are served
+//! with what was negotiated. Tools are the same tools through the same pipeline.
+//!
+//! Which era a request is of is decided by how it opens (the 2026-07-28 versioning
+//! rules for a dual-era server): a request without the current era's `_meta` that
+//! is `initialize`, or names a session or an earlier revision, is of the earlier
+//! era; everything else is served as the current era serves it.
+//!
+//! Credentials are checked on every request as for the current era; a session
+//! answers only the identity that opened it, and to anyone else it does not exist
+//! (404, as for an unknown or expired one, so the client starts over).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_catalog::{CatalogError, NewSession, Session, SessionStore};
+use docket_protocol::error::ErrorObject;
+use docket_protocol::jsonrpc::Request;
+use docket_protocol::legacy::{
+    INITIALIZE, InitializeParams, InitializeResult, LEGACY_VERSIONS, LegacyServerCapabilities,
+    SESSION_HEADER, SESSION_NOT_FOUND, negotiate, versions_sentence,
+};
+use docket_protocol::meta::{
+    ClientCapabilities, Implementation, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, ProgressToken,
+    RequestMeta,
+};
+use docket_protocol::tools::CallToolResult;
+use http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::auth::Identity;
+use crate::call;
+use crate::error::McpError;
+use crate::headers;
+use crate::reply::Reply;
+use crate::request::RequestContext;
+use crate::state::App;
+
+/// How long a session may sit unused before it is gone, unless configured.
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// A session's last use is written again only when it is older than this, so a busy
+/// session costs one write a minute, not one per request.
+const TOUCH_AFTER: Duration = Duration::from_secs(60);
+
+/// The methods the earlier era is served.
+const METHODS: &[&str] = &[
+    INITIALIZE,
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
+/// The log levels `logging/setLevel` accepts (RFC 5424's, as the revisions name them).
+const LOG_LEVELS: &[&str] = &[
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// Whether a request is of the earlier era: one without the current era's `_meta`
+/// that is `initialize` or names a session or an earlier revision.
+pub(crate) fn is_legacy(request_method: &str, params: Option<&Value>, headers: &HeaderMap) -> bool {
+    // A request with the current era's `_meta` is of the current era whatever its
+    // method: there `initialize` is an unknown method (404), as the suite checks.
+    let modern_meta = params
+        .and_then(|params| params.get("_meta"))
+        .and_then(|meta| meta.get(PROTOCOL_VERSION_KEY))
+        .is_some();
+    !modern_meta
+        && (request_method == INITIALIZE
+            || headers.contains_key(SESSION_HEADER)
+            || header_version(headers).is_some_and(|version| LEGACY_VERSIONS.contains(&version)))
+}
+
+/// The `MCP-Protocol-Version` header, when present and readable.
+fn header_version(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(headers::PROTOCOL_VERSION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+}
+
+/// The `Mcp-Session-Id` header, when present and readable.
+pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+}
+
+/// Why an earlier-era request gets no answer of its method: an HTTP status with
+/// the JSON-RPC error to send.
+pub(crate) struct Refusal {
+    /// The HTTP status.
+    pub(crate) status: StatusCode,
+    /// The JSON-RPC error.
+    pub(crate) error: ErrorObject,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            error: ErrorObject {
+                code,
+                message: message.into(),
+                data: None,
+            },
+        }
+    }
+
+    /// The answer for a session that does not exist, has expired, or is not the
+    /// caller's: 404, which tells the client to initialize again.
+    fn no_session() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found: it ended or expired; send initialize to start a new one",
+        )
+    }
+
+    /// The store could not be reached.
+    fn unavailable(error: &CatalogError) -> Self {
+        tracing::warn!(error = %error, "the session store is unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            docket_protocol::error::INTERNAL_ERROR,
+            "the session store is unavailable; try again",
+        )
+    }
+
+    /// A method's own failure. Served inside a session, errors keep HTTP 200: a 404
+    /// would tell the client its session is gone.
+    fn from_error(error: &McpError) -> Self {
+        let (_, error) = error.to_wire();
+        Self {
+            status: StatusCode::OK,
+            error,
+        }
+    }
+}
+
+/// An answer of the earlier era.
+pub(crate) struct Answer {
+    /// What the method answered.
+    pub(crate) reply: Reply,
+    /// The session to name in `Mcp-Session-Id` (set by `initialize`).
+    pub(crate) new_session: Option<String>,
+}
+
+/// Serves one earlier-era request from `identity`.
+pub(crate) async fn handle(
+    app: &App,
+    identity: Arc<Identity>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Answer, Refusal> {
+    let requested = header_version(&headers);
+    if let Some(version) = requested
+        && !LEGACY_VERSIONS.contains(&version)
+    {
+        return Err(unsupported_version(version));
+    }
+    if request.method == INITIALIZE {
+        return initialize(app, &identity, request.params).await;
+    }
+    let Some(id) = session_id(&headers) else {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_REQUEST,
+            format!(
+                "this request has no Mcp-Session-Id and no _meta: send initialize first to open a \
+                 session, or send _meta on every request ({})",
+                versions_sentence()
+            ),
+        ));
+    };
+    let session = open_session(app, &identity, id).await?;
+    // The header must name the session's revision; without one, the session tells.
+    if let Some(version) = requested
+        && version != session.protocol_version
+    {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_REQUEST,
+            format!(
+                "MCP-Protocol-Version {version} does not match the session's {}",
+                session.protocol_version
+            ),
+        ));
+    }
+    let reply = serve(app, identity, headers, &session, request).await?;
+    Ok(Answer {
+        reply,
+        new_session: None,
+    })
+}
+
+/// Answers a notification of the earlier era: accepted when its session (if it
+/// names one) is the caller's.
+pub(crate) async fn notification(
+    app: &App,
+    identity: &Identity,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    match session_id(headers) {
+        Some(id) => open_session(app, identity, id).await.map(drop),
+        None => Ok(()),
+    }
+}
+
+/// `DELETE /mcp`: ends the caller's session.
+pub(crate) async fn end_session(
+    app: &App,
+    identity: &Identity,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    let Some(id) = session_id(headers) else {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_REQUEST,
+            "name the session to end in Mcp-Session-Id",
+        ));
+    };
+    open_session(app, identity, id).await?;
+    app.state
+        .sessions
+        .delete_session(id)
+        .await
+        .map_err(|err| Refusal::unavailable(&err))?;
+    tracing::info!(subject = identity.subject, "session ended by its client");
+    Ok(())
+}
+
+/// The session `id` if it exists, is not idle and belongs to `identity`, marked used.
+async fn open_session(app: &App, identity: &Identity, id: &str) -> Result<Session, Refusal> {
+    let store: &Arc<dyn SessionStore> = &app.state.sessions;
+    let idle = app.config().server.session_idle_timeout;
+    let found = store
+        .find_session(id, idle)
+        .await
+        .map_err(|err| Refusal::unavailable(&err))?;
+    let Some((session, now)) = found.filter(|(session, _)| session.subject == identity.subject)
+    else {
+        return Err(Refusal::no_session());
+    };
+    if now - session.last_used_at > TOUCH_AFTER
+        && let Err(err) = store.touch_session(id).await
+    {
+        // The session still serves this request; it may expire a little early.
+        tracing::warn!(error = %err, "could not mark a session used");
+    }
+    Ok(session)
+}
+
+/// `initialize`: negotiates the revision and opens a session.
+async fn initialize(
+    app: &App,
+    identity: &Identity,
+    params: Option<Value>,
+) -> Result<Answer, Refusal> {
+    let params = InitializeParams::deserialize(params.unwrap_or(Value::Null)).map_err(|err| {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_PARAMS,
+            format!(
+                "invalid initialize params ({err}): send protocolVersion, capabilities and \
+                 clientInfo; {}",
+                versions_sentence()
+            ),
+        )
+    })?;
+    let version = negotiate(&params.protocol_version);
+    let id = docket_catalog::generate_id().map_err(|err| {
+        Refusal::from_error(&McpError::Internal(format!(
+            "the OS random source failed: {err}"
+        )))
+    })?;
+    app.state
+        .sessions
+        .create_session(NewSession {
+            id: id.clone(),
+            protocol_version: version.to_owned(),
+            client_capabilities: Value::Object(params.capabilities),
+            client_info: params.client_info,
+            subject: identity.subject.clone(),
+        })
+        .await
+        .map_err(|err| Refusal::unavailable(&err))?;
+    tracing::info!(
+        subject = identity.subject,
+        requested = params.protocol_version,
+        version,
+        "session opened"
+    );
+    let result = InitializeResult {
+        protocol_version: version.to_owned(),
+        capabilities: LegacyServerCapabilities {
+            tools: Some(Default::default()),
+            logging: Some(Default::default()),
+        },
+        server_info: app.state.server_info.clone(),
+        instructions: Some(crate::dispatch::INSTRUCTIONS.to_owned()),
+    };
+    let result = serde_json::to_value(&result)
+        .map_err(|err| Refusal::from_error(&McpError::Internal(err.to_string())))?;
+    Ok(Answer {
+        reply: Reply::Json(result),
+        new_session: Some(id),
+    })
+}
+
+/// Serves a request inside `session`.
+async fn serve(
+    app: &App,
+    identity: Arc<Identity>,
+    headers: HeaderMap,
+    session: &Session,
+    request: Request,
+) -> Result<Reply, Refusal> {
+    if !METHODS.contains(&request.method.as_str()) {
+        return Err(Refusal::from_error(&McpError::MethodNotFound(
+            request.method,
+        )));
+    }
+    match request.method.as_str() {
+        "ping" => Ok(Reply::Json(Value::Object(Default::default()))),
+        "logging/setLevel" => {
+            let level = request
+                .params
+                .as_ref()
+                .and_then(|params| params.get("level"))
+                .and_then(Value::as_str)
+                .filter(|level| LOG_LEVELS.contains(level))
+                .ok_or_else(|| {
+                    Refusal::from_error(&McpError::InvalidParams(format!(
+                        "logging/setLevel needs a level, one of {}",
+                        LOG_LEVELS.join(", ")
+                    )))
+                })?;
+            app.state
+                .sessions
+                .set_session_log_level(&session.id, level)
+                .await
+                .map_err(|err| Refusal::unavailable(&err))?;
+            Ok(Reply::Json(Value::Object(Default::default())))
+        }
+        method => {
+            let context = RequestContext {
+                identity,
+                meta: session_meta(session, request.params.as_ref()),
+                headers,
+                run_id: None,
+            };
+            let reply = match method {
+                "tools/list" => crate::dispatch::list_tools(app, &context).map(Reply::Json),
+                _ => call::call_tool(app, context, request.params).await,
+            };
+            match reply {
+                Ok(reply) => Ok(reply),
+                // Consent is asked by elicitation, which this era's sessions are not
+                // offered yet: the call is refused, and says how to proceed.
+                Err(McpError::MissingCapability { message, .. }) => {
+                    let refusal = CallToolResult::error(format!(
+                        "{message} This session speaks protocol revision {}, over which Docket \
+                         cannot ask for consent yet, so the call was not made. Make it from a \
+                         client that speaks 2026-07-28 (it can answer the consent question), or \
+                         ask an administrator whether consent is needed for this connection.",
+                        session.protocol_version
+                    ));
+                    serde_json::to_value(&refusal)
+                        .map(Reply::Json)
+                        .map_err(|err| Refusal::from_error(&McpError::Internal(err.to_string())))
+                }
+                Err(error) => Err(Refusal::from_error(&error)),
+            }
+        }
+    }
+}
+
+/// What the pipeline reads of a request, from the session and the request's own
+/// `_meta` (which in this era carries only the progress token).
+fn session_meta(session: &Session, params: Option<&Value>) -> RequestMeta {
+    let declared =
+        ClientCapabilities::deserialize(&session.client_capabilities).unwrap_or_default();
+    let progress_token = params
+        .and_then(|params| params.get("_meta"))
+        .and_then(|meta| meta.get(PROGRESS_TOKEN_KEY))
+        .and_then(|token| ProgressToken::deserialize(token).ok());
+    RequestMeta {
+        protocol_version: session.protocol_version.clone(),
+        // No extensions exist in this era, and elicitation is not offered yet (see
+        // `serve`): what remains is what the pipeline may rely on.
+        client_capabilities: ClientCapabilities {
+            elicitation: None,
+            extensions: None,
+            ..declared
+        },
+        client_info: session
+            .client_info
+            .as_ref()
+            .and_then(|info| Implementation::deserialize(info).ok()),
+        progress_token,
+        log_level: session.log_level.clone(),
+    }
+}
+
+/// A result in this era's shape: no `resultType` (the current era's discriminator);
+/// an interim `input_required` result cannot be expressed and never reaches here.
+pub(crate) fn result_shape(mut result: Value) -> Value {
+    if let Value::Object(object) = &mut result {
+        object.remove("resultType");
+    }
+    result
+}
+
+/// The refusal of a revision Docket does not speak, naming the ones it does.
+fn unsupported_version(requested: &str) -> Refusal {
+    Refusal {
+        status: StatusCode::BAD_REQUEST,
+        error: ErrorObject {
+            code: docket_protocol::error::INVALID_REQUEST,
+            message: format!(
+                "Unsupported protocol version {requested:?} in MCP-Protocol-Version: {}",
+                versions_sentence()
+            ),
+            data: Some(serde_json::json!({
+                "supported": LEGACY_VERSIONS,
+                "requested": requested,
+            })),
+        },
+    }
+}

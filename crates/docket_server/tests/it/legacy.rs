@@ -1,0 +1,334 @@
+//! The earlier protocol era (2025-03-26 to 2025-11-25) on the same endpoint:
+//! `initialize` opens a session in the database that any replica serves, only to
+//! the identity that opened it, until it ends or sits idle too long; the tools are
+//! the same; every version error names the versions Docket speaks.
+
+use docket_server::Config;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{Backend, StoredServer, TestServer, key_of, on_both_backends, users};
+
+on_both_backends!(
+    a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_opener,
+    sessions_end_on_delete_and_after_sitting_idle,
+);
+
+/// Every revision Docket speaks, as its errors must name them.
+const ALL_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
+
+fn config(idle: &str) -> Config {
+    let yaml = format!(
+        "server: {{ session_idle_timeout: {idle} }}\n\
+         personas:\n\
+         \x20 analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }} }}\n"
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    config
+}
+
+/// An earlier-era client: no `_meta`, no `Mcp-Method`, a session once it has one.
+struct LegacyClient<'a> {
+    server: &'a TestServer,
+    user: &'a str,
+    session: Option<String>,
+    version: Option<&'a str>,
+}
+
+impl<'a> LegacyClient<'a> {
+    fn new(server: &'a TestServer, user: &'a str) -> Self {
+        Self {
+            server,
+            user,
+            session: None,
+            version: None,
+        }
+    }
+
+    /// Posts one message; returns the status, the session header and the body.
+    async fn post(&self, message: Value) -> (StatusCode, Option<String>, Value) {
+        let mut request = self
+            .server
+            .http
+            .post(self.server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("x-api-key", key_of(self.user))
+            .json(&message);
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        if let Some(version) = self.version {
+            request = request.header("mcp-protocol-version", version);
+        }
+        let response = request.send().await.expect("request sent");
+        let status = response.status();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let text = response.text().await.expect("body");
+        (
+            status,
+            session,
+            serde_json::from_str(&text).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn request(&self, method: &str, params: Value) -> (StatusCode, Value) {
+        let (status, _, body) = self
+            .post(json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+            .await;
+        (status, body)
+    }
+
+    /// `initialize` for `version`; keeps the session and the negotiated version.
+    async fn initialize(&mut self, version: &'a str) -> Value {
+        let (status, session, body) = self
+            .post(json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {
+                    "protocolVersion": version,
+                    "capabilities": {"elicitation": {}},
+                    "clientInfo": {"name": "legacy-tests", "version": "1.0.0"}
+                }
+            }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let session = session.expect("initialize names a session");
+        assert_eq!(session.len(), 32, "{session}");
+        assert!(session.bytes().all(|byte| byte.is_ascii_hexdigit()));
+        self.session = Some(session);
+        body["result"].clone()
+    }
+}
+
+/// Asserts that `message` names every version Docket speaks.
+fn names_every_version(message: &str) {
+    for version in ALL_VERSIONS {
+        assert!(
+            message.contains(version),
+            "{version} missing in {message:?}"
+        );
+    }
+}
+
+async fn a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_opener(
+    backend: Backend,
+) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let first = StoredServer::start(config("1h"), &database, false).await;
+    let second = StoredServer::start(config("1h"), &database, false).await;
+
+    // Negotiation: a version Docket speaks is kept; any other gets its newest.
+    for (asked, answered) in [
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2024-11-05", "2025-11-25"),
+    ] {
+        let mut client = LegacyClient::new(&first.server, "alice");
+        let result = client.initialize(asked).await;
+        assert_eq!(result["protocolVersion"], answered, "{result}");
+    }
+    let mut alice = LegacyClient::new(&first.server, "alice");
+    let result = alice.initialize("2025-11-25").await;
+    assert_eq!(result["protocolVersion"], "2025-11-25");
+    assert_eq!(result["serverInfo"]["name"], "docket");
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert!(result["capabilities"]["logging"].is_object(), "{result}");
+    assert!(result["instructions"].is_string());
+    assert!(result.get("resultType").is_none(), "{result}");
+    alice.version = Some("2025-11-25");
+
+    let (status, _, body) = alice
+        .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, body) = alice.request("ping", json!({})).await;
+    assert_eq!((status, &body["result"]), (StatusCode::OK, &json!({})));
+
+    // The same tools, in this era's shape.
+    let (status, body) = alice.request("tools/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let tools = body["result"]["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|tool| tool["name"] == "platform_info"));
+    assert!(body["result"].get("resultType").is_none(), "{body}");
+    let (status, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "platform_info", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["result"]["content"].is_array(), "{body}");
+    assert!(body["result"].get("resultType").is_none(), "{body}");
+    assert!(
+        body["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("apikey:alice")),
+        "{body}"
+    );
+
+    // Any replica serves the session: it lives in the database.
+    let mut elsewhere = LegacyClient::new(&second.server, "alice");
+    elsewhere.session = alice.session.clone();
+    let (status, body) = elsewhere.request("ping", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The log level chosen on one replica is the session's.
+    let (status, body) = elsewhere
+        .request("logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!((status, &body["result"]), (StatusCode::OK, &json!({})));
+    let (status, body) = elsewhere
+        .request("logging/setLevel", json!({"level": "loud"}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a session's errors keep 200: {body}"
+    );
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+
+    // To anyone else the session does not exist: the same 404 as an unknown one.
+    let mut bob = LegacyClient::new(&first.server, "bob");
+    bob.session = alice.session.clone();
+    let (status, not_yours) = bob.request("ping", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{not_yours}");
+    bob.session = Some("0".repeat(32));
+    let (status, unknown) = bob.request("ping", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(not_yours["error"], unknown["error"]);
+    assert_eq!(unknown["error"]["code"], -32001);
+
+    // A method this era is not served: an error inside the session, not a 404.
+    let (status, body) = alice.request("resources/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+
+    // The header must name the session's revision, and a revision Docket speaks.
+    alice.version = Some("2025-06-18");
+    let (status, body) = alice.request("ping", json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    alice.version = Some("1999-01-01");
+    let (status, body) = alice.request("ping", json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    names_every_version(body["error"]["message"].as_str().unwrap_or_default());
+    assert_eq!(body["error"]["data"]["requested"], "1999-01-01");
+
+    // Without a session, a request of this era is told to initialize first.
+    let mut stranger = LegacyClient::new(&first.server, "alice");
+    stranger.version = Some("2025-11-25");
+    let (status, body) = stranger.request("tools/list", json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("initialize"), "{message}");
+    names_every_version(message);
+
+    // The current era is unchanged beside it, and its version errors name both eras.
+    let (status, body) = first
+        .server
+        .rpc("tools/list", json!({}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "complete");
+    let response = first
+        .server
+        .http
+        .post(first.server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("x-api-key", key_of("alice"))
+        .header("mcp-protocol-version", "1999-01-01")
+        .header("mcp-method", "tools/list")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/list",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "1999-01-01",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        }))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], -32022, "{body}");
+    names_every_version(body["error"]["message"].as_str().unwrap_or_default());
+    let response = first
+        .server
+        .http
+        .post(first.server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("x-api-key", key_of("alice"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}"#)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], -32602);
+    names_every_version(body["error"]["message"].as_str().unwrap_or_default());
+}
+
+async fn sessions_end_on_delete_and_after_sitting_idle(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let stored = StoredServer::start(config("400ms"), &database, false).await;
+    let server = &stored.server;
+    let delete = |user: &str, session: Option<&str>| {
+        let mut request = server
+            .http
+            .delete(server.url("/mcp"))
+            .header("x-api-key", key_of(user));
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+
+    let mut alice = LegacyClient::new(server, "alice");
+    alice.initialize("2025-11-25").await;
+    let session = alice.session.clone().expect("session");
+    let status =
+        |response: Result<reqwest::Response, reqwest::Error>| response.expect("sent").status();
+    assert_eq!(
+        status(delete("alice", None).await),
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(
+        status(delete("bob", Some(&session)).await),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        status(delete("alice", Some(&session)).await),
+        StatusCode::OK
+    );
+    let (status_after, body) = alice.request("ping", json!({})).await;
+    assert_eq!(status_after, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(
+        status(delete("alice", Some(&session)).await),
+        StatusCode::NOT_FOUND
+    );
+    // Notifications inside an ended session are refused too.
+    let (status_after, _, _) = alice
+        .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    assert_eq!(status_after, StatusCode::NOT_FOUND);
+
+    // A session unused for longer than the idle timeout is gone; one in use is not.
+    let mut idle = LegacyClient::new(server, "alice");
+    idle.initialize("2025-11-25").await;
+    let (status_now, _) = idle.request("ping", json!({})).await;
+    assert_eq!(status_now, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let (status_later, body) = idle.request("ping", json!({})).await;
+    assert_eq!(status_later, StatusCode::NOT_FOUND, "{body}");
+}
