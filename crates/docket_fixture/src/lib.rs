@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use docket_server::registry::RegistryError;
 use docket_server::{App, AppBuilder, BuildError, Config};
+use docket_storage::SessionStore;
 use docket_task::TaskStore;
 use serde_json::{Value, json};
 
@@ -70,16 +71,22 @@ pub const FIXTURE_TOOLS: &[&str] = &[
 const SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
 
 /// Builds the fixture application: Docket's embedded default configuration
-/// (loopback only, anonymous callers are administrators), every fixture tool, and
-/// tasks kept in `store` (which turns the tasks extension on).
+/// (loopback only, anonymous callers are administrators), every fixture tool,
+/// tasks kept in `store` (which turns the tasks extension on) and the sessions of
+/// earlier-era clients in `sessions`.
 ///
 /// # Errors
 /// [`BuildError`] when a tool cannot be registered (a name clash or a schema that
 /// does not compile) or the configuration is inconsistent.
-pub fn fixture_app(store: Arc<dyn TaskStore>) -> Result<App, BuildError> {
+pub fn fixture_app(
+    store: Arc<dyn TaskStore>,
+    sessions: Arc<dyn SessionStore>,
+) -> Result<App, BuildError> {
     let mut config = Config::embedded_default();
     config.server.shutdown.grace_period = SHUTDOWN_GRACE_PERIOD;
-    let builder = App::builder(config).task_store(store);
+    let builder = App::builder(config)
+        .task_store(store)
+        .sessions(sessions);
     let builder = content::register(builder)?;
     let builder = diagnostics::register(builder)?;
     let builder = mrtr::register(builder)?;

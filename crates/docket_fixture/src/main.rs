@@ -78,7 +78,7 @@ fn run() -> anyhow::Result<()> {
                 format!("cannot open the task store (PostgreSQL when {DATABASE_URL_VAR} is set, else a temporary SQLite file)")
             })?;
         tracing::info!(backend = %store.backend(), "task store opened");
-        let app = docket_fixture::fixture_app(store.task_store())
+        let app = docket_fixture::fixture_app(store.task_store(), store.session_store())
             .context("cannot build the fixture")?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use docket_storage::{Backend, ConnectOptions, StorageError};
+use docket_storage::{Backend, ConnectOptions, SessionStore, StorageError};
 use docket_task::TaskStore;
 
 /// Connections the fixture's store may open. The suite sends one request at a
@@ -56,6 +56,7 @@ pub enum FixtureStoreError {
 /// removes a temporary SQLite database.
 pub struct FixtureStore {
     store: Arc<dyn TaskStore>,
+    sessions: Arc<dyn SessionStore>,
     backend: Backend,
     /// Declared last, so the store's handle is released before its folder goes.
     temporary_folder: Option<TemporaryFolder>,
@@ -65,6 +66,11 @@ impl FixtureStore {
     /// The store, for [`crate::fixture_app`].
     pub fn task_store(&self) -> Arc<dyn TaskStore> {
         Arc::clone(&self.store)
+    }
+
+    /// Where the sessions of earlier-era clients are kept, for [`crate::fixture_app`].
+    pub fn session_store(&self) -> Arc<dyn SessionStore> {
+        Arc::clone(&self.sessions)
     }
 
     /// Which database it runs on.
@@ -100,6 +106,7 @@ pub async fn fixture_store(database: FixtureDatabase) -> Result<FixtureStore, Fi
                 .map_err(FixtureStoreError::Storage)?;
             Ok(FixtureStore {
                 store: store.task_store(),
+                sessions: store.session_store(),
                 backend: Backend::Postgres,
                 temporary_folder: None,
             })
@@ -113,6 +120,7 @@ pub async fn fixture_store(database: FixtureDatabase) -> Result<FixtureStore, Fi
                 .map_err(FixtureStoreError::Storage)?;
             Ok(FixtureStore {
                 store: store.task_store(),
+                sessions: store.session_store(),
                 backend: Backend::Sqlite,
                 temporary_folder: Some(folder),
             })
