@@ -37,6 +37,10 @@ const NODE_VERSION: &str = "22.23.5";
 /// The MCP revision Docket implements; its requirement set is the scored run.
 const SPEC_REVISION: &str = "2026-07-28";
 
+/// The newest revision of the earlier era (clients that open with `initialize`): every
+/// scenario the suite has for it runs too, against its own list of expected failures.
+const LEGACY_REVISION: &str = "2025-11-25";
+
 /// Extension scenarios to run after the scored set, one by one and without
 /// `--spec-version` (with it the suite skips them): the ten tasks scenarios.
 /// `tasks-status-notifications` is skipped by the suite itself for now.
@@ -56,6 +60,8 @@ const EXTENSION_SCENARIOS: &[&str] = &[
 /// Known failures with their reasons, relative to the workspace root. The suite fails
 /// a run on any failure or warning not listed here, and on entries that now pass.
 const EXPECTED_FAILURES: &str = "conformance/expected-failures.yml";
+/// The same for the run at [`LEGACY_REVISION`].
+const LEGACY_EXPECTED_FAILURES: &str = "conformance/expected-failures-2025-11-25.yml";
 
 /// The fixture crate and binary, and how long a debug build may take to bind and
 /// announce itself (it may run migrations first).
@@ -123,8 +129,11 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
     ));
     let suite = Suite::install(&cache)?;
     let expected_failures = root.join(EXPECTED_FAILURES);
-    if !expected_failures.is_file() {
-        bail!("{} is missing", expected_failures.display());
+    let legacy_expected_failures = root.join(LEGACY_EXPECTED_FAILURES);
+    for file in [&expected_failures, &legacy_expected_failures] {
+        if !file.is_file() {
+            bail!("{} is missing", file.display());
+        }
     }
     // Decided before the fixture starts, so that a mistyped scenario fails at once.
     let plan = match &options.scenario {
@@ -137,6 +146,7 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
                 name: (*name).to_owned(),
                 kind: ScenarioKind::Extension,
             }))
+            .chain(std::iter::once(Selection::LegacyRevision))
             .collect(),
     };
 
@@ -172,9 +182,17 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
         results: &results,
         expected_failures: &expected_failures,
     };
+    let legacy_run = SuiteRun {
+        expected_failures: &legacy_expected_failures,
+        ..run
+    };
     let mut failed = Vec::new();
     for selection in &plan {
         util::section(&selection.to_string());
+        let run = match selection {
+            Selection::LegacyRevision => &legacy_run,
+            _ => &run,
+        };
         if !run.server(selection)? {
             failed.push(selection.to_string());
         }
@@ -293,12 +311,15 @@ enum Selection {
     Requirements,
     /// One scenario.
     Scenario { name: String, kind: ScenarioKind },
+    /// Every scenario the suite has for [`LEGACY_REVISION`], at its wire.
+    LegacyRevision,
 }
 
 impl Selection {
     fn arguments(&self) -> Vec<&str> {
         match self {
             Self::Requirements => vec!["--requirements", SPEC_REVISION],
+            Self::LegacyRevision => vec!["--spec-version", LEGACY_REVISION],
             Self::Scenario {
                 name,
                 kind: ScenarioKind::Core,
@@ -315,6 +336,7 @@ impl fmt::Display for Selection {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Requirements => write!(formatter, "requirements {SPEC_REVISION} (scored)"),
+            Self::LegacyRevision => write!(formatter, "every {LEGACY_REVISION} scenario"),
             Self::Scenario {
                 name,
                 kind: ScenarioKind::Core,
@@ -371,6 +393,7 @@ fn install_npm_package(directory: &Path, package: &str, version: &str) -> anyhow
 }
 
 /// One conformance run's common arguments.
+#[derive(Clone, Copy)]
 struct SuiteRun<'a> {
     suite: &'a Suite,
     url: &'a str,
@@ -631,6 +654,10 @@ mod tests {
         assert_eq!(
             Selection::Requirements.arguments(),
             ["--requirements", SPEC_REVISION]
+        );
+        assert_eq!(
+            Selection::LegacyRevision.arguments(),
+            ["--spec-version", "2025-11-25"]
         );
     }
 

@@ -3,6 +3,7 @@
 //! uses the JSON Schema 2020-12 vocabulary, a tool with an `x-mcp-header`
 //! argument for the custom-header checks, and a no-argument tool that sorts first.
 
+use docket_protocol::logging::LogLevel;
 use docket_protocol::meta::ClientCapabilities;
 use docket_protocol::tools::CallToolResult;
 use docket_server::{AppBuilder, ToolCall, ToolError, ToolOutcome, ToolSpec};
@@ -19,6 +20,10 @@ pub(crate) const ABOUT: &str = "about_fixture";
 pub(crate) const MISSING_CAPABILITY: &str = "test_missing_capability";
 /// Answers with text and never logs.
 pub(crate) const LOGGING_TOOL: &str = "test_logging_tool";
+/// Sends three info log messages ~50 ms apart (the 2025-era logging scenario).
+pub(crate) const TOOL_WITH_LOGGING: &str = "test_tool_with_logging";
+/// The pause between `test_tool_with_logging`'s messages.
+const LOG_STEP_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 /// Publishes a JSON Schema 2020-12 input schema verbatim.
 pub(crate) const JSON_SCHEMA_2020_12: &str = "json_schema_2020_12_tool";
 /// Takes a string argument mirrored in the `Mcp-Param-Region` header.
@@ -46,10 +51,18 @@ pub(crate) fn register(builder: AppBuilder) -> Registered {
         .tool(
             ToolSpec::new(
                 LOGGING_TOOL,
-                "Returns text. Emits no log notifications, since the server emits none.",
+                "Returns text and logs one info message, which reaches only callers that asked for logs.",
                 no_arguments(),
             ),
             logging_tool,
+        )?
+        .tool(
+            ToolSpec::new(
+                TOOL_WITH_LOGGING,
+                "Sends three info log messages about 50 ms apart, then returns text.",
+                no_arguments(),
+            ),
+            tool_with_logging,
         )?
         .tool(
             ToolSpec::new(
@@ -89,10 +102,39 @@ async fn missing_capability(call: ToolCall) -> ToolOutcome {
     CallToolResult::text("Success: the request declared the sampling capability.").into()
 }
 
-async fn logging_tool(_call: ToolCall) -> ToolOutcome {
-    // Docket never sends notifications/message, whatever logLevel a request asks
-    // for, so there is nothing to suppress here.
-    CallToolResult::text("The logging tool ran without emitting log notifications.").into()
+async fn logging_tool(call: ToolCall) -> ToolOutcome {
+    // Sent only when the request asked for logs (`_meta` logLevel, or a session's
+    // logging/setLevel); without that the logger drops it.
+    call.log.log(
+        LogLevel::Info,
+        Some(LOGGING_TOOL),
+        Value::String("the logging tool ran".into()),
+    );
+    CallToolResult::text("The logging tool ran; it logs only to callers that ask for logs.").into()
+}
+
+async fn tool_with_logging(call: ToolCall) -> ToolOutcome {
+    let messages = [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ];
+    for (step, message) in messages.into_iter().enumerate() {
+        if step > 0 {
+            tokio::select! {
+                () = tokio::time::sleep(LOG_STEP_DELAY) => {}
+                () = call.cancel.cancelled() => {
+                    return ToolOutcome::Error(ToolError::Internal("the call was cancelled".into()));
+                }
+            }
+        }
+        call.log.log(
+            LogLevel::Info,
+            Some(TOOL_WITH_LOGGING),
+            Value::String(message.into()),
+        );
+    }
+    CallToolResult::text("Logging test completed: sent three log messages at info level.").into()
 }
 
 async fn json_schema_tool(call: ToolCall) -> ToolOutcome {

@@ -45,6 +45,7 @@ pub const FIXTURE_TOOLS: &[&str] = &[
     diagnostics::ABOUT,
     diagnostics::MISSING_CAPABILITY,
     diagnostics::LOGGING_TOOL,
+    diagnostics::TOOL_WITH_LOGGING,
     diagnostics::JSON_SCHEMA_2020_12,
     diagnostics::CUSTOM_HEADER,
     mrtr::STREAMING_ELICITATION,
@@ -84,9 +85,7 @@ pub fn fixture_app(
 ) -> Result<App, BuildError> {
     let mut config = Config::embedded_default();
     config.server.shutdown.grace_period = SHUTDOWN_GRACE_PERIOD;
-    let builder = App::builder(config)
-        .task_store(store)
-        .sessions(sessions);
+    let builder = App::builder(config).task_store(store).sessions(sessions);
     let builder = content::register(builder)?;
     let builder = diagnostics::register(builder)?;
     let builder = mrtr::register(builder)?;

@@ -75,7 +75,8 @@ impl Fixture {
         let store = fixture_store(target)
             .await
             .expect("the fixture's store opens");
-        let app = fixture_app(store.task_store(), store.session_store()).expect("the fixture app builds");
+        let app =
+            fixture_app(store.task_store(), store.session_store()).expect("the fixture app builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

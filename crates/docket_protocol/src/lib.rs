@@ -3,6 +3,7 @@
 pub mod error;
 pub mod jsonrpc;
 pub mod legacy;
+pub mod logging;
 pub mod meta;
 pub mod mrtr;
 pub mod progress;

@@ -34,7 +34,9 @@ pub use docket_script::child as script_child;
 pub use docket_script::{ChildProcess, Isolation};
 pub use error::McpError;
 pub use http::{Background, Body, MCP_PATH, McpService, serve};
-pub use registry::{InputRound, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec};
+pub use registry::{
+    InputRound, Logger, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec,
+};
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};
 pub use tasks::{FoundTask, TaskSource};

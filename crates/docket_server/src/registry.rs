@@ -10,6 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use docket_protocol::JsonObject;
+use docket_protocol::jsonrpc::{JsonRpcVersion, OutgoingNotification};
+use docket_protocol::logging::{LOG_MESSAGE_METHOD, LogLevel, LoggingMessageParams};
 use docket_protocol::meta::{ClientCapabilities, ProgressToken};
 use docket_protocol::mrtr::{InputRequests, InputResponses};
 use docket_protocol::tools::{CallToolResult, Tool, ToolAnnotations};
@@ -132,6 +134,8 @@ pub struct ToolCall {
     pub client_capabilities: ClientCapabilities,
     /// Progress reporting; does nothing when the request asked for no progress.
     pub progress: Progress,
+    /// Log messages for the caller; does nothing when the caller asked for none.
+    pub log: Logger,
     /// The answers to an earlier `input_required` round, with the state the handler
     /// returned then (already verified and decoded).
     pub input: Option<InputRound>,
@@ -516,5 +520,53 @@ impl Progress {
                 task.set_status_message(text);
             }
         }
+    }
+}
+
+/// Sends a call's log messages to its caller as `notifications/message`, on the
+/// call's own stream, when the caller asked for them at or above a level; otherwise
+/// it does nothing. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Logger {
+    sink: Option<(LogLevel, mpsc::UnboundedSender<OutgoingNotification>)>,
+}
+
+impl Logger {
+    /// A logger that sends messages of `minimum` and above into `sender`.
+    pub fn new(minimum: LogLevel, sender: mpsc::UnboundedSender<OutgoingNotification>) -> Self {
+        Self {
+            sink: Some((minimum, sender)),
+        }
+    }
+
+    /// Whether a message at `level` would be sent.
+    pub fn is_enabled(&self, level: LogLevel) -> bool {
+        self.sink
+            .as_ref()
+            .is_some_and(|(minimum, _)| level >= *minimum)
+    }
+
+    /// Sends `data` at `level` from `logger`; a no-op below the caller's level, when
+    /// the caller asked for no logs, or when the stream is gone.
+    pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        let Some((minimum, sender)) = &self.sink else {
+            return;
+        };
+        if level < *minimum {
+            return;
+        }
+        let params = LoggingMessageParams {
+            level,
+            logger: logger.map(str::to_owned),
+            data,
+        };
+        let notification = OutgoingNotification {
+            jsonrpc: JsonRpcVersion,
+            method: LOG_MESSAGE_METHOD.to_owned(),
+            params: serde_json::to_value(params).unwrap_or(Value::Null),
+        };
+        // A closed channel means the response stream is gone; the call's cancel
+        // token fires for that.
+        let _ = sender.send(notification);
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use docket_protocol::JsonObject;
+use docket_protocol::logging::LogLevel;
 use docket_protocol::tools::{CallToolParams, CallToolResult};
 use docket_task::TaskId;
 use docket_task::store::NewTask;
@@ -24,7 +25,7 @@ use crate::metrics::CallOutcome;
 use crate::persona::Persona;
 use crate::refusal::Refusal;
 use crate::registry::{
-    Consent, ConsentRequest, InputRound, Progress, RegisteredTool, TaskSupport, ToolCall,
+    Consent, ConsentRequest, InputRound, Logger, Progress, RegisteredTool, TaskSupport, ToolCall,
     ToolHandler, ToolOutcome,
 };
 use crate::reply::{Reply, to_value};
@@ -37,7 +38,7 @@ mod finish;
 mod running;
 
 use finish::Finish;
-use running::{RunningCall, stream_call};
+use running::{Notifications, RunningCall, stream_call};
 
 /// Why the pipeline stopped before the handler ran: a refusal (a tool result with
 /// `isError: true`, counted and logged as refused) or a malformed call (a JSON-RPC
@@ -330,6 +331,7 @@ impl Call<'_> {
                         persona,
                         client_capabilities: self.context.meta.client_capabilities.clone(),
                         progress: Progress::default(),
+                        log: Logger::default(),
                         input,
                         cancel: CancellationToken::new(),
                         task: None,
@@ -366,12 +368,27 @@ impl Call<'_> {
             }
             None => (Progress::default(), None),
         };
+        // Log messages go out only to a caller that asked for them, at its level.
+        let (log, log_messages) = match self
+            .context
+            .meta
+            .log_level
+            .as_deref()
+            .and_then(LogLevel::parse)
+        {
+            Some(minimum) => {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                (Logger::new(minimum, sender), Some(receiver))
+            }
+            None => (Logger::default(), None),
+        };
         let call = ToolCall {
             arguments: self.arguments,
             identity: Arc::clone(&self.context.identity),
             persona,
             client_capabilities: self.context.meta.client_capabilities.clone(),
             progress,
+            log,
             input,
             cancel: cancel.clone(),
             task: None,
@@ -380,17 +397,22 @@ impl Call<'_> {
             tokio::spawn(async move { handler.call(call).await }),
             cancel,
         );
-        match progress_updates {
-            None => {
-                let outcome = running.wait().await;
-                finish.into_result(outcome).map(Reply::Json)
-            }
-            Some(updates) => {
-                let (items, receiver) = mpsc::channel(32);
-                tokio::spawn(stream_call(running, updates, items, finish));
-                Ok(Reply::Stream(receiver))
-            }
+        // The answer streams when something may be sent before it.
+        if progress_updates.is_none() && log_messages.is_none() {
+            let outcome = running.wait().await;
+            return finish.into_result(outcome).map(Reply::Json);
         }
+        let (items, receiver) = mpsc::channel(32);
+        tokio::spawn(stream_call(
+            running,
+            Notifications {
+                progress: progress_updates,
+                logs: log_messages,
+            },
+            items,
+            finish,
+        ));
+        Ok(Reply::Stream(receiver))
     }
 }
 

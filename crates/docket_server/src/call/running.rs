@@ -77,35 +77,89 @@ impl Drop for RunningCall {
     }
 }
 
-/// Forwards progress to the SSE stream until the handler ends, then sends the
-/// final answer. A stream that closes first cancels the call.
+/// What a streamed call may send before its answer: progress (when the request
+/// gave a token) and log messages (when the caller asked for them).
+pub(super) struct Notifications {
+    /// Progress updates.
+    pub(super) progress: Option<mpsc::UnboundedReceiver<ProgressUpdate>>,
+    /// Log messages, ready to send.
+    pub(super) logs: Option<mpsc::UnboundedReceiver<OutgoingNotification>>,
+}
+
+impl Notifications {
+    /// The next notification, in the order each kind was sent; `None` once both
+    /// kinds are done (their senders dropped with the handler).
+    async fn next(&mut self) -> Option<OutgoingNotification> {
+        let progress = async {
+            match &mut self.progress {
+                Some(progress) => progress.recv().await.map(progress_notification),
+                None => None,
+            }
+        };
+        let logs = async {
+            match &mut self.logs {
+                Some(logs) => logs.recv().await,
+                None => None,
+            }
+        };
+        // A kind that has ended drops out of the race; when both have, none is left.
+        tokio::select! {
+            Some(notification) = progress => Some(notification),
+            Some(notification) = logs => Some(notification),
+            else => None,
+        }
+    }
+
+    /// What was sent before the handler ended and is not out yet.
+    fn pending(&mut self) -> Vec<OutgoingNotification> {
+        let mut pending = Vec::new();
+        if let Some(progress) = &mut self.progress {
+            while let Ok(update) = progress.try_recv() {
+                pending.push(progress_notification(update));
+            }
+        }
+        if let Some(logs) = &mut self.logs {
+            while let Ok(notification) = logs.try_recv() {
+                pending.push(notification);
+            }
+        }
+        pending
+    }
+}
+
+/// Forwards progress and log messages to the SSE stream until the handler ends,
+/// then sends the final answer. A stream that closes first cancels the call.
 pub(super) async fn stream_call(
     running: RunningCall,
-    mut updates: mpsc::UnboundedReceiver<ProgressUpdate>,
+    mut notifications: Notifications,
     items: mpsc::Sender<StreamItem>,
     finish: Finish,
 ) {
     let wait = running.wait();
     tokio::pin!(wait);
+    let mut open = true;
     let outcome = loop {
         tokio::select! {
             outcome = &mut wait => break outcome,
-            Some(update) = updates.recv() => {
-                if items.send(StreamItem::Notification(progress_notification(update))).await.is_err() {
-                    tracing::info!(tool = finish.tool, "the client closed the stream; cancelling the call");
-                    return;
+            next = notifications.next(), if open => match next {
+                Some(notification) => {
+                    if items.send(StreamItem::Notification(notification)).await.is_err() {
+                        tracing::info!(tool = finish.tool, "the client closed the stream; cancelling the call");
+                        return;
+                    }
                 }
-            }
+                None => open = false,
+            },
             () = items.closed() => {
                 tracing::info!(tool = finish.tool, "the client closed the stream; cancelling the call");
                 return;
             }
         }
     };
-    // Progress sent just before the end still goes out first, in order.
-    while let Ok(update) = updates.try_recv() {
+    // Notifications sent just before the end still go out first, in order.
+    for notification in notifications.pending() {
         if items
-            .send(StreamItem::Notification(progress_notification(update)))
+            .send(StreamItem::Notification(notification))
             .await
             .is_err()
         {
