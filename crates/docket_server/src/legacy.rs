@@ -370,7 +370,9 @@ async fn serve(
                 Ok(reply) => Ok(reply),
                 // Consent is asked by elicitation, which this era's sessions are not
                 // offered yet: the call is refused, and says how to proceed.
-                Err(McpError::MissingCapability { message, .. }) => {
+                Err(McpError::MissingCapability { message, required })
+                    if required.elicitation.is_some() =>
+                {
                     let refusal = CallToolResult::error(format!(
                         "{message} This session speaks protocol revision {}, over which Docket \
                          cannot ask for consent yet, so the call was not made. Make it from a \
@@ -381,6 +383,14 @@ async fn serve(
                     serde_json::to_value(&refusal)
                         .map(Reply::Json)
                         .map_err(|err| Refusal::from_error(&McpError::Internal(err.to_string())))
+                }
+                // Any other capability this era's sessions do not offer (sampling):
+                // -32021 is the current era's code, so it is said as invalid params.
+                Err(McpError::MissingCapability { message, .. }) => {
+                    Err(Refusal::from_error(&McpError::InvalidParams(format!(
+                        "{message} Sessions of protocol revision {} are not offered it.",
+                        session.protocol_version
+                    ))))
                 }
                 Err(error) => Err(Refusal::from_error(&error)),
             }

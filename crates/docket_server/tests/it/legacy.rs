@@ -332,3 +332,168 @@ async fn sessions_end_on_delete_and_after_sitting_idle(backend: Backend) {
     let (status_later, body) = idle.request("ping", json!({})).await;
     assert_eq!(status_later, StatusCode::NOT_FOUND, "{body}");
 }
+
+/// A tool that logs at three levels, and one that needs consent (as the Trino tools
+/// ask for it) or sampling.
+fn app_with_logging_and_consent_tools() -> docket_server::App {
+    use docket_protocol::logging::LogLevel;
+    use docket_protocol::meta::ClientCapabilities;
+    use docket_protocol::tools::CallToolResult;
+    use docket_server::{ToolCall, ToolError, ToolOutcome, ToolSpec};
+
+    let no_arguments = || json!({"type": "object", "properties": {}});
+    let mut config = Config::embedded_default();
+    config.auth = users(&[("alice", &["admin"])]);
+    docket_server::App::builder(config)
+        .tool(
+            ToolSpec::new(
+                "log_thrice",
+                "Logs at debug, info and error.",
+                no_arguments(),
+            ),
+            |call: ToolCall| async move {
+                for (level, text) in [
+                    (LogLevel::Debug, "looking"),
+                    (LogLevel::Info, "found"),
+                    (LogLevel::Error, "broke"),
+                ] {
+                    call.log.log(level, Some("log_thrice"), json!(text));
+                }
+                ToolOutcome::from(CallToolResult::text("logged"))
+            },
+        )
+        .and_then(|builder| {
+            builder.tool(
+                ToolSpec::new("needs_consent", "Asks before it runs.", no_arguments()),
+                |_call: ToolCall| async move {
+                    ToolOutcome::Error(ToolError::MissingCapability {
+                        message: "Dropping table t needs your consent.".to_owned(),
+                        required: Box::new(ClientCapabilities::with_elicitation()),
+                    })
+                },
+            )
+        })
+        .and_then(|builder| {
+            builder.tool(
+                ToolSpec::new("needs_sampling", "Asks a model.", no_arguments()),
+                |_call: ToolCall| async move {
+                    ToolOutcome::Error(ToolError::MissingCapability {
+                        message: "This tool asks the client's model.".to_owned(),
+                        required: Box::new(ClientCapabilities::with_sampling()),
+                    })
+                },
+            )
+        })
+        .expect("tools")
+        .build()
+        .expect("app")
+}
+
+/// Log messages reach a session that chose a level, at and above it, on the call's
+/// stream; a session that chose none, and a current-era request without logLevel,
+/// get a plain answer without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_messages_reach_only_callers_that_asked_at_their_level() {
+    let server = TestServer::start(app_with_logging_and_consent_tools()).await;
+    let call = json!({"name": "log_thrice", "arguments": {}});
+
+    let mut quiet = LegacyClient::new(&server, "alice");
+    quiet.initialize("2025-11-25").await;
+    let (status, body) = quiet.request("tools/call", call.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["content"][0]["text"], "logged", "{body}");
+
+    let mut listening = LegacyClient::new(&server, "alice");
+    listening.initialize("2025-11-25").await;
+    let (status, _) = listening
+        .request("logging/setLevel", json!({"level": "info"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let response = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("x-api-key", key_of("alice"))
+        .header(
+            "mcp-session-id",
+            listening.session.as_deref().unwrap_or_default(),
+        )
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call}))
+        .send()
+        .await
+        .expect("sent");
+    let text = response.text().await.expect("body");
+    let messages = crate::support::sse_messages(&text);
+    let logged: Vec<(&str, &str)> = messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/message")
+        .map(|message| {
+            (
+                message["params"]["level"].as_str().unwrap_or_default(),
+                message["params"]["data"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(logged, [("info", "found"), ("error", "broke")], "{text}");
+    let last = messages.last().expect("the answer");
+    assert_eq!(last["id"], 9);
+    assert_eq!(last["result"]["content"][0]["text"], "logged");
+    assert!(last["result"].get("resultType").is_none(), "{last}");
+
+    // The current era: only with `_meta` logLevel, at that level.
+    let mut rpc = server
+        .rpc("tools/call", call.clone())
+        .header("x-api-key", &key_of("alice"));
+    rpc.body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("error");
+    let text = rpc.response().await.text().await.expect("body");
+    let levels: Vec<Value> = crate::support::sse_messages(&text)
+        .into_iter()
+        .filter(|message| message["method"] == "notifications/message")
+        .map(|message| message["params"]["level"].clone())
+        .collect();
+    assert_eq!(levels, [json!("error")], "{text}");
+    let (status, body) = server
+        .rpc("tools/call", call)
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["content"][0]["text"], "logged", "{body}");
+}
+
+/// A call that needs consent is refused inside a session, never made silently, with
+/// a message that says how to proceed; another missing capability is invalid params.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consent_inside_a_session_is_refused_with_a_way_forward() {
+    let server = TestServer::start(app_with_logging_and_consent_tools()).await;
+    let mut alice = LegacyClient::new(&server, "alice");
+    alice.initialize("2025-06-18").await;
+    let (status, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "needs_consent", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let text = body["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("Dropping table t needs your consent."),
+        "{text}"
+    );
+    assert!(
+        text.contains("2025-06-18") && text.contains("2026-07-28"),
+        "{text}"
+    );
+
+    let (status, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "needs_sampling", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
