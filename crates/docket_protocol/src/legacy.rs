@@ -72,6 +72,9 @@ pub struct LegacyServerCapabilities {
     /// `logging/setLevel` is served and log notifications are sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<JsonObject>,
+    /// Task-augmented requests (2025-11-25): which requests, and `list`/`cancel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Value>,
 }
 
 /// The answer to `initialize`.

@@ -47,6 +47,10 @@ pub enum McpError {
     /// Something failed inside the server; the detail is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A task's own failure, answered as it was recorded (a 2025-11-25 `tasks/result`
+    /// returns exactly what the call would have).
+    #[error("the task failed: {}", .0.message)]
+    TaskFailed(ErrorObject),
 }
 
 impl From<ToolError> for McpError {
@@ -107,6 +111,7 @@ impl McpError {
                 StatusCode::OK,
                 ErrorObject::internal("internal error; see the server log"),
             ),
+            McpError::TaskFailed(error) => (StatusCode::OK, error.clone()),
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::request::RequestContext;
 
 pub(crate) use source::CallTasks;
 pub use source::{FoundTask, TaskSource};
-pub(crate) use wire::create_result;
+pub(crate) use wire::{create_result, viewed_task};
 
 /// The task machinery of an app with a database and `tasks.enabled`.
 pub(crate) struct Tasks {
@@ -110,7 +110,7 @@ fn parse<T: serde::de::DeserializeOwned>(params: Value, method: &str) -> Result<
 }
 
 /// The task `task_id` as the caller may see it, or the one "unknown task" answer.
-async fn find(
+pub(crate) async fn find(
     tasks: &Tasks,
     context: &RequestContext,
     is_admin: bool,

@@ -46,6 +46,12 @@ fn wire_error(error: TaskError) -> ErrorObject {
     }
 }
 
+/// The task as `view` shows it, in the current era's `Task` shape (the earlier era
+/// renames its fields, `legacy::legacy_task`).
+pub(crate) fn viewed_task(record: &TaskRecord, view: &TaskView) -> Task {
+    wire_task(record, view.status, view.status_message.clone())
+}
+
 /// The `CreateTaskResult` for a freshly committed task.
 pub(crate) fn create_result(record: &TaskRecord) -> CreateTaskResult {
     CreateTaskResult::new(wire_task(

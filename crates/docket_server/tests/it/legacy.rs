@@ -497,3 +497,170 @@ async fn consent_inside_a_session_is_refused_with_a_way_forward() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["error"]["code"], -32602, "{body}");
 }
+
+on_both_backends!(sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow);
+
+/// An app over `database` with task tools: one that ends at once, one that runs until
+/// cancelled, and one that runs only as a task.
+async fn task_app(database: &docket_storage::test_db::TestDatabase) -> docket_server::App {
+    use docket_protocol::tools::CallToolResult;
+    use docket_server::{TaskSupport, ToolCall, ToolOutcome, ToolSpec};
+
+    let store = database.connect().await;
+    let no_arguments = || json!({"type": "object", "properties": {}});
+    let yaml = "tasks: { heartbeat_interval: 100ms }\n\
+                personas:\n\
+                \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    docket_server::App::builder(config)
+        .task_store(store.task_store())
+        .sessions(store.session_store())
+        .tool(
+            ToolSpec::new("quick_job", "Ends at once.", no_arguments())
+                .with_task_support(TaskSupport::Optional),
+            |_call: ToolCall| async move { ToolOutcome::from(CallToolResult::text("done")) },
+        )
+        .and_then(|builder| {
+            builder.tool(
+                ToolSpec::new("held_job", "Runs until cancelled.", no_arguments())
+                    .with_task_support(TaskSupport::Optional),
+                |call: ToolCall| async move {
+                    call.cancel.cancelled().await;
+                    ToolOutcome::from(CallToolResult::text("stopped"))
+                },
+            )
+        })
+        .and_then(|builder| {
+            builder.tool(
+                ToolSpec::new("task_only", "Runs only as a task.", no_arguments())
+                    .with_task_support(TaskSupport::Required),
+                |_call: ToolCall| async move { ToolOutcome::from(CallToolResult::text("ran")) },
+            )
+        })
+        .expect("tools")
+        .build()
+        .expect("app")
+}
+
+async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let server = TestServer::start(task_app(&database).await).await;
+
+    // Tasks are offered to 2025-11-25 sessions only.
+    let mut older = LegacyClient::new(&server, "alice");
+    let result = older.initialize("2025-06-18").await;
+    assert!(result["capabilities"].get("tasks").is_none(), "{result}");
+    let (_, body) = older.request("tasks/get", json!({"taskId": "0"})).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+
+    let mut alice = LegacyClient::new(&server, "alice");
+    let result = alice.initialize("2025-11-25").await;
+    assert_eq!(
+        result["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        json!({}),
+        "{result}"
+    );
+    let (_, body) = alice.request("tools/list", json!({})).await;
+    let support = |name: &str| {
+        body["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|tool| tool["name"] == name))
+            .map(|tool| tool["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("quick_job"), Some(json!("optional")));
+    assert_eq!(support("task_only"), Some(json!("required")));
+    assert_eq!(support("platform_info"), Some(Value::Null));
+
+    // A task-augmented call answers with the task in this revision's names...
+    let (status, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "quick_job", "arguments": {}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let task = &body["result"]["task"];
+    let task_id = task["taskId"].as_str().expect("a task id").to_owned();
+    assert_eq!(task["status"], "working", "{body}");
+    for field in ["createdAt", "lastUpdatedAt", "pollInterval"] {
+        assert!(!task[field].is_null(), "{field} in {body}");
+    }
+    assert!(
+        task.get("ttl").is_some() && task.get("ttlMs").is_none(),
+        "{body}"
+    );
+    assert!(body["result"].get("resultType").is_none(), "{body}");
+
+    // ...tasks/result waits for the end and returns the call's result itself...
+    let (status, body) = alice
+        .request("tasks/result", json!({"taskId": task_id, "task": {}}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["content"][0]["text"], "done", "{body}");
+    assert_eq!(
+        body["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    let (_, body) = alice.request("tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(body["result"]["status"], "completed", "{body}");
+    assert_eq!(body["result"]["taskId"], task_id.as_str());
+
+    // ...and the same identity follows the same row from the current era.
+    let (status, body) = server
+        .rpc("tasks/get", json!({"taskId": task_id}))
+        .capabilities(json!({"extensions": {crate::support::TASKS: {}}}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["status"], "completed", "{body}");
+    // Anyone else: the same answer as an unknown id.
+    let mut bob = LegacyClient::new(&server, "bob");
+    bob.initialize("2025-11-25").await;
+    let (_, not_yours) = bob.request("tasks/get", json!({"taskId": task_id})).await;
+    let (_, unknown) = bob
+        .request("tasks/get", json!({"taskId": "0".repeat(32)}))
+        .await;
+    assert_eq!(not_yours["error"], unknown["error"]);
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // tasks/cancel answers the task already cancelled; a second cancel is refused.
+    let (_, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "held_job", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let held = body["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let (status, body) = alice.request("tasks/cancel", json!({"taskId": held})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["status"], "cancelled", "{body}");
+    let (_, body) = alice.request("tasks/cancel", json!({"taskId": held})).await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let (_, body) = alice.request("tasks/result", json!({"taskId": held})).await;
+    assert!(body["error"].is_object(), "{body}");
+
+    // A tool that never runs as a task refuses `task`; one that only does needs it.
+    let (_, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "platform_info", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    let (_, body) = alice
+        .request("tools/call", json!({"name": "task_only", "arguments": {}}))
+        .await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    // Without `task`, an optional tool answers directly.
+    let (_, body) = alice
+        .request("tools/call", json!({"name": "quick_job", "arguments": {}}))
+        .await;
+    assert_eq!(body["result"]["content"][0]["text"], "done", "{body}");
+}

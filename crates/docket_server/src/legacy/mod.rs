@@ -12,6 +12,8 @@
 //! answers only the identity that opened it, and to anyone else it does not exist
 //! (404, as for an unknown or expired one, so the client starts over).
 
+mod tasks;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +55,9 @@ const METHODS: &[&str] = &[
     "tools/list",
     "tools/call",
     "logging/setLevel",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
 ];
 
 /// The log levels `logging/setLevel` accepts (RFC 5424's, as the revisions name them).
@@ -308,6 +313,7 @@ async fn initialize(
         capabilities: LegacyServerCapabilities {
             tools: Some(Default::default()),
             logging: Some(Default::default()),
+            tasks: offers_tasks(app, version).then(tasks::server_capability),
         },
         server_info: app.state.server_info.clone(),
         instructions: Some(crate::dispatch::INSTRUCTIONS.to_owned()),
@@ -356,18 +362,50 @@ async fn serve(
             Ok(Reply::Json(Value::Object(Default::default())))
         }
         method => {
-            let context = RequestContext {
+            let with_tasks = offers_tasks(app, &session.protocol_version);
+            let mut context = RequestContext {
                 identity,
                 meta: session_meta(session, request.params.as_ref()),
                 headers,
                 run_id: None,
             };
             let reply = match method {
-                "tools/list" => crate::dispatch::list_tools(app, &context).map(Reply::Json),
-                _ => call::call_tool(app, context, request.params).await,
+                "tools/list" => crate::dispatch::list_tools(app, &context)
+                    .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
+                "tools/call" => {
+                    if with_tasks && asks_for_task(request.params.as_ref()) {
+                        must_run_as_task(app, request.params.as_ref()).map_err(|error| {
+                            Refusal::new(
+                                StatusCode::OK,
+                                docket_protocol::error::METHOD_NOT_FOUND,
+                                error,
+                            )
+                        })?;
+                        context.meta.client_capabilities =
+                            tasks::with_tasks_extension(context.meta.client_capabilities);
+                    }
+                    call::call_tool(app, context, request.params)
+                        .await
+                        .and_then(call_shape)
+                }
+                _ if with_tasks => tasks::serve(app, &context, method, request.params).await,
+                other => Err(McpError::MethodNotFound(other.to_owned())),
             };
             match reply {
                 Ok(reply) => Ok(reply),
+                // A tool that runs only as a task, called without `task`.
+                Err(McpError::MissingCapability { message, required })
+                    if required.declares_tasks() =>
+                {
+                    Err(Refusal::new(
+                        StatusCode::OK,
+                        docket_protocol::error::METHOD_NOT_FOUND,
+                        format!(
+                            "{message}; in a session of revision {}, call it with params.task",
+                            session.protocol_version
+                        ),
+                    ))
+                }
                 // Consent is asked by elicitation, which this era's sessions are not
                 // offered yet: the call is refused, and says how to proceed.
                 Err(McpError::MissingCapability { message, required })
@@ -396,6 +434,67 @@ async fn serve(
             }
         }
     }
+}
+
+/// Whether sessions of `version` are offered tasks: the revision has them and this
+/// app runs them.
+fn offers_tasks(app: &App, version: &str) -> bool {
+    version == tasks::TASKS_REVISION && app.tasks_enabled()
+}
+
+/// Whether a `tools/call` asks to run as a task (`params.task`, an object).
+fn asks_for_task(params: Option<&Value>) -> bool {
+    params
+        .and_then(|params| params.get("task"))
+        .is_some_and(Value::is_object)
+}
+
+/// Refuses a task-augmented call of a tool that never runs as a task (the revision
+/// asks for -32601). An unknown tool is left to the pipeline, which names it.
+fn must_run_as_task(app: &App, params: Option<&Value>) -> Result<(), String> {
+    let name = params
+        .and_then(|params| params.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match app.state.registry.get(name) {
+        Some(tool) if tool.spec.task_support == crate::registry::TaskSupport::Never => Err(
+            format!("the tool {name} does not run as a task; call it without params.task"),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `tools/list` in this era's shape; with tasks, each tool says whether it runs as one.
+fn list_shape(app: &App, listed: Value, with_tasks: bool) -> Value {
+    let mut listed = result_shape(listed);
+    if with_tasks && let Some(Value::Array(tools)) = listed.get_mut("tools") {
+        for tool in tools {
+            let support = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(|name| app.state.registry.get(name))
+                .and_then(|registered| tasks::execution(registered.spec.task_support));
+            if let (Some(execution), Value::Object(tool)) = (support, tool) {
+                tool.insert("execution".into(), execution);
+            }
+        }
+    }
+    listed
+}
+
+/// A `tools/call` answer in this era's shape: a created task as `{"task": {...}}`.
+fn call_shape(reply: Reply) -> Result<Reply, McpError> {
+    let result = match reply {
+        Reply::Json(result) => result,
+        Reply::Encoded(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|err| McpError::Internal(format!("could not read back a result: {err}")))?,
+        stream @ Reply::Stream(_) => return Ok(stream),
+    };
+    Ok(Reply::Json(if tasks::is_created_task(&result) {
+        tasks::create_answer(result)
+    } else {
+        result
+    }))
 }
 
 /// What the pipeline reads of a request, from the session and the request's own

@@ -1,0 +1,213 @@
+//! Durable tasks for sessions of revision 2025-11-25 whose client declared `tasks` at
+//! `initialize`: a `tools/call` with `params.task` creates the same task the tasks
+//! extension creates (same row, heartbeats, cross-replica cancel), answered in that
+//! revision's shape, and `tasks/get`, `tasks/result` and `tasks/cancel` follow it. A
+//! task is the same row in both eras, so the same identity follows it from either.
+//!
+//! `tasks/list` is not offered (the capability does not name it): listing a caller's
+//! tasks across the task table and the script runs is not built yet.
+
+use std::time::Duration;
+
+use docket_protocol::TASKS_EXTENSION;
+use docket_protocol::error::ErrorObject;
+use docket_protocol::tasks::TaskIdParams;
+use docket_task::TaskStatus;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::McpError;
+use crate::registry::TaskSupport;
+use crate::reply::Reply;
+use crate::request::RequestContext;
+use crate::state::App;
+use crate::tasks::{self, viewed_task};
+
+/// The revision whose sessions get tasks.
+pub(super) const TASKS_REVISION: &str = "2025-11-25";
+
+/// The key that ties a result to its task.
+const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
+
+/// How long `tasks/cancel` waits for the task to end cancelled (a cancel reaches the
+/// running replica within a heartbeat, sooner by NOTIFY).
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// How often `tasks/result` and `tasks/cancel` read the task again while they wait.
+const WAIT_STEP: Duration = Duration::from_millis(100);
+
+/// The `tasks` capability `initialize` advertises to a session that can have tasks.
+pub(super) fn server_capability() -> Value {
+    json!({"cancel": {}, "requests": {"tools": {"call": {}}}})
+}
+
+/// The `execution` a tool of `support` is listed with in such a session.
+pub(super) fn execution(support: TaskSupport) -> Option<Value> {
+    match support {
+        TaskSupport::Never => None,
+        TaskSupport::Optional => Some(json!({"taskSupport": "optional"})),
+        TaskSupport::Required => Some(json!({"taskSupport": "required"})),
+    }
+}
+
+/// A current-era `Task` (or `CreateTaskResult`) object in this revision's names:
+/// `ttlMs` → `ttl`, `pollIntervalMs` → `pollInterval`, without `resultType`.
+pub(super) fn legacy_task(modern: Value) -> Value {
+    let Value::Object(mut object) = modern else {
+        return modern;
+    };
+    object.remove("resultType");
+    let ttl = object.remove("ttlMs").unwrap_or(Value::Null);
+    object.insert("ttl".into(), ttl);
+    if let Some(poll) = object.remove("pollIntervalMs") {
+        object.insert("pollInterval".into(), poll);
+    }
+    Value::Object(object)
+}
+
+/// The answer to a task-augmented `tools/call`: `{"task": {...}}`, with the result's
+/// `_meta` beside the task, not in it.
+pub(super) fn create_answer(created: Value) -> Value {
+    let mut task = legacy_task(created);
+    let meta = match &mut task {
+        Value::Object(object) => object.remove("_meta"),
+        _ => None,
+    };
+    match meta {
+        Some(meta) => json!({"task": task, "_meta": meta}),
+        None => json!({"task": task}),
+    }
+}
+
+/// Whether a tool result is a created task (the current era's `resultType: task`).
+pub(super) fn is_created_task(result: &Value) -> bool {
+    result.get("resultType").and_then(Value::as_str) == Some("task")
+}
+
+/// Serves `tasks/get`, `tasks/result` or `tasks/cancel` for the caller of `context`.
+pub(super) async fn serve(
+    app: &App,
+    context: &RequestContext,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Reply, McpError> {
+    let Some(surface) = &app.state.tasks else {
+        return Err(McpError::MethodNotFound(method.to_owned()));
+    };
+    // The TypeScript SDK repeats `task` here; only the id counts.
+    let TaskIdParams { task_id } = TaskIdParams::deserialize(params.unwrap_or(Value::Null))
+        .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))?;
+    let is_admin = app
+        .state
+        .personas
+        .resolve(&context.identity.roles)
+        .is_some_and(|persona| persona.is_admin);
+    let find = || tasks::find(surface, context, is_admin, &task_id);
+    match method {
+        "tasks/get" => {
+            let (found, view) = find().await?;
+            Ok(task_reply(&viewed_task(&found.record, &view)))
+        }
+        "tasks/cancel" => {
+            let (found, view) = find().await?;
+            if is_terminal(view.status) {
+                return Err(McpError::InvalidParams(format!(
+                    "the task has already ended ({})",
+                    status_name(view.status)
+                )));
+            }
+            found.source.cancel(&found.record.id).await?;
+            let started = tokio::time::Instant::now();
+            loop {
+                let (found, view) = find().await?;
+                if is_terminal(view.status) || started.elapsed() >= CANCEL_WAIT {
+                    return Ok(task_reply(&viewed_task(&found.record, &view)));
+                }
+                tokio::time::sleep(WAIT_STEP).await;
+            }
+        }
+        "tasks/result" => loop {
+            let (found, view) = find().await?;
+            match view.status {
+                TaskStatus::Completed => {
+                    let mut result =
+                        super::result_shape(found.record.result.unwrap_or(Value::Null));
+                    if let Value::Object(object) = &mut result {
+                        let meta = object
+                            .entry("_meta")
+                            .or_insert_with(|| Value::Object(Default::default()));
+                        if let Value::Object(meta) = meta {
+                            meta.insert(RELATED_TASK_KEY.into(), json!({"taskId": task_id}));
+                        }
+                    }
+                    return Ok(Reply::Json(result));
+                }
+                TaskStatus::Failed => {
+                    let error = view.error.map_or_else(
+                        || ErrorObject::internal("the task failed"),
+                        |error| ErrorObject {
+                            code: error.code,
+                            message: error.message,
+                            data: error.data,
+                        },
+                    );
+                    return Err(McpError::TaskFailed(error));
+                }
+                TaskStatus::Cancelled => {
+                    return Err(McpError::InvalidParams(
+                        "the task was cancelled, so it has no result".into(),
+                    ));
+                }
+                TaskStatus::InputRequired => {
+                    return Err(McpError::InvalidParams(
+                        "the task is waiting for input, which a session of revision 2025-11-25 \
+                         cannot give yet: answer it from a 2026-07-28 client (tasks/update), or \
+                         cancel it with tasks/cancel"
+                            .into(),
+                    ));
+                }
+                TaskStatus::Working => tokio::time::sleep(WAIT_STEP).await,
+            }
+        },
+        other => Err(McpError::MethodNotFound(other.to_owned())),
+    }
+}
+
+/// A `tasks/get` or `tasks/cancel` answer: the task, flat, in this revision's names.
+fn task_reply(task: &docket_protocol::tasks::Task) -> Reply {
+    Reply::Json(legacy_task(
+        serde_json::to_value(task).unwrap_or(Value::Null),
+    ))
+}
+
+fn is_terminal(status: TaskStatus) -> bool {
+    matches!(
+        status,
+        TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+    )
+}
+
+fn status_name(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Working => "working",
+        TaskStatus::InputRequired => "input_required",
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
+        TaskStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The capabilities a task-augmented call is made with: the client's, plus the tasks
+/// extension, which is how the pipeline is told to make a task.
+pub(super) fn with_tasks_extension(
+    mut capabilities: docket_protocol::meta::ClientCapabilities,
+) -> docket_protocol::meta::ClientCapabilities {
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(
+            TASKS_EXTENSION.to_owned(),
+            Value::Object(Default::default()),
+        );
+    capabilities
+}
