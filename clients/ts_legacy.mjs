@@ -44,6 +44,44 @@ console.log("progress notifications:", JSON.stringify(seen));
 const failed = await client.callTool({ name: "test_error_handling", arguments: {} });
 assert.equal(failed.isError, true);
 
+// Durable tasks (2025-11-25): the server advertises them, the client sends `task`, polls
+// tasks/get every pollInterval, then takes the result with tasks/result.
+assert.ok(client.getServerCapabilities().tasks?.requests?.tools?.call, "tasks for tools/call");
+const slow = tools.find((tool) => tool.name === "slow_compute");
+assert.equal(slow.execution?.taskSupport, "optional");
+let created;
+let finished;
+for await (const message of client.experimental.tasks.callToolStream(
+  { name: "slow_compute", arguments: { seconds: 0.2, label: "ts" } },
+  undefined,
+  { task: { ttl: 60000 } },
+)) {
+  if (message.type === "taskCreated") created = message.task;
+  if (message.type === "error") throw message.error;
+  if (message.type === "result") finished = message.result;
+}
+assert.match(created?.taskId ?? "", /^[0-9a-f]{32}$/);
+assert.ok(finished && !finished.isError, "the task's result");
+console.log("task", created.taskId, "result:", finished.content[0].text);
+const polled = await client.experimental.tasks.getTask(created.taskId);
+assert.equal(polled.status, "completed");
+
+// A task cancelled while it works reads cancelled at once.
+let longTask;
+for await (const message of client.experimental.tasks.callToolStream(
+  { name: "slow_compute", arguments: { seconds: 30 } },
+  undefined,
+  { task: {} },
+)) {
+  if (message.type === "taskCreated") {
+    longTask = message.task;
+    break;
+  }
+}
+const cancelled = await client.experimental.tasks.cancelTask(longTask.taskId);
+assert.equal(cancelled.status, "cancelled");
+console.log("task", longTask.taskId, "cancelled");
+
 // Ends the session (DELETE with its id); a request in it afterwards is refused.
 await transport.terminateSession();
 assert.equal(transport.sessionId, undefined);
