@@ -111,13 +111,38 @@ pub trait SessionStore: Send + Sync {
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn set_session_log_level(&self, id: &str, level: &str) -> Result<(), CatalogError>;
 
-    /// Ends the session; whether there was one.
+    /// Ends the session (and drops its unclaimed answers); whether there was one.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn delete_session(&self, id: &str) -> Result<bool, CatalogError>;
 
-    /// Deletes the sessions idle for longer than `idle`; how many.
+    /// Keeps the client's answer to the server's request `request_id` in the session,
+    /// for the call that waits for it, on whichever replica that runs. A second answer
+    /// to the same request is [`CatalogError::Duplicate`].
+    ///
+    /// # Errors
+    /// [`CatalogError::Duplicate`] for a request already answered, and
+    /// [`CatalogError::Unavailable`] when the store cannot be reached.
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Value,
+    ) -> Result<(), CatalogError>;
+
+    /// Takes (reads and removes) the answer to `request_id`, if it has arrived.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] when the store cannot be reached.
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<Value>, CatalogError>;
+
+    /// Deletes the sessions idle for longer than `idle` (and their unclaimed answers);
+    /// how many.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.

@@ -729,6 +729,70 @@ pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
     );
 }
 
+/// An answer is taken once, only under its own session and request; a second answer
+/// to one request is a duplicate; ending the session drops what was not taken.
+pub async fn answers_are_taken_once_per_session_and_request(store: Arc<dyn SessionStore>) {
+    let session = new_session("apikey:alice");
+    let other = new_session("apikey:alice");
+    store.create_session(session.clone()).await.expect("create");
+    store.create_session(other.clone()).await.expect("create");
+    let answer = serde_json::json!({"action": "accept", "content": {"confirm": true}});
+    store
+        .put_answer(&session.id, "elicit-1", answer.clone())
+        .await
+        .expect("put");
+    assert!(matches!(
+        store
+            .put_answer(&session.id, "elicit-1", serde_json::json!({}))
+            .await,
+        Err(CatalogError::Duplicate)
+    ));
+    assert_eq!(
+        store
+            .take_answer(&other.id, "elicit-1")
+            .await
+            .expect("take"),
+        None
+    );
+    assert_eq!(
+        store
+            .take_answer(&session.id, "elicit-2")
+            .await
+            .expect("take"),
+        None
+    );
+    assert_eq!(
+        store
+            .take_answer(&session.id, "elicit-1")
+            .await
+            .expect("take"),
+        Some(answer)
+    );
+    assert_eq!(
+        store
+            .take_answer(&session.id, "elicit-1")
+            .await
+            .expect("take"),
+        None
+    );
+    store
+        .put_answer(
+            &session.id,
+            "elicit-3",
+            serde_json::json!({"action": "decline"}),
+        )
+        .await
+        .expect("put");
+    assert!(store.delete_session(&session.id).await.expect("delete"));
+    assert_eq!(
+        store
+            .take_answer(&session.id, "elicit-3")
+            .await
+            .expect("take"),
+        None
+    );
+}
+
 /// Generates one `#[tokio::test]` per property of a [`SessionStore`] from an
 /// expression that yields `(Arc<dyn SessionStore>, guard)`.
 #[macro_export]
@@ -737,6 +801,7 @@ macro_rules! session_store_suite {
         $crate::catalog_suite!(@tests $make;
             sessions_read_back_exactly,
             idle_and_deleted_sessions_are_gone,
+            answers_are_taken_once_per_session_and_request,
         );
     };
 }

@@ -460,7 +460,7 @@ pub(crate) struct SessionRow<C: Columns> {
 }
 
 /// Stored JSON text read back.
-fn json_text(text: &str, column: &str) -> Result<Value, CatalogError> {
+pub(crate) fn json_text(text: &str, column: &str) -> Result<Value, CatalogError> {
     serde_json::from_str(text)
         .map_err(|err| CatalogError::Corrupt(format!("{column} is not JSON: {err}")))
 }

@@ -1,1 +1,2 @@
+DROP TABLE mcp_session_answers;
 DROP TABLE mcp_sessions;

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{before, lock, now};
@@ -15,6 +16,8 @@ use crate::sessions::{NewSession, Session, SessionStore};
 #[derive(Debug, Default)]
 pub struct MemorySessions {
     sessions: Mutex<HashMap<String, Session>>,
+    /// Answers by (session, request).
+    answers: Mutex<HashMap<(String, String), Value>>,
 }
 
 impl MemorySessions {
@@ -76,7 +79,31 @@ impl SessionStore for MemorySessions {
     }
 
     async fn delete_session(&self, id: &str) -> Result<bool, CatalogError> {
+        lock(&self.answers).retain(|(session, _), _| session != id);
         Ok(lock(&self.sessions).remove(id).is_some())
+    }
+
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Value,
+    ) -> Result<(), CatalogError> {
+        let mut answers = lock(&self.answers);
+        let key = (session_id.to_owned(), request_id.to_owned());
+        if answers.contains_key(&key) {
+            return Err(CatalogError::Duplicate);
+        }
+        answers.insert(key, answer);
+        Ok(())
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<Value>, CatalogError> {
+        Ok(lock(&self.answers).remove(&(session_id.to_owned(), request_id.to_owned())))
     }
 
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
@@ -84,6 +111,7 @@ impl SessionStore for MemorySessions {
         let mut sessions = lock(&self.sessions);
         let before_count = sessions.len();
         sessions.retain(|_, session| session.last_used_at > cutoff);
+        lock(&self.answers).retain(|(session, _), _| sessions.contains_key(session));
         Ok(u64::try_from(before_count - sessions.len()).unwrap_or(u64::MAX))
     }
 }

@@ -275,6 +275,32 @@ impl SessionStore for PgStore {
         sessions::delete(&mut *self.catalog_conn().await?, id).await
     }
 
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Value,
+    ) -> Result<(), CatalogError> {
+        sessions::put_answer(
+            &mut *self.catalog_conn().await?,
+            session_id,
+            request_id,
+            &answer.to_string(),
+        )
+        .await
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<Value>, CatalogError> {
+        sessions::take_answer(&mut *self.catalog_conn().await?, session_id, request_id)
+            .await?
+            .map(|answer| crate::rows::json_text(&answer, "answer"))
+            .transpose()
+    }
+
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
         sessions::delete_idle(&mut *self.catalog_conn().await?, idle).await
     }

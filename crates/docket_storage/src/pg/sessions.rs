@@ -108,3 +108,46 @@ pub(crate) async fn delete_idle(
     .map_err(catalog_query_error)
     .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
 }
+
+/// Keeps an answer; a second answer to one request is [`CatalogError::Duplicate`].
+pub(crate) async fn put_answer(
+    conn: &mut AsyncPgConnection,
+    session_id: &str,
+    request_id: &str,
+    answer: &str,
+) -> Result<(), CatalogError> {
+    statement(
+        "INSERT INTO mcp_session_answers (session_id, request_id, answer) VALUES ($1, $2, $3)",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .bind::<Text, _>(answer)
+    .execute(conn)
+    .await
+    .map_err(catalog_query_error)
+    .map(drop)
+}
+
+/// Takes an answer: deletes it and returns its text.
+pub(crate) async fn take_answer(
+    conn: &mut AsyncPgConnection,
+    session_id: &str,
+    request_id: &str,
+) -> Result<Option<String>, CatalogError> {
+    #[derive(diesel::QueryableByName)]
+    struct Answer {
+        #[diesel(sql_type = Text)]
+        answer: String,
+    }
+    statement(
+        "DELETE FROM mcp_session_answers WHERE session_id = $1 AND request_id = $2 \
+         RETURNING answer",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .get_result::<Answer>(conn)
+    .await
+    .optional()
+    .map_err(catalog_query_error)
+    .map(|answer| answer.map(|answer| answer.answer))
+}

@@ -393,6 +393,32 @@ impl SessionStore for SqliteStore {
             .map_err(catalog_error)
     }
 
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Value,
+    ) -> Result<(), CatalogError> {
+        let (session_id, request_id) = (session_id.to_owned(), request_id.to_owned());
+        let answer = answer.to_string();
+        self.write(move |conn| sessions::put_answer(conn, &session_id, &request_id, &answer))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<Value>, CatalogError> {
+        let (session_id, request_id) = (session_id.to_owned(), request_id.to_owned());
+        self.write(move |conn| sessions::take_answer(conn, &session_id, &request_id))
+            .await
+            .map_err(catalog_error)?
+            .map(|answer| crate::rows::json_text(&answer, "answer"))
+            .transpose()
+    }
+
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
         self.write(move |conn| sessions::delete_idle(conn, idle))
             .await

@@ -88,3 +88,42 @@ pub(crate) fn delete_idle(conn: &mut SqliteConnection, idle: Duration) -> QueryR
     .bind::<Text, _>(modifier('-', idle))
     .execute(conn)
 }
+
+/// Keeps an answer; a second answer to one request is a unique violation.
+pub(crate) fn put_answer(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    request_id: &str,
+    answer: &str,
+) -> QueryResult<()> {
+    statement(
+        "INSERT INTO mcp_session_answers (session_id, request_id, answer) VALUES (?1, ?2, ?3)",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .bind::<Text, _>(answer)
+    .execute(conn)
+    .map(drop)
+}
+
+/// Takes an answer: deletes it and returns its text.
+pub(crate) fn take_answer(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    request_id: &str,
+) -> QueryResult<Option<String>> {
+    #[derive(QueryableByName)]
+    struct Answer {
+        #[diesel(sql_type = Text)]
+        answer: String,
+    }
+    statement(
+        "DELETE FROM mcp_session_answers WHERE session_id = ?1 AND request_id = ?2 \
+         RETURNING answer",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .get_result::<Answer>(conn)
+    .optional()
+    .map(|answer| answer.map(|answer| answer.answer))
+}
