@@ -131,7 +131,8 @@ pub trait SessionStore: Send + Sync {
         answer: Value,
     ) -> Result<(), CatalogError>;
 
-    /// Takes (reads and removes) the answer to `request_id`, if it has arrived.
+    /// Takes the answer to `request_id`, if it has arrived and was not taken before;
+    /// it stays recorded as taken, so the request cannot be answered again.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.

@@ -730,7 +730,7 @@ pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
 }
 
 /// An answer is taken once, only under its own session and request; a second answer
-/// to one request is a duplicate; ending the session drops what was not taken.
+/// to one request is a duplicate, before it is taken and after; ending the session drops what was not taken.
 pub async fn answers_are_taken_once_per_session_and_request(store: Arc<dyn SessionStore>) {
     let session = new_session("apikey:alice");
     let other = new_session("apikey:alice");
@@ -775,6 +775,13 @@ pub async fn answers_are_taken_once_per_session_and_request(store: Arc<dyn Sessi
             .expect("take"),
         None
     );
+    // Taken, it is still answered: a late second answer is a duplicate too.
+    assert!(matches!(
+        store
+            .put_answer(&session.id, "elicit-1", serde_json::json!({}))
+            .await,
+        Err(CatalogError::Duplicate)
+    ));
     store
         .put_answer(
             &session.id,

@@ -586,7 +586,25 @@ where
             );
         }
     };
-    let request = match ClientMessage::parse(&bytes) {
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(err) => {
+            return (
+                unknown(),
+                error_response(app, None, &McpError::Parse(err.to_string())),
+            );
+        }
+    };
+    // Inside a session of the earlier era, a client answers the server's requests
+    // (elicitation) with a JSON-RPC response.
+    if legacy::session_id(&parts.headers).is_some() && legacy::is_response(&message) {
+        let response = match legacy::answer(app, &identity, &parts.headers, message).await {
+            Ok(()) => empty(StatusCode::ACCEPTED),
+            Err(refusal) => refusal_response(None, refusal),
+        };
+        return (unknown(), response);
+    }
+    let request = match ClientMessage::from_value(message) {
         Ok(ClientMessage::Request(request)) => request,
         Ok(ClientMessage::Notification(notification)) => {
             // A notification that names a session is accepted only inside it.
@@ -861,6 +879,7 @@ fn sse_response(
             let (bytes, last) = tokio::select! {
                 item = receiver.recv() => match item {
                     Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
+                    Some(StreamItem::Message(message)) => (sse_frame(&message), false),
                     Some(StreamItem::Result(result)) => {
                         let result = match era {
                             Era::Current => stamp_encoded_server_info(result, &server_info),

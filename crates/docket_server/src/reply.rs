@@ -23,8 +23,11 @@ pub(crate) enum Reply {
 
 /// One message on an SSE response stream.
 pub(crate) enum StreamItem {
-    /// A notification related to the request (progress).
+    /// A notification related to the request (progress, log messages).
     Notification(OutgoingNotification),
+    /// A JSON-RPC request from the server to the client, related to the request
+    /// (`elicitation/create` in a session of the earlier era), written as it is.
+    Message(Value),
     /// The final result; ends the stream.
     Result(Value),
     /// The final error; ends the stream.

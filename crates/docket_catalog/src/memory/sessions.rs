@@ -16,8 +16,8 @@ use crate::sessions::{NewSession, Session, SessionStore};
 #[derive(Debug, Default)]
 pub struct MemorySessions {
     sessions: Mutex<HashMap<String, Session>>,
-    /// Answers by (session, request).
-    answers: Mutex<HashMap<(String, String), Value>>,
+    /// Answers by (session, request); `None` once taken.
+    answers: Mutex<HashMap<(String, String), Option<Value>>>,
 }
 
 impl MemorySessions {
@@ -94,7 +94,7 @@ impl SessionStore for MemorySessions {
         if answers.contains_key(&key) {
             return Err(CatalogError::Duplicate);
         }
-        answers.insert(key, answer);
+        answers.insert(key, Some(answer));
         Ok(())
     }
 
@@ -103,7 +103,9 @@ impl SessionStore for MemorySessions {
         session_id: &str,
         request_id: &str,
     ) -> Result<Option<Value>, CatalogError> {
-        Ok(lock(&self.answers).remove(&(session_id.to_owned(), request_id.to_owned())))
+        Ok(lock(&self.answers)
+            .get_mut(&(session_id.to_owned(), request_id.to_owned()))
+            .and_then(Option::take))
     }
 
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {

@@ -12,6 +12,7 @@
 //! answers only the identity that opened it, and to anyone else it does not exist
 //! (404, as for an unknown or expired one, so the client starts over).
 
+mod elicit;
 mod tasks;
 
 use std::sync::Arc;
@@ -384,9 +385,36 @@ async fn serve(
                         context.meta.client_capabilities =
                             tasks::with_tasks_extension(context.meta.client_capabilities);
                     }
-                    call::call_tool(app, context, request.params)
-                        .await
-                        .and_then(call_shape)
+                    // Kept to make the call again with the client's answers.
+                    let retry = elicit::declared(&session.client_capabilities).then(|| {
+                        (
+                            Arc::clone(&context.identity),
+                            context.headers.clone(),
+                            context.meta.clone(),
+                            request.params.clone().unwrap_or(Value::Null),
+                        )
+                    });
+                    match call::call_tool(app, context, request.params).await {
+                        Ok(Reply::Json(result)) if elicit::asks_for_input(&result) => match retry {
+                            Some((identity, headers, meta, params)) => Ok(elicit::converse(
+                                elicit::Conversation {
+                                    app: app.clone(),
+                                    identity,
+                                    headers,
+                                    meta,
+                                    session_id: session.id.clone(),
+                                    version: session.protocol_version.clone(),
+                                    params,
+                                    shape: call_result_shape,
+                                },
+                                result,
+                            )),
+                            None => Err(McpError::Internal(
+                                "a call asked for input in a session that cannot answer".into(),
+                            )),
+                        },
+                        other => other.and_then(call_shape),
+                    }
                 }
                 _ if with_tasks => tasks::serve(app, &context, method, request.params).await,
                 other => Err(McpError::MethodNotFound(other.to_owned())),
@@ -406,16 +434,19 @@ async fn serve(
                         ),
                     ))
                 }
-                // Consent is asked by elicitation, which this era's sessions are not
-                // offered yet: the call is refused, and says how to proceed.
-                Err(McpError::MissingCapability { message, required })
-                    if required.elicitation.is_some() =>
-                {
+                // Consent is asked by elicitation, which this session's client did not
+                // declare: the call is refused, never made, and says how to proceed.
+                Err(error) if elicit::could_not_ask(&error) => {
+                    let message = match &error {
+                        McpError::MissingCapability { message, .. } => message.as_str(),
+                        _ => "",
+                    };
                     let refusal = CallToolResult::error(format!(
-                        "{message} This session speaks protocol revision {}, over which Docket \
-                         cannot ask for consent yet, so the call was not made. Make it from a \
-                         client that speaks 2026-07-28 (it can answer the consent question), or \
-                         ask an administrator whether consent is needed for this connection.",
+                        "{message} This client did not declare elicitation when it opened this \
+                         session (protocol revision {}), so Docket cannot ask, and the call was \
+                         not made. Use a client that declares elicitation at initialize, or one \
+                         that speaks 2026-07-28, to answer the question; or ask an administrator \
+                         whether consent is needed for this connection.",
                         session.protocol_version
                     ));
                     serde_json::to_value(&refusal)
@@ -490,11 +521,58 @@ fn call_shape(reply: Reply) -> Result<Reply, McpError> {
             .map_err(|err| McpError::Internal(format!("could not read back a result: {err}")))?,
         stream @ Reply::Stream(_) => return Ok(stream),
     };
-    Ok(Reply::Json(if tasks::is_created_task(&result) {
+    Ok(Reply::Json(call_result_shape(result)))
+}
+
+/// A `tools/call` result in this era's shape (see [`call_shape`]).
+fn call_result_shape(result: Value) -> Value {
+    if tasks::is_created_task(&result) {
         tasks::create_answer(result)
     } else {
         result
-    }))
+    }
+}
+
+/// Whether a message is a JSON-RPC response (the client answering the server).
+pub(crate) fn is_response(message: &Value) -> bool {
+    message.get("method").is_none()
+        && message.get("id").is_some()
+        && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+/// Takes a client's answer to one of the server's requests in its session, for the
+/// call waiting for it on whichever replica runs it.
+pub(crate) async fn answer(
+    app: &App,
+    identity: &Identity,
+    headers: &HeaderMap,
+    response: Value,
+) -> Result<(), Refusal> {
+    let Some(id) = session_id(headers) else {
+        return Err(Refusal::no_session());
+    };
+    let session = open_session(app, identity, id).await?;
+    let Some(request_id) = response.get("id").and_then(Value::as_str) else {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_REQUEST,
+            "this response answers no request the server sent (its id is not one of them)",
+        ));
+    };
+    match app
+        .state
+        .sessions
+        .put_answer(&session.id, request_id, elicit::answer_of(&response))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(CatalogError::Duplicate) => Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_REQUEST,
+            "this request was already answered",
+        )),
+        Err(err) => Err(Refusal::unavailable(&err)),
+    }
 }
 
 /// What the pipeline reads of a request, from the session and the request's own
@@ -508,10 +586,8 @@ fn session_meta(session: &Session, params: Option<&Value>) -> RequestMeta {
         .and_then(|token| ProgressToken::deserialize(token).ok());
     RequestMeta {
         protocol_version: session.protocol_version.clone(),
-        // No extensions exist in this era, and elicitation is not offered yet (see
-        // `serve`): what remains is what the pipeline may rely on.
+        // No extensions exist in this era (a task-augmented call adds the tasks one).
         client_capabilities: ClientCapabilities {
-            elicitation: None,
             extensions: None,
             ..declared
         },

@@ -664,3 +664,143 @@ async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backe
         .await;
     assert_eq!(body["result"]["content"][0]["text"], "done", "{body}");
 }
+
+on_both_backends!(consent_is_asked_on_the_call_stream_and_answered_on_any_replica);
+
+/// An app over `database` with a tool that asks before it runs.
+async fn asking_app(database: &docket_storage::test_db::TestDatabase) -> docket_server::App {
+    use docket_protocol::mrtr::{ElicitRequestParams, InputRequest};
+    use docket_protocol::tools::CallToolResult;
+    use docket_server::{ToolCall, ToolOutcome, ToolSpec};
+
+    let store = database.connect().await;
+    docket_server::App::builder(config("1h"))
+        .task_store(store.task_store())
+        .sessions(store.session_store())
+        .tool(
+            ToolSpec::new(
+                "guarded",
+                "Asks before it runs.",
+                json!({"type": "object", "properties": {}}),
+            ),
+            |call: ToolCall| async move {
+                let Some(round) = call.input else {
+                    let question = InputRequest::Elicit(ElicitRequestParams::form(
+                        "Run guarded?",
+                        json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}}),
+                    ));
+                    return ToolOutcome::InputRequired {
+                        requests: [("confirm".to_owned(), question)].into_iter().collect(),
+                        state: json!({"asked": true}),
+                    };
+                };
+                let accepted = round.responses.get("confirm").is_some_and(|answer| {
+                    answer["action"] == "accept" && answer["content"]["confirm"] == true
+                });
+                ToolOutcome::from(CallToolResult::text(if accepted {
+                    "ran"
+                } else {
+                    "declined"
+                }))
+            },
+        )
+        .expect("tool")
+        .build()
+        .expect("app")
+}
+
+/// Reads SSE messages from `response` until `wanted` says stop; returns them all.
+async fn read_until(
+    response: &mut reqwest::Response,
+    wanted: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let mut text = String::new();
+    loop {
+        let messages = crate::support::sse_messages(&text);
+        if messages.iter().any(&wanted) {
+            return messages;
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), response.chunk())
+            .await
+            .expect("the stream went quiet")
+            .expect("a chunk")
+            .expect("the stream ended early");
+        text.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        // Only whole events are parsed.
+        if !text.ends_with("\n\n") {
+            continue;
+        }
+    }
+}
+
+async fn consent_is_asked_on_the_call_stream_and_answered_on_any_replica(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let replica_a = TestServer::start(asking_app(&database).await).await;
+    let replica_b = TestServer::start(asking_app(&database).await).await;
+    let mut alice = LegacyClient::new(&replica_a, "alice");
+    alice.initialize("2025-11-25").await;
+    let session = alice.session.clone().expect("session");
+
+    for (answer, expected) in [
+        (
+            json!({"action": "accept", "content": {"confirm": true}}),
+            "ran",
+        ),
+        (json!({"action": "decline"}), "declined"),
+    ] {
+        let mut call = replica_a
+            .http
+            .post(replica_a.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("x-api-key", key_of("alice"))
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                          "params": {"name": "guarded", "arguments": {}}}))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(
+            call.headers()["content-type"],
+            "text/event-stream",
+            "the call's answer streams"
+        );
+        let messages = read_until(&mut call, |message| {
+            message["method"] == "elicitation/create"
+        })
+        .await;
+        let question = messages
+            .iter()
+            .find(|message| message["method"] == "elicitation/create")
+            .expect("the question");
+        assert_eq!(question["params"]["message"], "Run guarded?", "{question}");
+        let question_id = question["id"].as_str().expect("a string id").to_owned();
+
+        // Nobody else can answer it, in any session.
+        let mut bob = LegacyClient::new(&replica_b, "bob");
+        bob.session = Some(session.clone());
+        let (status, _, _) = bob
+            .post(json!({"jsonrpc": "2.0", "id": question_id, "result": answer}))
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        // The answer goes to the other replica; the call on the first one takes it.
+        let mut elsewhere = LegacyClient::new(&replica_b, "alice");
+        elsewhere.session = Some(session.clone());
+        let (status, _, body) = elsewhere
+            .post(json!({"jsonrpc": "2.0", "id": question_id, "result": answer}))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let messages = read_until(&mut call, |message| message["id"] == 5).await;
+        let last = messages.last().expect("the answer");
+        assert_eq!(last["result"]["content"][0]["text"], expected, "{last}");
+        assert!(last["result"].get("resultType").is_none(), "{last}");
+
+        // An answer is taken once.
+        let (status, _, _) = elsewhere
+            .post(json!({"jsonrpc": "2.0", "id": question_id, "result": answer}))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+}

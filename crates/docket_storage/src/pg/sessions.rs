@@ -128,7 +128,7 @@ pub(crate) async fn put_answer(
     .map(drop)
 }
 
-/// Takes an answer: deletes it and returns its text.
+/// Takes an answer: marks it taken and returns its text, once.
 pub(crate) async fn take_answer(
     conn: &mut AsyncPgConnection,
     session_id: &str,
@@ -140,8 +140,8 @@ pub(crate) async fn take_answer(
         answer: String,
     }
     statement(
-        "DELETE FROM mcp_session_answers WHERE session_id = $1 AND request_id = $2 \
-         RETURNING answer",
+        "UPDATE mcp_session_answers SET taken = true \
+         WHERE session_id = $1 AND request_id = $2 AND NOT taken RETURNING answer",
     )
     .bind::<Text, _>(session_id)
     .bind::<Text, _>(request_id)
