@@ -27,6 +27,14 @@ pub(crate) const TAMPERED_STATE: &str = "test_input_required_result_tampered_sta
 pub(crate) const CAPABILITIES: &str = "test_input_required_result_capabilities";
 /// Needs an elicitation; its response must never contain a server request.
 pub(crate) const STREAMING_ELICITATION: &str = "test_streaming_elicitation";
+/// The 2025-era elicitation scenario's tool: asks with the `message` argument for a
+/// username and e-mail address. In a session it becomes `elicitation/create` on the
+/// call's stream; for the current era it is an ordinary `input_required` round.
+pub(crate) const LEGACY_ELICITATION: &str = "test_elicitation";
+/// Asks with a default for every primitive type (SEP-1034).
+pub(crate) const SEP1034_DEFAULTS: &str = "test_elicitation_sep1034_defaults";
+/// Asks with every enum variant (SEP-1330).
+pub(crate) const SEP1330_ENUMS: &str = "test_elicitation_sep1330_enums";
 
 const USER_NAME: Question =
     Question::form("user_name", "What is your name?", "name", FieldType::String);
@@ -64,6 +72,37 @@ const STREAM_CONFIRM: Question = Question::form(
 /// Registers the multi round-trip tools.
 pub(crate) fn register(builder: AppBuilder) -> Registered {
     builder
+        .tool(
+            ToolSpec::new(
+                LEGACY_ELICITATION,
+                "Asks for a username and an e-mail address with `message`, then reports the answer.",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": {
+                        "message": { "type": "string", "description": "The message to show the user." }
+                    },
+                    "required": ["message"],
+                    "additionalProperties": false
+                }),
+            ),
+            legacy_elicitation,
+        )?
+        .tool(
+            ToolSpec::new(
+                SEP1034_DEFAULTS,
+                "Asks for a profile whose every field has a default, then reports the answer.",
+                no_arguments(),
+            ),
+            sep1034_defaults,
+        )?
+        .tool(
+            ToolSpec::new(
+                SEP1330_ENUMS,
+                "Asks with every kind of enum field, then reports the answer.",
+                no_arguments(),
+            ),
+            sep1330_enums,
+        )?
         .tool(
             ToolSpec::new(
                 ELICITATION,
@@ -305,4 +344,95 @@ fn accepted(answers: &input::Answers, key: &str) -> bool {
         .and_then(|answer| answer.get("action"))
         .and_then(serde_json::Value::as_str)
         == Some("accept")
+}
+
+async fn legacy_elicitation(call: ToolCall) -> ToolOutcome {
+    let message = call
+        .arguments
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("Please provide your information")
+        .to_owned();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "username": { "type": "string", "description": "User's response" },
+            "email": { "type": "string", "description": "User's email address" }
+        },
+        "required": ["username", "email"]
+    });
+    ask_once(call, message, schema, |action, content| {
+        format!("User response: action: {action}, content: {content}")
+    })
+}
+
+async fn sep1034_defaults(call: ToolCall) -> ToolOutcome {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "default": "John Doe" },
+            "age": { "type": "integer", "default": 30 },
+            "score": { "type": "number", "default": 95.5 },
+            "status": { "type": "string", "enum": ["active", "inactive", "pending"], "default": "active" },
+            "verified": { "type": "boolean", "default": true }
+        }
+    });
+    ask_once(
+        call,
+        "Please review your profile".to_owned(),
+        schema,
+        completed,
+    )
+}
+
+async fn sep1330_enums(call: ToolCall) -> ToolOutcome {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": { "type": "string", "enum": ["option1", "option2", "option3"] },
+            "titledSingle": { "type": "string", "oneOf": [
+                { "const": "value1", "title": "First Option" },
+                { "const": "value2", "title": "Second Option" },
+                { "const": "value3", "title": "Third Option" }
+            ] },
+            "legacyEnum": { "type": "string", "enum": ["opt1", "opt2", "opt3"],
+                            "enumNames": ["Option One", "Option Two", "Option Three"] },
+            "untitledMulti": { "type": "array", "items": { "type": "string", "enum": ["option1", "option2", "option3"] } },
+            "titledMulti": { "type": "array", "items": { "anyOf": [
+                { "const": "value1", "title": "First Choice" },
+                { "const": "value2", "title": "Second Choice" },
+                { "const": "value3", "title": "Third Choice" }
+            ] } }
+        }
+    });
+    ask_once(call, "Please choose".to_owned(), schema, completed)
+}
+
+/// The 2025-era scenarios' summary of an answer.
+fn completed(action: &str, content: &serde_json::Value) -> String {
+    format!("Elicitation completed: action={action}, content={content}")
+}
+
+/// Asks one form question (key `user`), then reports the answer through `report`.
+fn ask_once(
+    call: ToolCall,
+    message: String,
+    schema: serde_json::Value,
+    report: fn(&str, &serde_json::Value) -> String,
+) -> ToolOutcome {
+    use docket_protocol::mrtr::{ElicitRequestParams, InputRequest};
+    let Some(round) = call.input else {
+        let question = InputRequest::Elicit(ElicitRequestParams::form(message, schema));
+        return ToolOutcome::InputRequired {
+            requests: [("user".to_owned(), question)].into_iter().collect(),
+            state: serde_json::Value::Null,
+        };
+    };
+    let answer = round.responses.get("user").cloned().unwrap_or_default();
+    let content = answer.get("content").cloned().unwrap_or_default();
+    CallToolResult::text(report(
+        answer["action"].as_str().unwrap_or("none"),
+        &content,
+    ))
+    .into()
 }
