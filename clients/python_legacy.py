@@ -1,6 +1,6 @@
 """The official Python MCP client (the `mcp` package, 1.x: it opens with `initialize`)
 against a running Docket: negotiation, the session header, tools, progress on the
-call's stream, ping, and the end of the session. Exits non-zero on the first mismatch.
+call's stream, a question answered by elicitation, ping, and the end of the session. Exits non-zero on the first mismatch.
 
 usage: python_legacy.py URL     (the /mcp endpoint, e.g. the conformance fixture's)
 """
@@ -8,13 +8,19 @@ usage: python_legacy.py URL     (the /mcp endpoint, e.g. the conformance fixture
 import asyncio
 import sys
 
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamablehttp_client
+
+
+async def answer_question(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """Answers the server's question, as a person would in the host's form."""
+    assert params.message == "Who are you?", params
+    return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
 
 
 async def check(url: str) -> None:
     async with streamablehttp_client(url) as (read, write, session_id):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=answer_question) as session:
             init = await session.initialize()
             assert init.protocolVersion == "2025-11-25", init.protocolVersion
             assert init.serverInfo.name == "docket", init.serverInfo
@@ -48,6 +54,13 @@ async def check(url: str) -> None:
 
             failed = await session.call_tool("test_error_handling", {})
             assert failed.isError, failed
+
+            # A question the call asks arrives as elicitation/create on its stream; the
+            # answer goes back in a POST of its own, and the call goes on with it.
+            asked = await session.call_tool("test_elicitation", {"message": "Who are you?"})
+            assert not asked.isError, asked
+            assert "accept" in asked.content[0].text and "ada" in asked.content[0].text, asked
+            print("test_elicitation:", asked.content[0].text)
     print("python mcp client: ok")
 
 

@@ -1,17 +1,26 @@
 // The official TypeScript MCP client (@modelcontextprotocol/sdk 1.x: it opens with
 // `initialize`) against a running Docket: negotiation, the session, tools, progress on
-// the call's stream, ping, and the end of the session. Exits non-zero on the first
-// mismatch.
+// the call's stream, a question answered by elicitation, durable tasks, ping, and the
+// end of the session. Exits non-zero on the first mismatch.
 //
 // usage: node ts_legacy.mjs URL     (the /mcp endpoint, e.g. the conformance fixture's)
 
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const url = new URL(process.argv[2]);
 const transport = new StreamableHTTPClientTransport(url);
-const client = new Client({ name: "docket-interop", version: "1.0.0" });
+const client = new Client(
+  { name: "docket-interop", version: "1.0.0" },
+  { capabilities: { elicitation: {} } },
+);
+// Answers the server's questions as a person would in the host's form.
+client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  assert.equal(request.params.message, "Who are you?");
+  return { action: "accept", content: { username: "grace", email: "grace@example.com" } };
+});
 await client.connect(transport);
 
 assert.equal(client.getServerVersion().name, "docket");
@@ -43,6 +52,11 @@ console.log("progress notifications:", JSON.stringify(seen));
 
 const failed = await client.callTool({ name: "test_error_handling", arguments: {} });
 assert.equal(failed.isError, true);
+
+// A question the call asks arrives as elicitation/create on its stream.
+const asked = await client.callTool({ name: "test_elicitation", arguments: { message: "Who are you?" } });
+assert.ok(!asked.isError && asked.content[0].text.includes("grace"), JSON.stringify(asked));
+console.log("test_elicitation:", asked.content[0].text);
 
 // Durable tasks (2025-11-25): the server advertises them, the client sends `task`, polls
 // tasks/get every pollInterval, then takes the result with tasks/result.
