@@ -119,34 +119,17 @@ mod tests {
         //! whatever it accepts negotiates to a revision Docket speaks.
 
         use proptest::prelude::*;
-        use serde_json::{Map, Value, json};
+        use serde_json::Value;
 
         use super::super::*;
 
         fn json_value() -> impl Strategy<Value = Value> {
-            let leaf = prop_oneof![
-                Just(Value::Null),
-                any::<bool>().prop_map(Value::Bool),
-                any::<i64>().prop_map(|n| json!(n)),
-                "\\PC{0,12}".prop_map(Value::String),
-                Just(json!("2025-06-18")),
-            ];
-            leaf.prop_recursive(3, 32, 5, |inner| {
-                prop_oneof![
-                    proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                    proptest::collection::btree_map(
-                        prop_oneof![
-                            Just("protocolVersion".to_owned()),
-                            Just("capabilities".to_owned()),
-                            Just("clientInfo".to_owned()),
-                            "[a-z]{0,8}",
-                        ],
-                        inner,
-                        0..5
-                    )
-                    .prop_map(|map| Value::Object(map.into_iter().collect::<Map<_, _>>())),
-                ]
-            })
+            crate::arbitrary::json_value(prop_oneof![
+                Just("protocolVersion".to_owned()),
+                Just("capabilities".to_owned()),
+                Just("clientInfo".to_owned()),
+                "[a-z]{0,8}".prop_map(String::from),
+            ])
         }
 
         proptest! {

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(test)]
+mod arbitrary;
 pub mod error;
 pub mod jsonrpc;
 pub mod legacy;

@@ -296,3 +296,24 @@ mod tests {
         assert!(matches!(call_kind("ftp"), Err(CatalogError::Corrupt(_))));
     }
 }
+
+/// Reverts migrations, newest first, through the one whose version (its folder's
+/// date, dashes or not) is `version`, for tests of what one migration does to rows
+/// whatever came after it.
+#[cfg(test)]
+pub(crate) fn revert_through<DB, H, S>(conn: &mut H, migrations: impl Fn() -> S, version: &str)
+where
+    DB: diesel::backend::Backend,
+    H: diesel_migrations::MigrationHarness<DB>,
+    S: diesel::migration::MigrationSource<DB>,
+{
+    let wanted = version.replace('-', "");
+    loop {
+        let reverted = conn
+            .revert_last_migration(migrations())
+            .expect("revert a migration");
+        if reverted.to_string().replace('-', "") == wanted {
+            return;
+        }
+    }
+}

@@ -105,6 +105,27 @@ impl<'a> LegacyClient<'a> {
     }
 }
 
+/// Posts `message` as a current-era `tools/list` with the header `version`, as alice.
+async fn post_current_era(
+    server: &TestServer,
+    version: &str,
+    message: Value,
+) -> (StatusCode, Value) {
+    let response = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("x-api-key", key_of("alice"))
+        .header("mcp-protocol-version", version)
+        .header("mcp-method", "tools/list")
+        .json(&message)
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status();
+    (status, response.json().await.expect("json"))
+}
+
 /// Asserts that `message` names every version Docket speaks.
 fn names_every_version(message: &str) {
     for version in ALL_VERSIONS {
@@ -237,42 +258,28 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_op
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "complete");
-    let response = first
-        .server
-        .http
-        .post(first.server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("x-api-key", key_of("alice"))
-        .header("mcp-protocol-version", "1999-01-01")
-        .header("mcp-method", "tools/list")
-        .json(&json!({
+    let (status, body) = post_current_era(
+        &first.server,
+        "1999-01-01",
+        json!({
             "jsonrpc": "2.0", "id": 2, "method": "tools/list",
             "params": {"_meta": {
                 "io.modelcontextprotocol/protocolVersion": "1999-01-01",
                 "io.modelcontextprotocol/clientCapabilities": {}
             }}
-        }))
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body: Value = response.json().await.expect("json");
+        }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], -32022, "{body}");
     names_every_version(body["error"]["message"].as_str().unwrap_or_default());
-    let response = first
-        .server
-        .http
-        .post(first.server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("x-api-key", key_of("alice"))
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .body(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}"#)
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body: Value = response.json().await.expect("json");
+    let (status, body) = post_current_era(
+        &first.server,
+        "2026-07-28",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["code"], -32602);
     names_every_version(body["error"]["message"].as_str().unwrap_or_default());
 }

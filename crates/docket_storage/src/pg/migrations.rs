@@ -92,6 +92,9 @@ mod tests {
     /// The migration to liveness per replica carries running tasks over: each
     /// replica gets the newest stamp of its running tasks (an ended task's does
     /// not count), and reverting it gives the tasks their replica's stamp back.
+    /// The migration to liveness per replica.
+    const REPLICAS_MIGRATION: &str = "2026-12-06-000000";
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_replicas_migration_carries_running_tasks_over_on_postgres() {
         let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
@@ -107,8 +110,7 @@ mod tests {
             statement("SET TIME ZONE 'UTC'")
                 .execute(&mut conn)
                 .expect("time zone");
-            conn.revert_last_migration(MIGRATIONS)
-                .expect("revert the replicas migration");
+            crate::shared::revert_through(&mut conn, || MIGRATIONS, REPLICAS_MIGRATION);
             running_task(&mut conn, "t1", "r1", "2026-12-01T10:00:00Z");
             running_task(&mut conn, "t2", "r1", "2026-12-01T10:00:05Z");
             running_task(&mut conn, "t3", "r2", "2026-12-01T09:00:00Z");
@@ -137,7 +139,7 @@ mod tests {
             statement("UPDATE replicas SET last_beat_at = '2026-12-01T12:00:00Z' WHERE id = 'r1'")
                 .execute(&mut conn)
                 .expect("beat");
-            conn.revert_last_migration(MIGRATIONS).expect("revert");
+            crate::shared::revert_through(&mut conn, || MIGRATIONS, REPLICAS_MIGRATION);
             let tasks = stamps(
                 &mut conn,
                 "SELECT task_id AS id, heartbeat_at::text AS at FROM call_tasks ORDER BY task_id",

@@ -58,6 +58,9 @@ mod tests {
         at: String,
     }
 
+    /// The migration to liveness per replica.
+    const REPLICAS_MIGRATION: &str = "2026-12-06-000000";
+
     fn running_task(conn: &mut SqliteConnection, id: &str, replica: &str, stamp: &str) {
         statement(
             "INSERT INTO call_tasks (task_id, tool, arguments, owner, replica_id, status, \
@@ -78,8 +81,7 @@ mod tests {
     fn the_replicas_migration_carries_running_tasks_over() {
         let mut conn = SqliteConnection::establish(":memory:").expect("open");
         conn.run_pending_migrations(MIGRATIONS).expect("migrate");
-        conn.revert_last_migration(MIGRATIONS)
-            .expect("revert the replicas migration");
+        crate::shared::revert_through(&mut conn, || MIGRATIONS, REPLICAS_MIGRATION);
         running_task(&mut conn, "t1", "r1", "2026-12-01T10:00:00.000Z");
         running_task(&mut conn, "t2", "r1", "2026-12-01T10:00:05.000Z");
         running_task(&mut conn, "t3", "r2", "2026-12-01T09:00:00.000Z");
@@ -110,7 +112,7 @@ mod tests {
         statement("UPDATE replicas SET last_beat_at = '2026-12-01T12:00:00.000Z' WHERE id = 'r1'")
             .execute(&mut conn)
             .expect("beat");
-        conn.revert_last_migration(MIGRATIONS).expect("revert");
+        crate::shared::revert_through(&mut conn, || MIGRATIONS, REPLICAS_MIGRATION);
         let tasks: Vec<Stamp> =
             statement("SELECT task_id AS id, heartbeat_at AS at FROM call_tasks ORDER BY task_id")
                 .load(&mut conn)

@@ -1,0 +1,58 @@
+"""The official Python MCP client, 2.x (`mcp.client.Client`), against a running Docket in
+both of its modes: forced to the `initialize` handshake (`mode="legacy"`), and in its
+default `auto` mode, which probes `server/discover` and so speaks 2026-07-28 with Docket.
+Each connects, lists tools, calls tools, answers a question by elicitation; the legacy
+run also sees progress. Exits non-zero on the first mismatch.
+
+usage: python_mcp2.py URL     (the /mcp endpoint, e.g. the conformance fixture's)
+"""
+
+import asyncio
+import sys
+
+from mcp import types
+from mcp.client import Client
+
+
+async def answer_question(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """Answers the server's question, as a person would in the host's form."""
+    assert params.message == "Who are you?", params
+    return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+
+async def check(url: str, mode: str, version: str) -> None:
+    async with Client(url, mode=mode, elicitation_callback=answer_question) as client:
+        assert client.protocol_version == version, (mode, client.protocol_version)
+        assert client.server_info is not None and client.server_info.name == "docket", client.server_info
+
+        tools = await client.list_tools()
+        names = {tool.name for tool in tools.tools}
+        for name in ("platform_info", "test_simple_text", "test_elicitation"):
+            assert name in names, (name, sorted(names))
+
+        result = await client.call_tool("test_simple_text", {})
+        assert not result.is_error, result
+
+        if mode == "legacy":
+            seen = []
+
+            async def on_progress(progress, total, message):
+                seen.append(progress)
+
+            result = await client.call_tool("test_tool_with_progress", {}, progress_callback=on_progress)
+            assert not result.is_error and seen, (result, seen)
+
+        asked = await client.call_tool("test_elicitation", {"message": "Who are you?"})
+        assert not asked.is_error, asked
+        text = asked.content[0].text
+        assert "accept" in text and "ada" in text, text
+    print(f"python mcp 2.x client, mode={mode} ({version}): ok")
+
+
+async def main(url: str) -> None:
+    await check(url, "legacy", "2025-11-25")
+    await check(url, "auto", "2026-07-28")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
