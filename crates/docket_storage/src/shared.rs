@@ -228,6 +228,27 @@ pub(crate) fn call_kind(name: &str) -> Result<CallKind, CatalogError> {
         .ok_or_else(|| CatalogError::Corrupt(format!("unknown call kind `{name}`")))
 }
 
+/// Reverts migrations, newest first, through the one whose version (its folder's
+/// date, dashes or not) is `version`, for tests of what one migration does to rows
+/// whatever came after it.
+#[cfg(test)]
+pub(crate) fn revert_through<DB, H, S>(conn: &mut H, migrations: impl Fn() -> S, version: &str)
+where
+    DB: diesel::backend::Backend,
+    H: diesel_migrations::MigrationHarness<DB>,
+    S: diesel::migration::MigrationSource<DB>,
+{
+    let wanted = version.replace('-', "");
+    loop {
+        let reverted = conn
+            .revert_last_migration(migrations())
+            .expect("revert a migration");
+        if reverted.to_string().replace('-', "") == wanted {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use docket_task::model::TaskError;
@@ -294,26 +315,5 @@ mod tests {
         ));
         assert_eq!(call_kind("api").expect("kind"), CallKind::Api);
         assert!(matches!(call_kind("ftp"), Err(CatalogError::Corrupt(_))));
-    }
-}
-
-/// Reverts migrations, newest first, through the one whose version (its folder's
-/// date, dashes or not) is `version`, for tests of what one migration does to rows
-/// whatever came after it.
-#[cfg(test)]
-pub(crate) fn revert_through<DB, H, S>(conn: &mut H, migrations: impl Fn() -> S, version: &str)
-where
-    DB: diesel::backend::Backend,
-    H: diesel_migrations::MigrationHarness<DB>,
-    S: diesel::migration::MigrationSource<DB>,
-{
-    let wanted = version.replace('-', "");
-    loop {
-        let reverted = conn
-            .revert_last_migration(migrations())
-            .expect("revert a migration");
-        if reverted.to_string().replace('-', "") == wanted {
-            return;
-        }
     }
 }
