@@ -196,7 +196,7 @@ impl Conversation {
                     "the call ended without an answer",
                 )))
             }
-            Err(error) => Err(Some(super::Refusal::from_error(&error).error)),
+            Err(error) => Err(Some(super::shape::Refusal::from_error(&error).error)),
         }
     }
 }

@@ -13,17 +13,20 @@
 //! (404, as for an unknown or expired one, so the client starts over).
 
 mod elicit;
+mod shape;
 mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+pub(crate) use shape::{Refusal, result_shape};
 
 use docket_catalog::{CatalogError, NewSession, Session, SessionStore};
 use docket_protocol::error::ErrorObject;
 use docket_protocol::jsonrpc::Request;
 use docket_protocol::legacy::{
     INITIALIZE, InitializeParams, InitializeResult, LEGACY_VERSIONS, LegacyServerCapabilities,
-    SESSION_HEADER, SESSION_NOT_FOUND, negotiate, versions_sentence,
+    SESSION_HEADER, negotiate, versions_sentence,
 };
 use docket_protocol::meta::{
     ClientCapabilities, Implementation, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, ProgressToken,
@@ -102,58 +105,6 @@ pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(str::trim)
-}
-
-/// Why an earlier-era request gets no answer of its method: an HTTP status with
-/// the JSON-RPC error to send.
-pub(crate) struct Refusal {
-    /// The HTTP status.
-    pub(crate) status: StatusCode,
-    /// The JSON-RPC error.
-    pub(crate) error: ErrorObject,
-}
-
-impl Refusal {
-    fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            error: ErrorObject {
-                code,
-                message: message.into(),
-                data: None,
-            },
-        }
-    }
-
-    /// The answer for a session that does not exist, has expired, or is not the
-    /// caller's: 404, which tells the client to initialize again.
-    fn no_session() -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            SESSION_NOT_FOUND,
-            "Session not found: it ended or expired; send initialize to start a new one",
-        )
-    }
-
-    /// The store could not be reached.
-    fn unavailable(error: &CatalogError) -> Self {
-        tracing::warn!(error = %error, "the session store is unavailable");
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            docket_protocol::error::INTERNAL_ERROR,
-            "the session store is unavailable; try again",
-        )
-    }
-
-    /// A method's own failure. Served inside a session, errors keep HTTP 200: a 404
-    /// would tell the client its session is gone.
-    fn from_error(error: &McpError) -> Self {
-        let (_, error) = error.to_wire();
-        Self {
-            status: StatusCode::OK,
-            error,
-        }
-    }
 }
 
 /// An answer of the earlier era.
@@ -598,15 +549,6 @@ fn session_meta(session: &Session, params: Option<&Value>) -> RequestMeta {
         progress_token,
         log_level: session.log_level.clone(),
     }
-}
-
-/// A result in this era's shape: no `resultType` (the current era's discriminator);
-/// an interim `input_required` result cannot be expressed and never reaches here.
-pub(crate) fn result_shape(mut result: Value) -> Value {
-    if let Value::Object(object) = &mut result {
-        object.remove("resultType");
-    }
-    result
 }
 
 /// The refusal of a revision Docket does not speak, naming the ones it does.

@@ -131,7 +131,7 @@ pub(super) async fn serve(
             match view.status {
                 TaskStatus::Completed => {
                     let mut result =
-                        super::result_shape(found.record.result.unwrap_or(Value::Null));
+                        super::shape::result_shape(found.record.result.unwrap_or(Value::Null));
                     if let Value::Object(object) = &mut result {
                         let meta = object
                             .entry("_meta")
