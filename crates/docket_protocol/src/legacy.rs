@@ -13,10 +13,6 @@ use crate::meta::Implementation;
 /// The revisions of the earlier era Docket speaks, newest first.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
 
-/// The revision a request of the earlier era is taken to speak when it names none
-/// (no `MCP-Protocol-Version` header and no session to tell).
-pub const ASSUMED_VERSION: &str = "2025-03-26";
-
 /// The HTTP header that names a session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 

@@ -28,6 +28,7 @@ use docket_protocol::legacy::{
     INITIALIZE, InitializeParams, InitializeResult, LEGACY_VERSIONS, LegacyServerCapabilities,
     SESSION_HEADER, negotiate, versions_sentence,
 };
+use docket_protocol::logging::LogLevel;
 use docket_protocol::meta::{
     ClientCapabilities, Implementation, PROGRESS_TOKEN_KEY, PROTOCOL_VERSION_KEY, ProgressToken,
     RequestMeta,
@@ -62,18 +63,6 @@ const METHODS: &[&str] = &[
     "tasks/get",
     "tasks/result",
     "tasks/cancel",
-];
-
-/// The log levels `logging/setLevel` accepts (RFC 5424's, as the revisions name them).
-const LOG_LEVELS: &[&str] = &[
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
 ];
 
 /// Whether a request is of the earlier era: one without the current era's `_meta`
@@ -299,16 +288,18 @@ async fn serve(
                 .as_ref()
                 .and_then(|params| params.get("level"))
                 .and_then(Value::as_str)
-                .filter(|level| LOG_LEVELS.contains(level))
+                .and_then(LogLevel::parse)
                 .ok_or_else(|| {
+                    let levels: Vec<&str> =
+                        LogLevel::ALL.iter().map(|level| level.as_str()).collect();
                     Refusal::from_error(&McpError::InvalidParams(format!(
                         "logging/setLevel needs a level, one of {}",
-                        LOG_LEVELS.join(", ")
+                        levels.join(", ")
                     )))
                 })?;
             app.state
                 .sessions
-                .set_session_log_level(&session.id, level)
+                .set_session_log_level(&session.id, level.as_str())
                 .await
                 .map_err(|err| Refusal::unavailable(&err))?;
             Ok(Reply::Json(Value::Object(Default::default())))
