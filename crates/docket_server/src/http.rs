@@ -12,7 +12,10 @@
 //! suite tests it): origin/host (403) → credentials (401) → content type (415) →
 //! body size (413) → JSON-RPC shape (400) → notifications (202) → `_meta` (400,
 //! -32602) → headers (400, -32020) → protocol version (400, -32022) → method
-//! (404, -32601) → the method's own checks.
+//! (404, -32601) → the method's own checks. A request of the earlier protocol era
+//! (no current-era `_meta`, and `initialize`, an `Mcp-Session-Id` or an earlier
+//! `MCP-Protocol-Version`) leaves this order after the JSON-RPC shape for
+//! [`crate::legacy`], as does a client's answer to the server's question in a session.
 
 use std::convert::Infallible;
 use std::future::Future;
