@@ -35,6 +35,10 @@ async def check(url: str) -> None:
             for name in ("platform_info", "test_simple_text", "test_tool_with_progress"):
                 assert name in names, (name, sorted(names))
 
+            me = await session.call_tool("platform_info", {})
+            assert not me.isError, me
+            print("platform_info:", me.content[0].text[:80])
+
             result = await session.call_tool("test_simple_text", {})
             assert not result.isError, result
             assert result.content[0].type == "text", result

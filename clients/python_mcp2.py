@@ -30,6 +30,9 @@ async def check(url: str, mode: str, version: str) -> None:
         for name in ("platform_info", "test_simple_text", "test_elicitation"):
             assert name in names, (name, sorted(names))
 
+        me = await client.call_tool("platform_info", {})
+        assert not me.is_error, me
+
         result = await client.call_tool("test_simple_text", {})
         assert not result.is_error, result
 

@@ -35,6 +35,10 @@ for (const name of ["platform_info", "test_simple_text", "test_tool_with_progres
   assert.ok(names.has(name), `${name} is listed`);
 }
 
+const me = await client.callTool({ name: "platform_info", arguments: {} });
+assert.ok(!me.isError);
+console.log("platform_info:", me.content[0].text.slice(0, 80));
+
 const simple = await client.callTool({ name: "test_simple_text", arguments: {} });
 assert.ok(!simple.isError);
 assert.equal(simple.content[0].type, "text");
