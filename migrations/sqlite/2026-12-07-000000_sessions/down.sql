@@ -1,2 +1,1 @@
-DROP TABLE mcp_session_answers;
 DROP TABLE mcp_sessions;
