@@ -188,6 +188,19 @@ async fn follow(
     let mut cancel_sent = false;
     let interrupt = tokio::signal::ctrl_c();
     tokio::pin!(interrupt);
+    // `ctrl_c` listens from its first poll on: poll it once before anything is shown,
+    // so a Ctrl-C pressed as soon as the first status line appears is caught instead
+    // of ending the process with the task left running.
+    let first =
+        std::future::poll_fn(|context| std::task::Poll::Ready(interrupt.as_mut().poll(context)))
+            .await;
+    let mut interrupted = match first {
+        std::task::Poll::Ready(result) => {
+            result.context("cannot listen for Ctrl-C")?;
+            true
+        }
+        std::task::Poll::Pending => false,
+    };
     loop {
         let task = client
             .request("tasks/get", json!({"taskId": task_id}), Some(task_id))
@@ -238,14 +251,23 @@ async fn follow(
             }
             _ => {}
         }
-        tokio::select! {
-            () = tokio::time::sleep(poll) => {}
-            result = &mut interrupt, if !cancel_sent => {
-                result.context("cannot listen for Ctrl-C")?;
-                let _ = writeln!(std::io::stderr(), "\ncancelling {task_id} …");
-                client.request("tasks/cancel", json!({"taskId": task_id}), Some(task_id)).await?;
-                cancel_sent = true;
+        if !interrupted {
+            tokio::select! {
+                () = tokio::time::sleep(poll) => continue,
+                result = &mut interrupt => {
+                    result.context("cannot listen for Ctrl-C")?;
+                    interrupted = true;
+                }
             }
+        }
+        if !cancel_sent {
+            let _ = writeln!(std::io::stderr(), "\ncancelling {task_id} …");
+            client
+                .request("tasks/cancel", json!({"taskId": task_id}), Some(task_id))
+                .await?;
+            cancel_sent = true;
+        } else {
+            tokio::time::sleep(poll).await;
         }
     }
 }
