@@ -152,13 +152,17 @@ impl Conversation {
             .await
             .map_err(|_| None)?;
         let store: &Arc<dyn SessionStore> = &self.app.state.sessions;
+        let mut warned = false;
         loop {
             match store.take_answer(&self.session_id, &id).await {
                 Ok(Some(answer)) => return Ok(answer),
                 Ok(None) => {}
-                Err(err) => {
-                    tracing::warn!(error = %err, "could not read an elicitation answer");
+                // Said once per question, not ten times a second while the store is away.
+                Err(err) if !warned => {
+                    warned = true;
+                    tracing::warn!(error = %err, "could not read an elicitation answer; still waiting");
                 }
+                Err(_) => {}
             }
             tokio::select! {
                 () = tokio::time::sleep(ANSWER_POLL) => {}

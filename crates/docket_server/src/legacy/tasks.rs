@@ -33,8 +33,13 @@ const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
 /// running replica within a heartbeat, sooner by NOTIFY).
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// How often `tasks/result` and `tasks/cancel` read the task again while they wait.
+/// How often `tasks/cancel` reads the task again while it waits, and the shortest
+/// step of `tasks/result`'s wait.
 const WAIT_STEP: Duration = Duration::from_millis(100);
+
+/// The longest step of `tasks/result`'s wait (it otherwise follows the task's poll
+/// interval).
+const RESULT_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// The `tasks` capability `initialize` advertises to a session that can have tasks.
 pub(super) fn server_capability() -> Value {
@@ -166,7 +171,14 @@ pub(super) async fn serve(
                             .into(),
                     ));
                 }
-                TaskStatus::Working => tokio::time::sleep(WAIT_STEP).await,
+                // Read again at the task's own poll interval (within bounds), so a
+                // client holding many `tasks/result` open costs the store what polling
+                // would, not ten reads a second each.
+                TaskStatus::Working => {
+                    let step = Duration::from_millis(found.record.poll_interval_ms)
+                        .clamp(WAIT_STEP, RESULT_WAIT_MAX);
+                    tokio::time::sleep(step).await;
+                }
             }
         },
         other => Err(McpError::MethodNotFound(other.to_owned())),
