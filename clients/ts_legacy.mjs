@@ -100,6 +100,13 @@ const cancelled = await client.experimental.tasks.cancelTask(longTask.taskId);
 assert.equal(cancelled.status, "cancelled");
 console.log("task", longTask.taskId, "cancelled");
 
+// tasks/list: the caller's own tasks, newest first, in this revision's shape.
+const { tasks: listed } = await client.experimental.tasks.listTasks();
+const byId = new Map(listed.map((task) => [task.taskId, task.status]));
+assert.equal(byId.get(created.taskId), "completed", JSON.stringify(listed));
+assert.equal(byId.get(longTask.taskId), "cancelled", JSON.stringify(listed));
+console.log("tasks/list:", listed.length, "tasks");
+
 // Ends the session (DELETE with its id); a request in it afterwards is refused.
 await transport.terminateSession();
 assert.equal(transport.sessionId, undefined);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use docket_task::model::{Outcome, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -93,6 +93,15 @@ impl TaskStore for CountingStore {
         self.inner.get(id).await
     }
 
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        self.other();
+        self.inner.list_followed(subject, after, limit).await
+    }
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
         self.other();
         self.inner.finish(id, outcome).await

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use crate::error::{CatalogError, require};
+use crate::page::PageCursor;
 
 /// An asset to record. Its bytes are already in the object store under
 /// `storage_key`: a row is only written for a complete object.
@@ -107,39 +108,11 @@ pub struct Asset {
 impl Asset {
     /// The cursor that lists the assets after this one (older, or as old with a
     /// smaller id).
-    pub fn cursor(&self) -> AssetCursor {
-        AssetCursor {
+    pub fn cursor(&self) -> PageCursor {
+        PageCursor {
             created_at: self.created_at,
             id: self.id.clone(),
         }
-    }
-}
-
-/// Where a page of [`AssetStore::list`] ends: the next page holds the assets
-/// strictly before this position in newest-first order. A position, not a row:
-/// it stays valid when the asset it came from is deleted.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct AssetCursor {
-    /// The creation time of the last asset listed.
-    pub created_at: OffsetDateTime,
-    /// Its id, which orders assets created at the same instant.
-    pub id: String,
-}
-
-impl AssetCursor {
-    /// The cursor as an opaque token for a client to send back.
-    pub fn encode(&self) -> String {
-        format!("{}:{}", self.created_at.unix_timestamp_nanos(), self.id)
-    }
-
-    /// A token from [`AssetCursor::encode`]; `None` for anything else.
-    pub fn decode(token: &str) -> Option<Self> {
-        let (nanos, id) = token.split_once(':')?;
-        let created_at = OffsetDateTime::from_unix_timestamp_nanos(nanos.parse().ok()?).ok()?;
-        (!id.is_empty()).then(|| Self {
-            created_at,
-            id: id.to_owned(),
-        })
     }
 }
 
@@ -217,7 +190,7 @@ pub trait AssetStore: Send + Sync + 'static {
         &self,
         owner: Option<&str>,
         limit: u32,
-        before: Option<&AssetCursor>,
+        before: Option<&PageCursor>,
     ) -> Result<Vec<Asset>, CatalogError>;
 
     /// Deletes the asset's row (not its bytes: the caller deletes the object).
@@ -226,23 +199,4 @@ pub trait AssetStore: Send + Sync + 'static {
     /// # Errors
     /// [`CatalogError::Unavailable`].
     async fn delete(&self, id: &str) -> Result<bool, CatalogError>;
-}
-
-#[cfg(test)]
-mod tests {
-    use time::macros::datetime;
-
-    use super::*;
-
-    #[test]
-    fn cursors_survive_their_token() {
-        let cursor = AssetCursor {
-            created_at: datetime!(2026-12-01 10:11:12.123456 UTC),
-            id: "0123abcd".into(),
-        };
-        assert_eq!(AssetCursor::decode(&cursor.encode()), Some(cursor));
-        for token in ["", "12", "x:abc", "12:", ":abc"] {
-            assert_eq!(AssetCursor::decode(token), None, "{token:?}");
-        }
-    }
 }

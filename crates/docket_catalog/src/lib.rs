@@ -4,15 +4,17 @@ pub mod assets;
 pub mod calls;
 mod error;
 pub mod memory;
+mod page;
 pub mod retention;
 pub mod scripts;
 pub mod sessions;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use assets::{Asset, AssetCursor, AssetStore, CreateOutcome, NewAsset};
+pub use assets::{Asset, AssetStore, CreateOutcome, NewAsset};
 pub use calls::{CallCatalog, CallKind, CallRecord, NewCallRecord};
 pub use error::CatalogError;
+pub use page::PageCursor;
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
 pub use sessions::{NewSession, Session, SessionStore};

@@ -20,8 +20,8 @@ use tokio::sync::Barrier;
 
 use crate::sessions::{NewSession, SessionStore};
 use crate::{
-    Asset, AssetCursor, AssetStore, CallCatalog, CallKind, CallRecord, CatalogError, CreateOutcome,
-    NewAsset, NewCallRecord, generate_id,
+    Asset, AssetStore, CallCatalog, CallKind, CallRecord, CatalogError, CreateOutcome, NewAsset,
+    NewCallRecord, PageCursor, generate_id,
 };
 
 /// Longer than one tick of the coarsest database clock (SQLite's millisecond),
@@ -241,7 +241,7 @@ pub async fn lists_are_newest_first_and_page_by_cursor(store: Arc<dyn AssetStore
     assert_eq!(ids(&first_page), [a3, a2]);
     // The cursor travels as a token, as it would through a client.
     let token = first_page[1].cursor().encode();
-    let cursor = AssetCursor::decode(&token).expect("a cursor token");
+    let cursor = PageCursor::decode(&token).expect("a cursor token");
     let second_page = store
         .list(Some("apikey:alice"), 2, Some(&cursor))
         .await

@@ -384,6 +384,24 @@ impl<C: Columns> TaskNowRow<C> {
     }
 }
 
+/// Rows read with the clock into the records and the clock's one reading (every
+/// row of one statement carries the same `now`); an empty page reads the clock as
+/// the Unix epoch, which no caller compares anything with.
+pub(crate) fn page_with_clock(
+    rows: impl Iterator<Item = Result<(TaskRecord, OffsetDateTime), StoreError>>,
+) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+    let mut now = OffsetDateTime::UNIX_EPOCH;
+    let records = rows
+        .map(|row| {
+            row.map(|(record, read_at)| {
+                now = read_at;
+                record
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((records, now))
+}
+
 /// The input columns of one task
 /// (`status, input_requests, input_answers, requested_input_keys`).
 #[derive(QueryableByName)]

@@ -11,4 +11,4 @@ pub mod testing;
 
 pub use id::TaskId;
 pub use model::{Caller, Outcome, TaskError, TaskRecord, TaskStatus, TaskView};
-pub use store::{NewTask, StoreError, TaskStore};
+pub use store::{NewTask, StoreError, TaskPosition, TaskStore};

@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
 use crate::store::{
-    AuditContext, AuditEntry, Beat, NewTask, SignalListener, StoreError, TaskSignal, TaskStore,
+    AuditContext, AuditEntry, Beat, NewTask, SignalListener, StoreError, TaskPosition, TaskSignal,
+    TaskStore,
 };
 
 /// A clock the store reads; tests pass a fixed or stepping one.
@@ -153,6 +154,29 @@ impl TaskStore for MemoryStore {
         Ok(lock(&self.tasks)
             .get(id)
             .map(|entry| (Self::as_read(&entry.record, &replicas), now)))
+    }
+
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        let now = (self.clock)();
+        let replicas = lock(&self.replicas);
+        let mut page: Vec<TaskRecord> = lock(&self.tasks)
+            .values()
+            .map(|entry| &entry.record)
+            .filter(|record| {
+                (record.owner == subject || record.extra_follower.as_deref() == Some(subject))
+                    && record.expires_at.is_none_or(|expires_at| expires_at > now)
+                    && after.is_none_or(|position| position.precedes(record))
+            })
+            .map(|record| Self::as_read(record, &replicas))
+            .collect();
+        page.sort_by(|a, b| (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str())));
+        page.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok((page, now))
     }
 
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
@@ -404,6 +428,15 @@ impl TaskStore for FlakyStore {
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
         self.check()?;
         self.inner.get(id).await
+    }
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        self.check()?;
+        self.inner.list_followed(subject, after, limit).await
     }
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
         self.check()?;

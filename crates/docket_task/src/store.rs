@@ -46,6 +46,32 @@ pub struct NewTask {
     pub audit: AuditContext,
 }
 
+/// Where a page of [`TaskStore::list_followed`] ended: the next page holds the
+/// tasks strictly after this position in newest-first order. A position, not a
+/// row: it stays valid when the task it came from is deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskPosition {
+    /// The creation time of the last task listed.
+    pub created_at: OffsetDateTime,
+    /// Its id, which orders tasks created at the same instant.
+    pub id: TaskId,
+}
+
+impl TaskPosition {
+    /// The position just after `record`.
+    pub fn after(record: &TaskRecord) -> Self {
+        Self {
+            created_at: record.created_at,
+            id: record.id.clone(),
+        }
+    }
+
+    /// Whether `record` comes strictly after this position, newest first.
+    pub fn precedes(&self, record: &TaskRecord) -> bool {
+        (record.created_at, record.id.as_str()) < (self.created_at, self.id.as_str())
+    }
+}
+
 /// What an audit row records about a call besides its outcome.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AuditContext {
@@ -189,6 +215,17 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Reads a task, with the database clock's current time for staleness checks.
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>;
+
+    /// A page of the tasks `subject` follows (it started them, or is their extra
+    /// follower) that have not expired, newest first (by creation time, then id),
+    /// strictly after `after` in that order, at most `limit`; with the database
+    /// clock's current time. Administrators list only their own tasks too.
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError>;
 
     /// Ends a task with `outcome` if it has not ended yet, and writes its audit row.
     /// Returns whether this call ended it.

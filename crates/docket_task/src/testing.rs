@@ -481,6 +481,75 @@ pub async fn direct_calls_are_audited(store: Arc<dyn TaskStore>) {
     );
 }
 
+/// A follower lists the tasks it started and those it follows as the extra
+/// follower, newest first, page by page; never another's, never an expired one.
+pub async fn followers_list_their_tasks_page_by_page(store: Arc<dyn TaskStore>) {
+    let tool = "followers_list_their_tasks_page_by_page";
+    let subject = "apikey:lister";
+    let mut created = Vec::new();
+    for n in 0..5 {
+        let mut task = new_task(tool);
+        if n == 3 {
+            // A task of another's kind that names the lister as its extra follower.
+            task.owner = "apikey:someone-else".into();
+            task.extra_follower = Some(subject.into());
+        } else {
+            task.owner = subject.into();
+        }
+        created.push(store.create(task).await.expect("create"));
+    }
+    let mut foreign = new_task(tool);
+    foreign.owner = "apikey:stranger".into();
+    store.create(foreign.clone()).await.expect("create");
+    let mut expired = new_task(tool);
+    expired.owner = subject.into();
+    expired.retention = Some(Duration::ZERO);
+    let expires_at = store
+        .create(expired.clone())
+        .await
+        .expect("create")
+        .expires_at
+        .expect("a zero retention still expires");
+    wait_until_clock_passes(&store, &expired.id, expires_at).await;
+
+    let mut expected: Vec<TaskId> = created.iter().map(|task| task.id.clone()).collect();
+    expected.sort_by(|a, b| {
+        let at = |id: &TaskId| {
+            created
+                .iter()
+                .find(|task| &task.id == id)
+                .map(|task| task.created_at)
+        };
+        (at(b), b.as_str()).cmp(&(at(a), a.as_str()))
+    });
+    let mut listed = Vec::new();
+    let mut after = None;
+    loop {
+        let (page, _now) = store
+            .list_followed(subject, after.as_ref(), 2)
+            .await
+            .expect("list");
+        assert!(page.len() <= 2, "a page holds at most the limit");
+        let Some(last) = page.last() else { break };
+        after = Some(crate::store::TaskPosition::after(last));
+        listed.extend(page.into_iter().map(|task| task.id));
+    }
+    assert_eq!(listed, expected, "every followed task once, newest first");
+    let (theirs, _) = store
+        .list_followed("apikey:stranger", None, 10)
+        .await
+        .expect("list");
+    assert_eq!(
+        theirs.iter().map(|task| &task.id).collect::<Vec<_>>(),
+        vec![&foreign.id]
+    );
+    let (nobody, _) = store
+        .list_followed("apikey:nobody", None, 10)
+        .await
+        .expect("list");
+    assert!(nobody.is_empty());
+}
+
 /// Generates one `#[tokio::test]` per store property. `$make` is an async
 /// expression yielding `(Arc<dyn TaskStore>, guard)`; the guard (for example a
 /// per-test database schema) lives until the test ends.
@@ -498,6 +567,7 @@ macro_rules! store_suite {
             stale_tasks_fail_once_with_an_audit_row,
             retention_deletes_only_expired_tasks,
             direct_calls_are_audited,
+            followers_list_their_tasks_page_by_page,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {

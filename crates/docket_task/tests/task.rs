@@ -10,7 +10,7 @@ use docket_task::memory::MemoryStore;
 use docket_task::runtime::{InputError, RuntimeConfig, SpawnError, TaskRuntime};
 use docket_task::store::{AuditEntry, Beat, NewTask, SignalListener, StoreError};
 use docket_task::testing::new_task;
-use docket_task::{Outcome, TaskError, TaskId, TaskRecord, TaskStatus, TaskStore};
+use docket_task::{Outcome, TaskError, TaskId, TaskPosition, TaskRecord, TaskStatus, TaskStore};
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use tokio::sync::oneshot;
@@ -33,6 +33,14 @@ impl TaskStore for CountingStore {
     }
     async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
         self.inner.get(id).await
+    }
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        self.inner.list_followed(subject, after, limit).await
     }
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
         self.inner.finish(id, outcome).await

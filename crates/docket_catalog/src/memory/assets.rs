@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{lock, now, page};
-use crate::{Asset, AssetCursor, AssetStore, CatalogError, CreateOutcome, NewAsset};
+use crate::{Asset, AssetStore, CatalogError, CreateOutcome, NewAsset, PageCursor};
 
 /// An [`AssetStore`] in memory.
 #[derive(Debug, Default)]
@@ -81,7 +81,7 @@ impl AssetStore for MemoryAssets {
         &self,
         owner: Option<&str>,
         limit: u32,
-        before: Option<&AssetCursor>,
+        before: Option<&PageCursor>,
     ) -> Result<Vec<Asset>, CatalogError> {
         let mut listed: Vec<Asset> = lock(&self.assets)
             .iter()

@@ -293,6 +293,11 @@ impl ScriptStore for MemoryScripts {
                     run.requested_by == *subject || run.script_owner == *subject
                 })
             })
+            .filter(|run| {
+                filter.before.as_ref().is_none_or(|cursor| {
+                    (run.created_at, run.id.as_str()) < (cursor.created_at, cursor.id.as_str())
+                })
+            })
             .cloned()
             .collect();
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));

@@ -30,6 +30,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::error::{CatalogError, require};
+use crate::page::PageCursor;
 
 /// A script to create: its first version is saved with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -399,6 +400,8 @@ pub struct RunFilter {
     pub script_id: Option<String>,
     /// Only runs this subject asked for or whose script it owns.
     pub visible_to: Option<String>,
+    /// Only runs strictly before this position, newest first (the next page).
+    pub before: Option<PageCursor>,
 }
 
 /// What the script tools and the run bridge need from a database.

@@ -671,27 +671,41 @@ pub async fn runs_list_by_script_and_visibility(store: Arc<dyn ScriptStore>) {
     let ids = |runs: Vec<Run>| runs.into_iter().map(|run| run.id).collect::<Vec<_>>();
     let by_script = RunFilter {
         script_id: Some(script.id.clone()),
-        visible_to: None,
+        ..RunFilter::default()
     };
     assert_eq!(
         ids(store.list_runs(&by_script, 10).await.expect("list")),
         vec![bobs.id.clone(), mine.id.clone()]
     );
     let for_bob = RunFilter {
-        script_id: None,
         visible_to: Some("bob".into()),
+        ..RunFilter::default()
     };
     assert_eq!(
         ids(store.list_runs(&for_bob, 10).await.expect("list")),
         vec![bobs.id.clone()]
     );
     let for_alice = RunFilter {
-        script_id: None,
         visible_to: Some("alice".into()),
+        ..RunFilter::default()
     };
     assert_eq!(
         ids(store.list_runs(&for_alice, 10).await.expect("list")),
-        vec![bobs.id, mine.id]
+        vec![bobs.id.clone(), mine.id.clone()]
+    );
+    // Page by page: the next page starts strictly after the last run listed.
+    let first = store.list_runs(&for_alice, 1).await.expect("list");
+    let next = RunFilter {
+        before: first.last().map(|run| crate::PageCursor {
+            created_at: run.created_at,
+            id: run.id.clone(),
+        }),
+        ..for_alice.clone()
+    };
+    assert_eq!(ids(first), vec![bobs.id]);
+    assert_eq!(
+        ids(store.list_runs(&next, 10).await.expect("list")),
+        vec![mine.id]
     );
     let everyone = store
         .list_runs(&RunFilter::default(), 2)

@@ -63,6 +63,7 @@ const METHODS: &[&str] = &[
     "tasks/get",
     "tasks/result",
     "tasks/cancel",
+    "tasks/list",
 ];
 
 /// Whether a request is of the earlier era: one without the current era's `_meta`

@@ -4,8 +4,8 @@
 //! revision's shape, and `tasks/get`, `tasks/result` and `tasks/cancel` follow it. A
 //! task is the same row in both eras, so the same identity follows it from either.
 //!
-//! `tasks/list` is not offered (the capability does not name it): listing a caller's
-//! tasks across the task table and the script runs is not built yet.
+//! `tasks/list` lists the caller's own tasks across every task source (the task
+//! table and script runs), newest first, a page at a time.
 
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ const RESULT_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// The `tasks` capability `initialize` advertises to a session that can have tasks.
 pub(super) fn server_capability() -> Value {
-    json!({"cancel": {}, "requests": {"tools": {"call": {}}}})
+    json!({"cancel": {}, "list": {}, "requests": {"tools": {"call": {}}}})
 }
 
 /// The `execution` a tool of `support` is listed with in such a session.
@@ -89,7 +89,7 @@ pub(super) fn is_created_task(result: &Value) -> bool {
     result.get("resultType").and_then(Value::as_str) == Some("task")
 }
 
-/// Serves `tasks/get`, `tasks/result` or `tasks/cancel` for the caller of `context`.
+/// Serves `tasks/get`, `tasks/result`, `tasks/list` or `tasks/cancel` for the caller of `context`.
 pub(super) async fn serve(
     app: &App,
     context: &RequestContext,
@@ -99,14 +99,34 @@ pub(super) async fn serve(
     let Some(surface) = &app.state.tasks else {
         return Err(McpError::MethodNotFound(method.to_owned()));
     };
-    // The TypeScript SDK repeats `task` here; only the id counts.
-    let TaskIdParams { task_id } = TaskIdParams::deserialize(params.unwrap_or(Value::Null))
-        .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))?;
     let is_admin = app
         .state
         .personas
         .resolve(&context.identity.roles)
         .is_some_and(|persona| persona.is_admin);
+    if method == "tasks/list" {
+        // Clients send `tasks/list` without params for the first page.
+        let params = match params {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(params) => params,
+        };
+        let ListParams { cursor } = ListParams::deserialize(params)
+            .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))?;
+        let (listed, next) =
+            tasks::list_followed(surface, context, is_admin, cursor.as_deref()).await?;
+        let listed: Vec<Value> = listed
+            .iter()
+            .map(|(record, view)| task_value(&viewed_task(record, view)))
+            .collect();
+        let mut answer = json!({ "tasks": listed });
+        if let (Some(next), Value::Object(object)) = (next, &mut answer) {
+            object.insert("nextCursor".into(), Value::String(next));
+        }
+        return Ok(Reply::Json(answer));
+    }
+    // The TypeScript SDK repeats `task` here; only the id counts.
+    let TaskIdParams { task_id } = TaskIdParams::deserialize(params.unwrap_or(Value::Null))
+        .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))?;
     let find = || tasks::find(surface, context, is_admin, &task_id);
     match method {
         "tasks/get" => {
@@ -187,9 +207,19 @@ pub(super) async fn serve(
 
 /// A `tasks/get` or `tasks/cancel` answer: the task, flat, in this revision's names.
 fn task_reply(task: &docket_protocol::tasks::Task) -> Reply {
-    Reply::Json(legacy_task(
-        serde_json::to_value(task).unwrap_or(Value::Null),
-    ))
+    Reply::Json(task_value(task))
+}
+
+/// A task in this revision's names.
+fn task_value(task: &docket_protocol::tasks::Task) -> Value {
+    legacy_task(serde_json::to_value(task).unwrap_or(Value::Null))
+}
+
+/// `tasks/list` params: the cursor of the page after the last one.
+#[derive(Deserialize)]
+struct ListParams {
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
 fn is_terminal(status: TaskStatus) -> bool {

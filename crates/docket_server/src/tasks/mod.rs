@@ -17,11 +17,12 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket_catalog::PageCursor;
 use docket_protocol::meta::Implementation;
 use docket_protocol::result::EmptyResult;
 use docket_protocol::tasks::{TaskIdParams, UpdateTaskParams};
 use docket_task::runtime::{SpawnError, TaskRuntime};
-use docket_task::{Caller, Outcome, TaskError, TaskId, TaskView};
+use docket_task::{Caller, Outcome, TaskError, TaskId, TaskRecord, TaskView};
 use serde_json::Value;
 
 use crate::error::McpError;
@@ -162,6 +163,75 @@ pub(crate) async fn find(
     }
     let view = found.record.view(found.now, tasks.stale_after);
     Ok((found, view))
+}
+
+/// How many tasks one page of a listing holds.
+pub(crate) const LIST_PAGE: u32 = 50;
+
+/// One page of the tasks the caller follows (started, or follows as their kind's
+/// extra follower) across every source, newest first, each as the caller sees it,
+/// and the cursor of the next page when there may be one. Administrators list
+/// their own tasks too: a listing is "mine", not "everyone's".
+///
+/// # Errors
+/// [`McpError::InvalidParams`] for a cursor this server did not give;
+/// [`McpError::Unavailable`] when a source cannot be read.
+pub(crate) async fn list_followed(
+    tasks: &Tasks,
+    context: &RequestContext,
+    is_admin: bool,
+    cursor: Option<&str>,
+) -> Result<(Vec<(TaskRecord, TaskView)>, Option<String>), McpError> {
+    let before = cursor
+        .map(|token| {
+            PageCursor::decode(token).ok_or_else(|| {
+                McpError::InvalidParams(
+                    "invalid cursor: send back a nextCursor exactly as it was given".to_owned(),
+                )
+            })
+        })
+        .transpose()?;
+    if !context.identity.may_own_tasks(is_admin) {
+        return Ok((Vec::new(), None));
+    }
+    let subject = context.identity.subject.as_str();
+    let pages = futures_util::future::join_all(
+        tasks
+            .sources
+            .iter()
+            .map(|source| source.list_followed(subject, before.as_ref(), LIST_PAGE)),
+    )
+    .await;
+    let page_len = usize::try_from(LIST_PAGE).unwrap_or(usize::MAX);
+    let mut more = false;
+    let mut merged = Vec::new();
+    for page in pages {
+        let page = page?;
+        // A full page from any source means that source may hold older tasks.
+        more |= page.len() >= page_len;
+        merged.extend(page);
+    }
+    merged.sort_by(|(a, _), (b, _)| {
+        (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str()))
+    });
+    more |= merged.len() > page_len;
+    merged.truncate(page_len);
+    let next = more.then(|| merged.last()).flatten().map(|(record, _)| {
+        PageCursor {
+            created_at: record.created_at,
+            id: record.id.as_str().to_owned(),
+        }
+        .encode()
+    });
+    let listed = merged
+        .into_iter()
+        .filter(|(record, now)| record.expires_at.is_none_or(|expires_at| expires_at > *now))
+        .map(|(record, now)| {
+            let view = record.view(now, tasks.stale_after);
+            (record, view)
+        })
+        .collect();
+    Ok((listed, next))
 }
 
 /// How a tool's outcome ends its task.

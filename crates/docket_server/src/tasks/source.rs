@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use docket_catalog::PageCursor;
 use docket_protocol::JsonObject;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::TaskSignal;
-use docket_task::{TaskId, TaskRecord};
+use docket_task::{TaskId, TaskPosition, TaskRecord};
 use time::OffsetDateTime;
 
 use crate::error::McpError;
@@ -36,6 +37,20 @@ pub trait TaskSource: Send + Sync {
     /// # Errors
     /// [`McpError::Unavailable`] when the source's store cannot be read.
     async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError>;
+
+    /// A page of the tasks `subject` follows in this source (it started them, or is
+    /// their extra follower), newest first by creation time then id, strictly
+    /// before `before`, at most `limit`; each with the source's clock when it was
+    /// read. Expired tasks may be included: the caller drops them.
+    ///
+    /// # Errors
+    /// [`McpError::Unavailable`] when the source's store cannot be read.
+    async fn list_followed(
+        &self,
+        subject: &str,
+        before: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<(TaskRecord, OffsetDateTime)>, McpError>;
 
     /// Asks the task to stop, wherever it runs.
     ///
@@ -71,6 +86,25 @@ impl TaskSource for CallTasks {
             now,
             source: self,
         }))
+    }
+
+    async fn list_followed(
+        &self,
+        subject: &str,
+        before: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<(TaskRecord, OffsetDateTime)>, McpError> {
+        let after = before.map(|cursor| TaskPosition {
+            created_at: cursor.created_at,
+            id: TaskId::from_stored(cursor.id.clone()),
+        });
+        let (records, now) = self
+            .runtime
+            .store()
+            .list_followed(subject, after.as_ref(), limit)
+            .await
+            .map_err(store_failure)?;
+        Ok(records.into_iter().map(|record| (record, now)).collect())
     }
 
     async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {

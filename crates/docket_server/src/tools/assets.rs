@@ -2,7 +2,7 @@
 //! (administrators see all), and `GET /assets/{id}/content` streams the bytes to the
 //! owner and administrators only.
 
-use docket_catalog::{Asset, AssetCursor};
+use docket_catalog::{Asset, PageCursor};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
@@ -102,7 +102,7 @@ async fn list(deps: &Assets, call: &ToolCall) -> CallToolResult {
         .unwrap_or(50)
         .min(200);
     let cursor = match call.arguments.get("cursor").and_then(Value::as_str) {
-        Some(token) => match AssetCursor::decode(token) {
+        Some(token) => match PageCursor::decode(token) {
             Some(cursor) => Some(cursor),
             None => {
                 return Refusal::InvalidArguments.result(

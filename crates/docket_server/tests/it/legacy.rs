@@ -672,6 +672,102 @@ async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backe
     assert_eq!(body["result"]["content"][0]["text"], "done", "{body}");
 }
 
+on_both_backends!(a_session_lists_its_callers_own_tasks_page_by_page);
+
+/// Starts `quick_job` as a task; its id.
+async fn start(client: &LegacyClient<'_>) -> String {
+    let (_, body) = client
+        .request(
+            "tools/call",
+            json!({"name": "quick_job", "arguments": {}, "task": {}}),
+        )
+        .await;
+    body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {body}"))
+        .to_owned()
+}
+
+async fn a_session_lists_its_callers_own_tasks_page_by_page(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let server = TestServer::start(task_app(&database).await).await;
+    let mut alice = LegacyClient::new(&server, "alice");
+    let result = alice.initialize("2025-11-25").await;
+    assert_eq!(
+        result["capabilities"]["tasks"]["list"],
+        json!({}),
+        "{result}"
+    );
+    let mut bob = LegacyClient::new(&server, "bob");
+    bob.initialize("2025-11-25").await;
+
+    // More than one page (50) of alice's, and one of bob's.
+    let mut started = Vec::new();
+    for _ in 0..53 {
+        started.push(start(&alice).await);
+    }
+    let bobs = start(&bob).await;
+
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(cursor) => json!({"cursor": cursor}),
+            None => json!({}),
+        };
+        let (status, body) = alice.request("tasks/list", params).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        pages += 1;
+        let tasks = body["result"]["tasks"].as_array().expect("tasks").clone();
+        for task in &tasks {
+            assert!(
+                task.get("ttl").is_some() && task.get("ttlMs").is_none(),
+                "{task}"
+            );
+            assert!(task["createdAt"].is_string(), "{task}");
+        }
+        listed.extend(
+            tasks
+                .iter()
+                .map(|task| task["taskId"].as_str().expect("id").to_owned()),
+        );
+        match body["result"].get("nextCursor").and_then(Value::as_str) {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+        assert!(pages < 10, "the listing ends");
+    }
+    assert_eq!(pages, 2, "53 tasks are two pages of 50");
+    let mut expected = started.clone();
+    let mut sorted = listed.clone();
+    expected.sort();
+    sorted.sort();
+    assert_eq!(
+        sorted, expected,
+        "each of alice's tasks once, none of bob's"
+    );
+    assert!(!listed.contains(&bobs));
+    // Newest first: the last task started is listed first.
+    assert_eq!(listed.first(), started.last());
+
+    let (_, body) = bob.request("tasks/list", json!({})).await;
+    assert_eq!(
+        body["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{body}"
+    );
+    assert_eq!(body["result"]["tasks"][0]["taskId"], bobs.as_str());
+    assert!(body["result"].get("nextCursor").is_none(), "{body}");
+
+    let (_, body) = alice
+        .request("tasks/list", json!({"cursor": "not a cursor"}))
+        .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
 on_both_backends!(consent_is_asked_on_the_call_stream_and_answered_on_any_replica);
 
 /// An app over `database` with a tool that asks before it runs.

@@ -130,6 +130,59 @@ impl Fixture {
         .await
     }
 
+    /// `tasks/list` in a 2025-11-25 session of `user`: each task's id and status.
+    async fn legacy_task_list(&self, user: &str) -> Vec<(String, String)> {
+        let post = |session: Option<&str>, message: Value| {
+            let mut request = self
+                .server
+                .http
+                .post(self.server.url("/mcp"))
+                .header("accept", "application/json, text/event-stream")
+                .header("x-api-key", key_of(user))
+                .json(&message);
+            if let Some(session) = session {
+                request = request
+                    .header("mcp-session-id", session)
+                    .header("mcp-protocol-version", "2025-11-25");
+            }
+            request.send()
+        };
+        let opened = post(
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tasks": {}},
+                "clientInfo": {"name": "scripts-tests", "version": "0"}}}),
+        )
+        .await
+        .expect("initialize");
+        let session = opened
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .expect("a session")
+            .to_owned();
+        let listed: Value = post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/list"}),
+        )
+        .await
+        .expect("tasks/list")
+        .json()
+        .await
+        .expect("json");
+        listed["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("tasks: {listed}"))
+            .iter()
+            .map(|task| {
+                (
+                    task["taskId"].as_str().unwrap_or_default().to_owned(),
+                    task["status"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
     async fn task(&self, user: &str, task_id: &str) -> Value {
         self.request(user, "tasks/get", json!({"taskId": task_id}), true)
             .await
@@ -746,6 +799,32 @@ async fn a_run_is_its_task(backend: Backend) {
     assert!(cancelled.get("result").is_none());
     let run = f.call("alice", "get_run", json!({"run_id": busy_id})).await;
     assert_eq!(run["structuredContent"]["status"], "cancelled");
+
+    // A 2025-11-25 session lists runs as tasks: the caller's, and those of
+    // scripts it owns that others started; nobody else's.
+    let listed = f.legacy_task_list("alice").await;
+    for id in [&task_id, &admin_run, &failed_id, &busy_id] {
+        assert!(
+            listed.iter().any(|(listed, _)| listed == id),
+            "{id} in {listed:?}"
+        );
+    }
+    assert!(
+        listed
+            .iter()
+            .any(|(id, status)| id == &busy_id && status == "cancelled")
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|(id, status)| id == &task_id && status == "completed")
+    );
+    let bobs = f.legacy_task_list("bob").await;
+    assert!(
+        bobs.iter()
+            .all(|(id, _)| !listed.iter().any(|(mine, _)| mine == id)),
+        "{bobs:?}"
+    );
 
     // A refusal is answered directly and leaves no run behind.
     let refused = f

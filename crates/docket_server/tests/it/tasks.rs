@@ -909,6 +909,33 @@ mod own_task {
             }))
         }
 
+        async fn list_followed(
+            &self,
+            subject: &str,
+            before: Option<&docket_catalog::PageCursor>,
+            limit: u32,
+        ) -> Result<Vec<(TaskRecord, OffsetDateTime)>, McpError> {
+            let mut records: Vec<TaskRecord> = self
+                .records
+                .lock()
+                .expect("ledger")
+                .values()
+                .filter(|record| record.owner == subject)
+                .filter(|record| {
+                    before.is_none_or(|cursor| {
+                        (record.created_at, record.id.as_str())
+                            < (cursor.created_at, cursor.id.as_str())
+                    })
+                })
+                .cloned()
+                .collect();
+            records
+                .sort_by(|a, b| (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str())));
+            records.truncate(usize::try_from(limit).expect("a small limit"));
+            let now = OffsetDateTime::now_utc();
+            Ok(records.into_iter().map(|record| (record, now)).collect())
+        }
+
         async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {
             if let Some(record) = self.records.lock().expect("ledger").get_mut(id) {
                 record.status = TaskStatus::Cancelled;

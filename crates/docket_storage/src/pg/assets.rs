@@ -11,7 +11,7 @@ use crate::error::catalog_query_error;
 use crate::rows::{self, asset_columns};
 use crate::shared;
 use crate::statement::statement;
-use docket_catalog::{Asset, AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use docket_catalog::{Asset, CatalogError, CreateOutcome, NewAsset, PageCursor};
 
 type AssetRow = rows::AssetRow<PgColumns>;
 
@@ -121,7 +121,7 @@ pub(crate) async fn list(
     conn: &mut AsyncPgConnection,
     owner: Option<&str>,
     limit: u32,
-    before: Option<&AssetCursor>,
+    before: Option<&PageCursor>,
 ) -> Result<Vec<Asset>, CatalogError> {
     let limit = shared::limit(limit);
     let rows = match (owner, before) {

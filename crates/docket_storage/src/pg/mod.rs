@@ -25,7 +25,7 @@ use diesel_async::pooled_connection::{
 };
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -37,8 +37,8 @@ use crate::url::Backend;
 #[cfg(feature = "testing")]
 pub(crate) use connection::establish;
 use docket_catalog::{
-    Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord, NewSession, Session, SessionStore,
+    Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
+    NewCallRecord, NewSession, PageCursor, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -131,6 +131,15 @@ impl TaskStore for PgStore {
         tasks::get(&mut *self.conn().await?, id).await
     }
 
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        tasks::list_followed(&mut *self.conn().await?, subject, after, limit).await
+    }
+
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
         let ending = Ending::new(outcome)?;
         tasks::finish(&mut *self.conn().await?, id, ending).await
@@ -218,7 +227,7 @@ impl AssetStore for PgStore {
         &self,
         owner: Option<&str>,
         limit: u32,
-        before: Option<&AssetCursor>,
+        before: Option<&PageCursor>,
     ) -> Result<Vec<Asset>, CatalogError> {
         assets::list(&mut *self.catalog_conn().await?, owner, limit, before).await
     }

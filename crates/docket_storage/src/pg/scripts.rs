@@ -320,10 +320,13 @@ impl ScriptStore for PgStore {
             " FROM script_runs \
              WHERE ($1::text IS NULL OR script_id = $1) \
                AND ($2::text IS NULL OR requested_by = $2 OR script_owner = $2) \
-             ORDER BY created_at DESC, id DESC LIMIT $3"
+               AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4)) \
+             ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
         .bind::<Nullable<Text>, _>(&filter.script_id)
         .bind::<Nullable<Text>, _>(&filter.visible_to)
+        .bind::<Nullable<Timestamptz>, _>(filter.before.as_ref().map(|cursor| cursor.created_at))
+        .bind::<Nullable<Text>, _>(filter.before.as_ref().map(|cursor| &cursor.id))
         .bind::<BigInt, _>(shared::limit(limit))
         .load::<RunRow>(&mut *self.catalog_conn().await?)
         .await

@@ -3,11 +3,11 @@
 //! live in `tasks/*.sql` beside this file.
 
 use diesel::OptionalExtension;
-use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text};
+use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -50,25 +50,57 @@ pub(crate) async fn create(
         .record(task)
 }
 
+/// `SELECT` of tasks as read (stamped with their replica's last beat) with the
+/// database's `now()`, `FROM call_tasks AS task`; the caller adds the conditions.
+macro_rules! read_tasks {
+    () => {
+        concat!(
+            "SELECT ",
+            task_columns_but_stamp!(),
+            ", GREATEST(task.heartbeat_at, replica.last_beat_at) AS heartbeat_at, now() AS now \
+               FROM call_tasks AS task LEFT JOIN replicas AS replica ON replica.id = task.replica_id"
+        )
+    };
+}
+
 /// Reads a task with the database's `now()`, in one round trip.
 pub(crate) async fn get(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
 ) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
-    statement(concat!(
-        "SELECT ",
-        task_columns_but_stamp!(),
-        ", GREATEST(task.heartbeat_at, replica.last_beat_at) AS heartbeat_at, now() AS now \
-           FROM call_tasks AS task LEFT JOIN replicas AS replica ON replica.id = task.replica_id \
-          WHERE task.task_id = $1"
+    statement(concat!(read_tasks!(), " WHERE task.task_id = $1"))
+        .bind::<Text, _>(id.as_str())
+        .get_result::<TaskNowRow>(conn)
+        .await
+        .optional()
+        .map_err(query_error)?
+        .map(TaskNowRow::read)
+        .transpose()
+}
+
+/// A page of the tasks `subject` follows that have not expired, newest first,
+/// strictly after `after`, with the database's `now()`.
+pub(crate) async fn list_followed(
+    conn: &mut AsyncPgConnection,
+    subject: &str,
+    after: Option<&TaskPosition>,
+    limit: u32,
+) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+    let rows = statement(concat!(
+        read_tasks!(),
+        " WHERE (task.owner = $1 OR task.extra_follower = $1) \
+            AND (task.expires_at IS NULL OR task.expires_at > now()) \
+            AND ($2::timestamptz IS NULL OR (task.created_at, task.task_id) < ($2, $3)) \
+          ORDER BY task.created_at DESC, task.task_id DESC LIMIT $4"
     ))
-    .bind::<Text, _>(id.as_str())
-    .get_result::<TaskNowRow>(conn)
+    .bind::<Text, _>(subject)
+    .bind::<Nullable<Timestamptz>, _>(after.map(|position| position.created_at))
+    .bind::<Nullable<Text>, _>(after.map(|position| position.id.as_str()))
+    .bind::<BigInt, _>(shared::limit(limit))
+    .load::<TaskNowRow>(conn)
     .await
-    .optional()
-    .map_err(query_error)?
-    .map(TaskNowRow::read)
-    .transpose()
+    .map_err(query_error)?;
+    rows::page_with_clock(rows.into_iter().map(TaskNowRow::read))
 }
 
 /// Ends a running task and writes its audit row, or does nothing to an ended one.

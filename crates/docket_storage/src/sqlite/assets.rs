@@ -5,23 +5,16 @@
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text};
-use time::format_description::FormatItem;
-use time::macros::format_description;
-use time::{OffsetDateTime, UtcOffset};
+use time::OffsetDateTime;
 
 use crate::columns::TextColumns;
 use crate::rows::{self, asset_columns};
 use crate::shared;
 use crate::statement::statement;
-use docket_catalog::{AssetCursor, CatalogError, CreateOutcome, NewAsset};
+use docket_catalog::{CatalogError, CreateOutcome, NewAsset, PageCursor};
 
 /// An asset as read.
 pub(crate) type AssetRow = rows::AssetRow<TextColumns>;
-
-/// The one form SQLite stores times in (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so a
-/// cursor's time compares as text exactly as the stored times do.
-const STORED_TIME: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 
 /// The owner's asset with an idempotency key (?1 owner, ?2 key).
 const BY_IDEMPOTENCY_KEY: &str = concat!(
@@ -115,8 +108,7 @@ pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<A
 
 /// A cursor's time in the stored form.
 pub(crate) fn stored_time(at: OffsetDateTime) -> Result<String, CatalogError> {
-    at.to_offset(UtcOffset::UTC)
-        .format(STORED_TIME)
+    super::sql::stored_time(at)
         .map_err(|err| CatalogError::Invalid(format!("a cursor time out of range: {err}")))
 }
 
@@ -182,7 +174,7 @@ pub(crate) fn delete(conn: &mut SqliteConnection, id: &str) -> QueryResult<bool>
 
 /// The cursor's parts as [`list`] takes them.
 pub(crate) fn cursor(
-    before: Option<&AssetCursor>,
+    before: Option<&PageCursor>,
 ) -> Result<Option<(String, String)>, CatalogError> {
     before
         .map(|cursor| Ok((stored_time(cursor.created_at)?, cursor.id.clone())))

@@ -42,7 +42,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat};
-use docket_task::{NewTask, StoreError, TaskId, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -52,8 +52,8 @@ use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
 use crate::shared::Ending;
 use crate::url::Backend;
 use docket_catalog::{
-    Asset, AssetCursor, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord, NewSession, Session, SessionStore,
+    Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
+    NewCallRecord, NewSession, PageCursor, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -176,6 +176,31 @@ impl TaskStore for SqliteStore {
             .transpose()
     }
 
+    async fn list_followed(
+        &self,
+        subject: &str,
+        after: Option<&TaskPosition>,
+        limit: u32,
+    ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
+        let subject = subject.to_owned();
+        let after = after
+            .map(|position| {
+                sql::stored_time(position.created_at)
+                    .map(|at| (at, position.id.as_str().to_owned()))
+                    .map_err(|err| {
+                        StoreError::Corrupt(format!("a cursor time out of range: {err}"))
+                    })
+            })
+            .transpose()?;
+        let rows = self
+            .read(move |conn| {
+                let after = after.as_ref().map(|(at, id)| (at.as_str(), id.as_str()));
+                tasks::list_followed(conn, &subject, after, limit)
+            })
+            .await?;
+        crate::rows::page_with_clock(rows.into_iter().map(tasks::TaskNowRow::read))
+    }
+
     async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
         let ending = Ending::new(outcome)?;
         let id = id.as_str().to_owned();
@@ -294,7 +319,7 @@ impl AssetStore for SqliteStore {
         &self,
         owner: Option<&str>,
         limit: u32,
-        before: Option<&AssetCursor>,
+        before: Option<&PageCursor>,
     ) -> Result<Vec<Asset>, CatalogError> {
         let owner = owner.map(str::to_owned);
         let before = assets::cursor(before)?;

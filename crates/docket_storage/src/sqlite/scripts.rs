@@ -339,6 +339,11 @@ impl ScriptStore for SqliteStore {
 
     async fn list_runs(&self, filter: &RunFilter, limit: u32) -> Result<Vec<Run>, CatalogError> {
         let filter = filter.clone();
+        let before = filter
+            .before
+            .as_ref()
+            .map(|cursor| super::assets::stored_time(cursor.created_at))
+            .transpose()?;
         let rows = self
             .read(move |conn| {
                 statement(concat!(
@@ -347,10 +352,13 @@ impl ScriptStore for SqliteStore {
                     " FROM script_runs \
                      WHERE (?1 IS NULL OR script_id = ?1) \
                        AND (?2 IS NULL OR requested_by = ?2 OR script_owner = ?2) \
-                     ORDER BY created_at DESC, id DESC LIMIT ?3"
+                       AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4)) \
+                     ORDER BY created_at DESC, id DESC LIMIT ?5"
                 ))
                 .bind::<Nullable<Text>, _>(&filter.script_id)
                 .bind::<Nullable<Text>, _>(&filter.visible_to)
+                .bind::<Nullable<Text>, _>(&before)
+                .bind::<Nullable<Text>, _>(filter.before.as_ref().map(|cursor| &cursor.id))
                 .bind::<BigInt, _>(shared::limit(limit))
                 .load::<RunRow>(conn)
             })

@@ -20,6 +20,17 @@ macro_rules! now {
 }
 pub(crate) use now;
 
+/// The one form SQLite stores times in (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so a
+/// cursor's time compares as text exactly as the stored times do.
+const STORED_TIME: &[time::format_description::FormatItem<'static>] = time::macros::format_description!(
+    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+);
+
+/// `at` in the stored form (for a cursor compared against stored times).
+pub(crate) fn stored_time(at: OffsetDateTime) -> Result<String, time::error::Format> {
+    at.to_offset(time::UtcOffset::UTC).format(STORED_TIME)
+}
+
 /// How long a statement waits for another process's write lock.
 pub(crate) const BUSY_TIMEOUT: &str = "PRAGMA busy_timeout = 5000;";
 

@@ -51,20 +51,53 @@ pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult
         .get_result(conn)
 }
 
+/// `SELECT` of tasks as read (stamped with their replica's last beat) with the
+/// database clock, `FROM call_tasks`; the caller adds the conditions.
+macro_rules! read_tasks {
+    () => {
+        concat!(
+            "SELECT ",
+            task_columns_but_stamp!(),
+            ", max(heartbeat_at, COALESCE(\
+                   (SELECT last_beat_at FROM replicas WHERE replicas.id = call_tasks.replica_id), \
+                   heartbeat_at)) AS heartbeat_at, ",
+            now!(),
+            " AS now FROM call_tasks"
+        )
+    };
+}
+
 /// Reads a task with the database clock's current time.
 pub(crate) fn get(conn: &mut SqliteConnection, id: &str) -> QueryResult<Option<TaskNowRow>> {
+    statement(concat!(read_tasks!(), " WHERE task_id = ?1"))
+        .bind::<Text, _>(id)
+        .get_result(conn)
+        .optional()
+}
+
+/// A page of the tasks `subject` follows that have not expired, newest first,
+/// strictly after `after` (its time in the stored form, and its id), with the
+/// database clock.
+pub(crate) fn list_followed(
+    conn: &mut SqliteConnection,
+    subject: &str,
+    after: Option<(&str, &str)>,
+    limit: u32,
+) -> QueryResult<Vec<TaskNowRow>> {
+    let (created_at, id) = after.unzip();
     statement(concat!(
-        "SELECT ",
-        task_columns_but_stamp!(),
-        ", max(heartbeat_at, COALESCE(\
-               (SELECT last_beat_at FROM replicas WHERE replicas.id = call_tasks.replica_id), \
-               heartbeat_at)) AS heartbeat_at, ",
+        read_tasks!(),
+        " WHERE (owner = ?1 OR extra_follower = ?1) \
+            AND (expires_at IS NULL OR expires_at > ",
         now!(),
-        " AS now FROM call_tasks WHERE task_id = ?1"
+        ") AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND task_id < ?3)) \
+          ORDER BY created_at DESC, task_id DESC LIMIT ?4"
     ))
-    .bind::<Text, _>(id)
-    .get_result(conn)
-    .optional()
+    .bind::<Text, _>(subject)
+    .bind::<Nullable<Text>, _>(created_at)
+    .bind::<Nullable<Text>, _>(id)
+    .bind::<BigInt, _>(shared::limit(limit))
+    .load(conn)
 }
 
 /// What a task's audit row needs, as returned by the statement that ended it.

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use docket_catalog::ScriptStore;
+use docket_catalog::scripts::RunFilter;
+use docket_catalog::{PageCursor, ScriptStore};
 use docket_protocol::JsonObject;
 use docket_run_bridge::RunBridge;
-use docket_task::TaskId;
+use docket_task::{TaskId, TaskRecord};
+use time::OffsetDateTime;
 
 use super::answers::run_task_result;
 use crate::error::McpError;
@@ -54,6 +56,42 @@ impl TaskSource for RunTasks {
             now,
             source: self,
         }))
+    }
+
+    async fn list_followed(
+        &self,
+        subject: &str,
+        before: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<(TaskRecord, OffsetDateTime)>, McpError> {
+        let filter = RunFilter {
+            visible_to: Some(subject.to_owned()),
+            before: before.cloned(),
+            ..RunFilter::default()
+        };
+        let runs = self
+            .store
+            .list_runs(&filter, limit)
+            .await
+            .map_err(|error| unavailable(&error))?;
+        // A listing reads this replica's clock: a run never goes stale (its lease
+        // requeues it), and its expiry is a retention bound that a skew of seconds
+        // does not change in any way a caller could act on. No result is read for a
+        // listing; `tasks/get` and `tasks/result` read it.
+        let now = OffsetDateTime::now_utc();
+        Ok(runs
+            .iter()
+            .map(|run| {
+                let record = docket_run_bridge::task::run_task(
+                    run,
+                    now,
+                    self.run_retention,
+                    self.poll_interval_ms,
+                    None,
+                );
+                (record, now)
+            })
+            .collect())
     }
 
     async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {

@@ -1,0 +1,4 @@
+DROP INDEX script_runs_owner_created_at;
+DROP INDEX script_runs_requested_by_created_at;
+DROP INDEX call_tasks_follower_created_at;
+DROP INDEX call_tasks_owner_created_at;
