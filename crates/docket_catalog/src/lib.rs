@@ -17,7 +17,7 @@ pub use error::CatalogError;
 pub use page::PageCursor;
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
-pub use sessions::{NewSession, Session, SessionStore};
+pub use sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};
 
 /// A fresh id for an asset, a call record, a script or a run: 128 bits from the
 /// operating system's random source as 32 lower-case hex digits, like a task id,

@@ -8,6 +8,7 @@
 //! as if it did not exist. It lives while it is used: a session idle for longer
 //! than the server's idle timeout is gone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -75,16 +76,36 @@ pub struct Session {
     pub last_used_at: OffsetDateTime,
 }
 
+/// An answer arrived for a question a session's client was asked: who waits for
+/// it takes it with [`SessionStore::take_answer`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AnswerSignal {
+    /// The session.
+    pub session_id: String,
+    /// The id of the server's request the answer is to.
+    pub request_id: String,
+}
+
+/// Hears [`AnswerSignal`]s, from this process or (through the database) another.
+pub type AnswerListener = Arc<dyn Fn(AnswerSignal) + Send + Sync>;
+
 /// Where sessions are kept.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Stores a new session.
+    /// Stores a new session. When its subject then holds more than `per_subject`
+    /// sessions, the least recently used of them beyond that are ended, so one
+    /// identity opening sessions without end costs a bounded number of rows and
+    /// only ever ends its own sessions.
     ///
     /// # Errors
     /// [`CatalogError::Invalid`] for a session [`NewSession::validate`] refuses,
     /// [`CatalogError::Duplicate`] for an id already taken, and
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
-    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError>;
+    async fn create_session(
+        &self,
+        session: NewSession,
+        per_subject: u32,
+    ) -> Result<(), CatalogError>;
 
     /// The session `id`, unless it has been idle for longer than `idle`, with the
     /// store's clock when it was read.
@@ -111,28 +132,37 @@ pub trait SessionStore: Send + Sync {
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn set_session_log_level(&self, id: &str, level: &str) -> Result<(), CatalogError>;
 
-    /// Ends the session (and drops its unclaimed answers); whether there was one.
+    /// Ends the session (and drops its questions); whether there was one.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn delete_session(&self, id: &str) -> Result<bool, CatalogError>;
 
-    /// Keeps the client's answer to the server's request `request_id` in the session,
-    /// for the call that waits for it, on whichever replica that runs. A second answer
-    /// to the same request is [`CatalogError::Duplicate`].
+    /// Records that the server asked the session's client the request `request_id`,
+    /// before the question goes out, so its answer is accepted on any replica.
+    /// False when the session is gone.
     ///
     /// # Errors
-    /// [`CatalogError::Duplicate`] for a request already answered, and
+    /// [`CatalogError::Duplicate`] for a request id asked before in the session, and
+    /// [`CatalogError::Unavailable`] when the store cannot be reached.
+    async fn ask(&self, session_id: &str, request_id: &str) -> Result<bool, CatalogError>;
+
+    /// Keeps the client's answer to the question `request_id` for the call that
+    /// waits for it, on whichever replica that runs, and signals it. True when a
+    /// question waited; false (nothing kept) when none does: never asked, already
+    /// answered, or given up.
+    ///
+    /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn put_answer(
         &self,
         session_id: &str,
         request_id: &str,
         answer: Value,
-    ) -> Result<(), CatalogError>;
+    ) -> Result<bool, CatalogError>;
 
-    /// Takes the answer to `request_id`, if it has arrived and was not taken before;
-    /// it stays recorded as taken, so the request cannot be answered again.
+    /// Takes the answer to `request_id` once it has arrived, ending the question;
+    /// `None` while it has not.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
@@ -142,10 +172,24 @@ pub trait SessionStore: Send + Sync {
         request_id: &str,
     ) -> Result<Option<Value>, CatalogError>;
 
-    /// Deletes the sessions idle for longer than `idle` (and their unclaimed answers);
-    /// how many.
+    /// Ends a question nobody waits for any more (its call's stream closed), so a
+    /// late answer is refused.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] when the store cannot be reached.
+    async fn forget_question(&self, session_id: &str, request_id: &str)
+    -> Result<(), CatalogError>;
+
+    /// Deletes the sessions idle for longer than `idle` (and their questions); how
+    /// many.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError>;
+
+    /// Asks to be told when an answer arrives, on any replica. A store without
+    /// notifications ignores it; whoever waits reads the store now and then too.
+    fn set_answer_listener(&self, listener: AnswerListener) {
+        let _ = listener;
+    }
 }

@@ -615,7 +615,10 @@ pub fn new_session(subject: &str) -> NewSession {
 pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
     let opened = new_session("apikey:alice");
     let before = OffsetDateTime::now_utc() - Duration::from_secs(5);
-    store.create_session(opened.clone()).await.expect("create");
+    store
+        .create_session(opened.clone(), ROOMY)
+        .await
+        .expect("create");
     let (session, now) = store
         .find_session(&opened.id, Duration::from_secs(3600))
         .await
@@ -648,7 +651,7 @@ pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
     let mut without_info = new_session("anonymous");
     without_info.client_info = None;
     store
-        .create_session(without_info.clone())
+        .create_session(without_info.clone(), ROOMY)
         .await
         .expect("create");
     let (read, _) = store
@@ -659,7 +662,7 @@ pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
     assert_eq!(read.client_info, None);
 
     assert!(matches!(
-        store.create_session(opened.clone()).await,
+        store.create_session(opened.clone(), ROOMY).await,
         Err(CatalogError::Duplicate)
     ));
     let spoilers: [Spoil<NewSession>; 4] = [
@@ -672,7 +675,7 @@ pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
         let mut session = new_session("apikey:alice");
         spoil(&mut session);
         assert!(matches!(
-            store.create_session(session).await,
+            store.create_session(session, ROOMY).await,
             Err(CatalogError::Invalid(_))
         ));
     }
@@ -689,10 +692,16 @@ pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
 /// deletes exactly the idle ones; a deleted session is gone.
 pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
     let idle = new_session("apikey:alice");
-    store.create_session(idle.clone()).await.expect("create");
+    store
+        .create_session(idle.clone(), ROOMY)
+        .await
+        .expect("create");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fresh = new_session("apikey:alice");
-    store.create_session(fresh.clone()).await.expect("create");
+    store
+        .create_session(fresh.clone(), ROOMY)
+        .await
+        .expect("create");
 
     let short = Duration::from_millis(150);
     assert!(
@@ -729,74 +738,145 @@ pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
     );
 }
 
-/// An answer is taken once, only under its own session and request; a second answer
-/// to one request is a duplicate, before it is taken and after; ending the session drops what was not taken.
-pub async fn answers_are_taken_once_per_session_and_request(store: Arc<dyn SessionStore>) {
+/// How many sessions per subject the tests allow where the cap is not tested.
+const ROOMY: u32 = 100;
+
+/// An answer is kept only for a question that waits, once, in its own session;
+/// taken once; a forgotten question refuses its late answer; ending the session
+/// drops its questions; every kept answer is signalled.
+pub async fn answers_are_kept_only_for_waiting_questions(store: Arc<dyn SessionStore>) {
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hears = Arc::clone(&heard);
+    store.set_answer_listener(Arc::new(move |signal| {
+        hears.lock().expect("heard").push(signal);
+    }));
     let session = new_session("apikey:alice");
     let other = new_session("apikey:alice");
-    store.create_session(session.clone()).await.expect("create");
-    store.create_session(other.clone()).await.expect("create");
+    store
+        .create_session(session.clone(), ROOMY)
+        .await
+        .expect("create");
+    store
+        .create_session(other.clone(), ROOMY)
+        .await
+        .expect("create");
     let answer = serde_json::json!({"action": "accept", "content": {"confirm": true}});
-    store
-        .put_answer(&session.id, "elicit-1", answer.clone())
-        .await
-        .expect("put");
+    let put = |session: &str, request: &str, answer: serde_json::Value| {
+        let store = Arc::clone(&store);
+        let (session, request) = (session.to_owned(), request.to_owned());
+        async move {
+            store
+                .put_answer(&session, &request, answer)
+                .await
+                .expect("put")
+        }
+    };
+    let take = |session: &str, request: &str| {
+        let store = Arc::clone(&store);
+        let (session, request) = (session.to_owned(), request.to_owned());
+        async move { store.take_answer(&session, &request).await.expect("take") }
+    };
+
+    // Nobody asked: refused, nothing kept.
+    assert!(!put(&session.id, "elicit-1", answer.clone()).await);
+    assert!(store.ask(&session.id, "elicit-1").await.expect("ask"));
     assert!(matches!(
-        store
-            .put_answer(&session.id, "elicit-1", serde_json::json!({}))
-            .await,
+        store.ask(&session.id, "elicit-1").await,
         Err(CatalogError::Duplicate)
     ));
+    assert!(!store.ask("no-such-session", "elicit-1").await.expect("ask"));
     assert_eq!(
-        store
-            .take_answer(&other.id, "elicit-1")
-            .await
-            .expect("take"),
-        None
+        take(&session.id, "elicit-1").await,
+        None,
+        "not answered yet"
     );
-    assert_eq!(
-        store
-            .take_answer(&session.id, "elicit-2")
-            .await
-            .expect("take"),
-        None
+    // The same request id in another session is another question.
+    assert!(!put(&other.id, "elicit-1", answer.clone()).await);
+    assert!(put(&session.id, "elicit-1", answer.clone()).await);
+    assert!(
+        !put(&session.id, "elicit-1", serde_json::json!({})).await,
+        "a second answer is refused"
     );
-    assert_eq!(
-        store
-            .take_answer(&session.id, "elicit-1")
-            .await
-            .expect("take"),
-        Some(answer)
+    assert_eq!(take(&other.id, "elicit-1").await, None);
+    assert_eq!(take(&session.id, "elicit-1").await, Some(answer));
+    assert_eq!(take(&session.id, "elicit-1").await, None, "taken once");
+    assert!(
+        !put(&session.id, "elicit-1", serde_json::json!({})).await,
+        "a late answer to an ended question is refused"
     );
-    assert_eq!(
-        store
-            .take_answer(&session.id, "elicit-1")
-            .await
-            .expect("take"),
-        None
-    );
-    // Taken, it is still answered: a late second answer is a duplicate too.
-    assert!(matches!(
-        store
-            .put_answer(&session.id, "elicit-1", serde_json::json!({}))
-            .await,
-        Err(CatalogError::Duplicate)
-    ));
+
+    // A question nobody waits for any more refuses its answer.
+    assert!(store.ask(&session.id, "elicit-2").await.expect("ask"));
     store
-        .put_answer(
-            &session.id,
-            "elicit-3",
-            serde_json::json!({"action": "decline"}),
-        )
+        .forget_question(&session.id, "elicit-2")
         .await
-        .expect("put");
+        .expect("forget");
+    assert!(!put(&session.id, "elicit-2", serde_json::json!({})).await);
+
+    // Ending the session drops its questions.
+    assert!(store.ask(&session.id, "elicit-3").await.expect("ask"));
     assert!(store.delete_session(&session.id).await.expect("delete"));
-    assert_eq!(
-        store
-            .take_answer(&session.id, "elicit-3")
-            .await
-            .expect("take"),
-        None
+    assert!(!put(&session.id, "elicit-3", serde_json::json!({})).await);
+
+    // Each kept answer was signalled, once; PostgreSQL's arrive through NOTIFY.
+    let expected = crate::AnswerSignal {
+        session_id: session.id.clone(),
+        request_id: "elicit-1".into(),
+    };
+    let hang_guard = std::time::Instant::now();
+    while heard.lock().expect("heard").is_empty() && hang_guard.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*heard.lock().expect("heard"), vec![expected]);
+}
+
+/// A subject beyond its cap of sessions loses its least recently used ones, and
+/// nobody else loses any.
+pub async fn a_subject_beyond_its_session_cap_loses_its_least_recently_used(
+    store: Arc<dyn SessionStore>,
+) {
+    let idle = Duration::from_secs(3600);
+    let first = new_session("apikey:busy");
+    let second = new_session("apikey:busy");
+    let third = new_session("apikey:busy");
+    let bystander = new_session("apikey:quiet");
+    store
+        .create_session(bystander.clone(), 2)
+        .await
+        .expect("create");
+    store
+        .create_session(first.clone(), 2)
+        .await
+        .expect("create");
+    // Distinct instants, so "least recently used" has one answer (SQLite keeps
+    // milliseconds).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .create_session(second.clone(), 2)
+        .await
+        .expect("create");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The first is used again: the second is now the least recently used.
+    store.touch_session(&first.id).await.expect("touch");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .create_session(third.clone(), 2)
+        .await
+        .expect("create");
+    let live = |id: String| {
+        let store = Arc::clone(&store);
+        async move { store.find_session(&id, idle).await.expect("find").is_some() }
+    };
+    assert!(live(first.id.clone()).await);
+    assert!(
+        !live(second.id.clone()).await,
+        "the least recently used ended"
+    );
+    assert!(live(third.id.clone()).await, "the new session always stays");
+    assert!(
+        live(bystander.id.clone()).await,
+        "another subject's session stays"
     );
 }
 
@@ -808,7 +888,8 @@ macro_rules! session_store_suite {
         $crate::catalog_suite!(@tests $make;
             sessions_read_back_exactly,
             idle_and_deleted_sessions_are_gone,
-            answers_are_taken_once_per_session_and_request,
+            answers_are_kept_only_for_waiting_questions,
+            a_subject_beyond_its_session_cap_loses_its_least_recently_used,
         );
     };
 }

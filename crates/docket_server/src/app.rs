@@ -302,8 +302,11 @@ impl AppBuilder {
         let sessions = sessions.unwrap_or_else(|| {
             Arc::new(docket_catalog::memory::MemorySessions::new()) as Arc<dyn SessionStore>
         });
+        let answer_waiters = Arc::new(crate::answers::AnswerWaiters::default());
+        sessions.set_answer_listener(answer_waiters.listener());
         let state = AppState {
             sessions,
+            answer_waiters,
             server_info,
             server_info_json,
             config,

@@ -12,6 +12,7 @@ pub mod registry;
 mod request_state;
 mod tools;
 
+mod answers;
 mod app;
 mod assets;
 mod audit;

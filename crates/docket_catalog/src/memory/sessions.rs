@@ -10,14 +10,15 @@ use time::OffsetDateTime;
 
 use super::{before, lock, now};
 use crate::CatalogError;
-use crate::sessions::{NewSession, Session, SessionStore};
+use crate::sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};
 
-/// A [`SessionStore`] in memory.
-#[derive(Debug, Default)]
+/// A [`SessionStore`] in memory; an answer signals the listener in this process.
+#[derive(Default)]
 pub struct MemorySessions {
     sessions: Mutex<HashMap<String, Session>>,
-    /// Answers by (session, request); `None` once taken.
-    answers: Mutex<HashMap<(String, String), Option<Value>>>,
+    /// Questions by (session, request): `None` while unanswered.
+    questions: Mutex<HashMap<(String, String), Option<Value>>>,
+    listener: Mutex<Option<AnswerListener>>,
 }
 
 impl MemorySessions {
@@ -29,11 +30,26 @@ impl MemorySessions {
 
 #[async_trait]
 impl SessionStore for MemorySessions {
-    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError> {
+    async fn create_session(
+        &self,
+        session: NewSession,
+        per_subject: u32,
+    ) -> Result<(), CatalogError> {
         session.validate()?;
         let mut sessions = lock(&self.sessions);
         if sessions.contains_key(&session.id) {
             return Err(CatalogError::Duplicate);
+        }
+        let mut others: Vec<(OffsetDateTime, String)> = sessions
+            .values()
+            .filter(|other| other.subject == session.subject)
+            .map(|other| (other.last_used_at, other.id.clone()))
+            .collect();
+        others.sort_by(|a, b| b.cmp(a));
+        let keep = usize::try_from(per_subject.max(1) - 1).unwrap_or(usize::MAX);
+        for (_, id) in others.into_iter().skip(keep) {
+            sessions.remove(&id);
+            lock(&self.questions).retain(|(session, _), _| *session != id);
         }
         let now = now();
         sessions.insert(
@@ -79,8 +95,21 @@ impl SessionStore for MemorySessions {
     }
 
     async fn delete_session(&self, id: &str) -> Result<bool, CatalogError> {
-        lock(&self.answers).retain(|(session, _), _| session != id);
+        lock(&self.questions).retain(|(session, _), _| session != id);
         Ok(lock(&self.sessions).remove(id).is_some())
+    }
+
+    async fn ask(&self, session_id: &str, request_id: &str) -> Result<bool, CatalogError> {
+        if !lock(&self.sessions).contains_key(session_id) {
+            return Ok(false);
+        }
+        let mut questions = lock(&self.questions);
+        let key = (session_id.to_owned(), request_id.to_owned());
+        if questions.contains_key(&key) {
+            return Err(CatalogError::Duplicate);
+        }
+        questions.insert(key, None);
+        Ok(true)
     }
 
     async fn put_answer(
@@ -88,14 +117,23 @@ impl SessionStore for MemorySessions {
         session_id: &str,
         request_id: &str,
         answer: Value,
-    ) -> Result<(), CatalogError> {
-        let mut answers = lock(&self.answers);
+    ) -> Result<bool, CatalogError> {
         let key = (session_id.to_owned(), request_id.to_owned());
-        if answers.contains_key(&key) {
-            return Err(CatalogError::Duplicate);
+        let kept = match lock(&self.questions).get_mut(&key) {
+            Some(slot @ None) => {
+                *slot = Some(answer);
+                true
+            }
+            _ => false,
+        };
+        let listener = lock(&self.listener).clone();
+        if let (true, Some(listener)) = (kept, listener) {
+            listener(AnswerSignal {
+                session_id: key.0,
+                request_id: key.1,
+            });
         }
-        answers.insert(key, Some(answer));
-        Ok(())
+        Ok(kept)
     }
 
     async fn take_answer(
@@ -103,9 +141,25 @@ impl SessionStore for MemorySessions {
         session_id: &str,
         request_id: &str,
     ) -> Result<Option<Value>, CatalogError> {
-        Ok(lock(&self.answers)
-            .get_mut(&(session_id.to_owned(), request_id.to_owned()))
-            .and_then(Option::take))
+        let key = (session_id.to_owned(), request_id.to_owned());
+        let mut questions = lock(&self.questions);
+        match questions.get(&key) {
+            Some(Some(_)) => Ok(questions.remove(&key).flatten()),
+            _ => Ok(None),
+        }
+    }
+
+    async fn forget_question(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<(), CatalogError> {
+        lock(&self.questions).remove(&(session_id.to_owned(), request_id.to_owned()));
+        Ok(())
+    }
+
+    fn set_answer_listener(&self, listener: AnswerListener) {
+        *lock(&self.listener) = Some(listener);
     }
 
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
@@ -113,7 +167,7 @@ impl SessionStore for MemorySessions {
         let mut sessions = lock(&self.sessions);
         let before_count = sessions.len();
         sessions.retain(|_, session| session.last_used_at > cutoff);
-        lock(&self.answers).retain(|(session, _), _| sessions.contains_key(session));
+        lock(&self.questions).retain(|(session, _), _| sessions.contains_key(session));
         Ok(u64::try_from(before_count - sessions.len()).unwrap_or(u64::MAX))
     }
 }

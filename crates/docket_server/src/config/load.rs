@@ -150,6 +150,9 @@ impl Config {
                 "server.header_read_timeout, server.body_timeout: must be longer than zero".into(),
             );
         }
+        if self.server.max_sessions_per_identity == 0 {
+            problems.push("server.max_sessions_per_identity: must be at least 1".into());
+        }
         if self.server.session_idle_timeout.is_zero() {
             problems.push("server.session_idle_timeout: must be longer than zero".into());
         }

@@ -90,6 +90,9 @@ pub struct ServerConfig {
     /// sit unused before it ends; its client then initializes again.
     #[serde(deserialize_with = "deserialize_duration")]
     pub session_idle_timeout: Duration,
+    /// Sessions one identity may hold at once; opening one more ends that
+    /// identity's least recently used session (never anyone else's).
+    pub max_sessions_per_identity: u32,
 }
 
 impl Default for ServerConfig {
@@ -106,6 +109,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             request_state_secret: None,
             session_idle_timeout: crate::legacy::DEFAULT_IDLE_TIMEOUT,
+            max_sessions_per_identity: crate::legacy::DEFAULT_SESSIONS_PER_IDENTITY,
         }
     }
 }
@@ -123,6 +127,7 @@ impl fmt::Debug for ServerConfig {
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
             .field("session_idle_timeout", &self.session_idle_timeout)
+            .field("max_sessions_per_identity", &self.max_sessions_per_identity)
             .field(
                 "request_state_secret",
                 &self.request_state_secret.as_ref().map(|_| "<redacted>"),

@@ -2,8 +2,10 @@
 //! whose client declared elicitation at `initialize`: the call's answer becomes an
 //! SSE stream, each question an `elicitation/create` request on it; the client
 //! POSTs its answer as a JSON-RPC response to whichever replica it reaches, which
-//! keeps it in the session ([`SessionStore::put_answer`]); this stream, on the
-//! replica running the call, takes it there and makes the call again with the
+//! keeps it in the session ([`SessionStore::put_answer`]) if the question waits
+//! (it was recorded before it was asked, [`SessionStore::ask`]) and signals it;
+//! this stream, on the replica running the call, is woken by the signal (or reads
+//! the store each second), takes the answer and makes the call again with the
 //! answers, as a current-era client makes a multi round-trip call. Nothing is
 //! called before every question is answered, and a declined question is the
 //! pipeline's to refuse, as for any client.
@@ -26,8 +28,10 @@ use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
 use crate::state::App;
 
-/// How often the stream looks for the client's answer.
-const ANSWER_POLL: Duration = Duration::from_millis(100);
+/// How often the stream reads the store for the client's answer when no signal
+/// came: signals (in-process, or NOTIFY on PostgreSQL) wake it at once, and a
+/// signal lost while a listening connection reconnects costs at most this.
+const ANSWER_POLL: Duration = Duration::from_secs(1);
 
 /// Rounds of questions one call may ask before it is refused.
 const MAX_ROUNDS: usize = 8;
@@ -147,11 +151,30 @@ impl Conversation {
         }
         let question =
             json!({"jsonrpc": "2.0", "id": id, "method": ELICIT_METHOD, "params": params});
-        items
-            .send(StreamItem::Message(question))
-            .await
-            .map_err(|_| None)?;
         let store: &Arc<dyn SessionStore> = &self.app.state.sessions;
+        // Registered before the question is recorded, so no answer's signal is missed.
+        let waiting = self
+            .app
+            .state
+            .answer_waiters
+            .register(&self.session_id, &id);
+        match store.ask(&self.session_id, &id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Some(ErrorObject::invalid_params(
+                    "the session ended while the call was asking; initialize again",
+                )));
+            }
+            Err(err) => {
+                return Err(Some(ErrorObject::internal(format!(
+                    "could not keep the question in the session; try again: {err}"
+                ))));
+            }
+        }
+        if items.send(StreamItem::Message(question)).await.is_err() {
+            self.forget(&id).await;
+            return Err(None);
+        }
         let mut warned = false;
         loop {
             match store.take_answer(&self.session_id, &id).await {
@@ -165,9 +188,27 @@ impl Conversation {
                 Err(_) => {}
             }
             tokio::select! {
+                () = waiting.notified() => {}
                 () = tokio::time::sleep(ANSWER_POLL) => {}
-                () = items.closed() => return Err(None),
+                () = items.closed() => {
+                    self.forget(&id).await;
+                    return Err(None);
+                }
             }
+        }
+    }
+
+    /// Ends a question whose call's stream closed, so its late answer is refused.
+    async fn forget(&self, id: &str) {
+        if let Err(err) = self
+            .app
+            .state
+            .sessions
+            .forget_question(&self.session_id, id)
+            .await
+        {
+            // It goes with its session when the session ends.
+            tracing::warn!(error = %err, "could not forget an elicitation question");
         }
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 pub(crate) use shape::{Refusal, result_shape};
 
-use docket_catalog::{CatalogError, NewSession, Session, SessionStore};
+use docket_catalog::{NewSession, Session, SessionStore};
 use docket_protocol::error::ErrorObject;
 use docket_protocol::jsonrpc::Request;
 use docket_protocol::legacy::{
@@ -48,6 +48,9 @@ use crate::state::App;
 
 /// How long a session may sit unused before it is gone, unless configured.
 pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// How many sessions one identity may hold unless configured otherwise.
+pub(crate) const DEFAULT_SESSIONS_PER_IDENTITY: u32 = 100;
 
 /// A session's last use is written again only when it is older than this, so a busy
 /// session costs one write a minute, not one per request.
@@ -235,13 +238,16 @@ async fn initialize(
     })?;
     app.state
         .sessions
-        .create_session(NewSession {
-            id: id.clone(),
-            protocol_version: version.to_owned(),
-            client_capabilities: Value::Object(params.capabilities),
-            client_info: params.client_info,
-            subject: identity.subject.clone(),
-        })
+        .create_session(
+            NewSession {
+                id: id.clone(),
+                protocol_version: version.to_owned(),
+                client_capabilities: Value::Object(params.capabilities),
+                client_info: params.client_info,
+                subject: identity.subject.clone(),
+            },
+            app.config().server.max_sessions_per_identity,
+        )
         .await
         .map_err(|err| Refusal::unavailable(&err))?;
     tracing::info!(
@@ -508,11 +514,13 @@ pub(crate) async fn answer(
         .put_answer(&session.id, request_id, elicit::answer_of(&response))
         .await
     {
-        Ok(()) => Ok(()),
-        Err(CatalogError::Duplicate) => Err(Refusal::new(
+        Ok(true) => Ok(()),
+        // Never asked, answered already, or nobody waits any more: one answer.
+        Ok(false) => Err(Refusal::new(
             StatusCode::BAD_REQUEST,
             docket_protocol::error::INVALID_REQUEST,
-            "this request was already answered",
+            "no question with this id waits for an answer in this session: it was \
+             answered already, its call ended, or the server never asked it",
         )),
         Err(err) => Err(Refusal::unavailable(&err)),
     }

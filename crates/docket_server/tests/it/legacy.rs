@@ -19,7 +19,7 @@ const ALL_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-
 
 fn config(idle: &str) -> Config {
     let yaml = format!(
-        "server: {{ session_idle_timeout: {idle} }}\n\
+        "server: {{ session_idle_timeout: {idle}, max_sessions_per_identity: 3 }}\n\
          personas:\n\
          \x20 analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }} }}\n"
     );
@@ -338,6 +338,27 @@ async fn sessions_end_on_delete_and_after_sitting_idle(backend: Backend) {
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let (status_later, body) = idle.request("ping", json!({})).await;
     assert_eq!(status_later, StatusCode::NOT_FOUND, "{body}");
+
+    // One identity holds at most three sessions: a fourth ends its least recently
+    // used one; another identity's session is untouched.
+    let mut bob = LegacyClient::new(server, "bob");
+    bob.initialize("2025-11-25").await;
+    let mut opened = Vec::new();
+    for _ in 0..4 {
+        let mut client = LegacyClient::new(server, "alice");
+        client.initialize("2025-11-25").await;
+        opened.push(client);
+    }
+    let (oldest, _) = opened[0].request("ping", json!({})).await;
+    assert_eq!(
+        oldest,
+        StatusCode::NOT_FOUND,
+        "the least recently used ended"
+    );
+    for client in &opened[1..] {
+        assert_eq!(client.request("ping", json!({})).await.0, StatusCode::OK);
+    }
+    assert_eq!(bob.request("ping", json!({})).await.0, StatusCode::OK);
 }
 
 /// A tool that logs at three levels, and one that needs consent (as the Trino tools
@@ -845,15 +866,8 @@ async fn consent_is_asked_on_the_call_stream_and_answered_on_any_replica(backend
     let mut alice = LegacyClient::new(&replica_a, "alice");
     alice.initialize("2025-11-25").await;
     let session = alice.session.clone().expect("session");
-
-    for (answer, expected) in [
-        (
-            json!({"action": "accept", "content": {"confirm": true}}),
-            "ran",
-        ),
-        (json!({"action": "decline"}), "declined"),
-    ] {
-        let mut call = replica_a
+    let call_guarded = || {
+        replica_a
             .http
             .post(replica_a.url("/mcp"))
             .header("content-type", "application/json")
@@ -862,8 +876,52 @@ async fn consent_is_asked_on_the_call_stream_and_answered_on_any_replica(backend
             .json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                           "params": {"name": "guarded", "arguments": {}}}))
             .send()
-            .await
-            .expect("sent");
+    };
+
+    // An answer to a question the server never asked is refused: nothing is kept.
+    let (status, _, body) = alice
+        .post(json!({"jsonrpc": "2.0", "id": "elicit-never-asked", "result": {"action": "accept"}}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // A question whose call's stream closed is forgotten: its late answer is refused.
+    // The server learns of the close when it next writes or polls, so each try asks
+    // afresh and waits a little before answering; an answer that still found its
+    // question waiting (202) only means the server had not noticed yet.
+    let hang_guard = std::time::Instant::now();
+    loop {
+        let mut abandoned = call_guarded().await.expect("sent");
+        let messages = read_until(&mut abandoned, |message| {
+            message["method"] == "elicitation/create"
+        })
+        .await;
+        let abandoned_id = messages
+            .iter()
+            .find_map(|message| message["id"].as_str().map(str::to_owned))
+            .expect("the question");
+        drop(abandoned);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (status, _, body) = alice
+            .post(json!({"jsonrpc": "2.0", "id": abandoned_id, "result": {"action": "decline"}}))
+            .await;
+        if status == StatusCode::BAD_REQUEST {
+            break;
+        }
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        assert!(
+            hang_guard.elapsed() < std::time::Duration::from_secs(60),
+            "a closed stream's question is forgotten"
+        );
+    }
+
+    for (answer, expected) in [
+        (
+            json!({"action": "accept", "content": {"confirm": true}}),
+            "ran",
+        ),
+        (json!({"action": "decline"}), "declined"),
+    ] {
+        let mut call = call_guarded().await.expect("sent");
         assert_eq!(
             call.headers()["content-type"],
             "text/event-stream",

@@ -1,6 +1,7 @@
-//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`, on two channels:
-//! task signals on `docket_tasks` and run signals on `docket_runs` (each store
-//! keeps one [`Signals`] per channel).
+//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`, on three channels:
+//! task signals on `docket_tasks`, run signals on `docket_runs` and answers to a
+//! session's questions on `docket_sessions` (each store keeps one [`Signals`] per
+//! channel, and listens only on those it was asked to).
 //!
 //! `request_cancel` and `answer_input` run `pg_notify('docket_tasks',
 //! '<kind>:<task id>')` in their own transaction, so the notification goes out
@@ -23,6 +24,7 @@ use tokio::sync::oneshot;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::tasks::CHANNEL;
+use docket_catalog::AnswerSignal;
 use docket_catalog::scripts::RunSignal;
 
 /// The channel run signals travel on; payloads are `queued:<id>` and
@@ -35,6 +37,9 @@ macro_rules! run_channel {
 pub(crate) use run_channel;
 /// [`run_channel!`] as a constant.
 pub(crate) const RUN_CHANNEL: &str = run_channel!();
+
+/// The channel answer signals travel on; payloads are `<session id>:<request id>`.
+pub(crate) const ANSWER_CHANNEL: &str = "docket_sessions";
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -65,6 +70,13 @@ impl Signals<RunSignal> {
     /// Run signals, on `docket_runs`.
     pub(crate) fn runs(url: String) -> Self {
         Self::new(url, RUN_CHANNEL, parse_run_signal)
+    }
+}
+
+impl Signals<AnswerSignal> {
+    /// Answer signals, on `docket_sessions`.
+    pub(crate) fn answers(url: String) -> Self {
+        Self::new(url, ANSWER_CHANNEL, parse_answer_signal)
     }
 }
 
@@ -202,6 +214,16 @@ fn parse_run_signal(payload: &str) -> Option<RunSignal> {
     }
 }
 
+/// Parses an answer signal payload: `<session id>:<request id>` (a session id has
+/// no colon; a request id may).
+fn parse_answer_signal(payload: &str) -> Option<AnswerSignal> {
+    let (session_id, request_id) = payload.split_once(':')?;
+    (!session_id.is_empty() && !request_id.is_empty()).then(|| AnswerSignal {
+        session_id: session_id.to_owned(),
+        request_id: request_id.to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +249,19 @@ mod tests {
         );
         assert_eq!(parse_run_signal("other:a"), None);
         assert_eq!(parse_run_signal("cancel"), None);
+    }
+
+    #[test]
+    fn answer_payloads_name_a_session_and_a_request() {
+        assert_eq!(
+            parse_answer_signal("s1:elicit-a:b"),
+            Some(AnswerSignal {
+                session_id: "s1".into(),
+                request_id: "elicit-a:b".into()
+            })
+        );
+        assert_eq!(parse_answer_signal("s1:"), None);
+        assert_eq!(parse_answer_signal(":r"), None);
+        assert_eq!(parse_answer_signal("s1"), None);
     }
 }

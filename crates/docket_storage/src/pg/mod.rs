@@ -37,8 +37,8 @@ use crate::url::Backend;
 #[cfg(feature = "testing")]
 pub(crate) use connection::establish;
 use docket_catalog::{
-    Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord, NewSession, PageCursor, Session, SessionStore,
+    AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
+    NewAsset, NewCallRecord, NewSession, PageCursor, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -55,6 +55,7 @@ pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
     signals: listen::Signals<docket_task::store::TaskSignal>,
     run_signals: listen::Signals<docket_catalog::scripts::RunSignal>,
+    answer_signals: listen::Signals<docket_catalog::AnswerSignal>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -108,6 +109,7 @@ impl PgStore {
             pool,
             signals: listen::Signals::tasks(url.to_owned()),
             run_signals: listen::Signals::runs(url.to_owned()),
+            answer_signals: listen::Signals::answers(url.to_owned()),
         })
     }
 
@@ -259,9 +261,13 @@ impl CallCatalog for PgStore {
 
 #[async_trait]
 impl SessionStore for PgStore {
-    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError> {
+    async fn create_session(
+        &self,
+        session: NewSession,
+        per_subject: u32,
+    ) -> Result<(), CatalogError> {
         session.validate()?;
-        sessions::insert(&mut *self.catalog_conn().await?, &session).await
+        sessions::insert(&mut *self.catalog_conn().await?, &session, per_subject).await
     }
 
     async fn find_session(
@@ -284,12 +290,16 @@ impl SessionStore for PgStore {
         sessions::delete(&mut *self.catalog_conn().await?, id).await
     }
 
+    async fn ask(&self, session_id: &str, request_id: &str) -> Result<bool, CatalogError> {
+        sessions::ask(&mut *self.catalog_conn().await?, session_id, request_id).await
+    }
+
     async fn put_answer(
         &self,
         session_id: &str,
         request_id: &str,
         answer: Value,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<bool, CatalogError> {
         sessions::put_answer(
             &mut *self.catalog_conn().await?,
             session_id,
@@ -310,7 +320,19 @@ impl SessionStore for PgStore {
             .transpose()
     }
 
+    async fn forget_question(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<(), CatalogError> {
+        sessions::forget_question(&mut *self.catalog_conn().await?, session_id, request_id).await
+    }
+
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
         sessions::delete_idle(&mut *self.catalog_conn().await?, idle).await
+    }
+
+    fn set_answer_listener(&self, listener: AnswerListener) {
+        self.answer_signals.set_listener(listener);
     }
 }

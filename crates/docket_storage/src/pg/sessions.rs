@@ -17,20 +17,29 @@ use time::OffsetDateTime;
 
 type SessionRow = rows::SessionRow<PgColumns>;
 
-/// Stores a new session.
+/// Stores a new session and, in the same statement, ends its subject's least
+/// recently used sessions beyond `per_subject` (the new one always stays: the
+/// statement's snapshot does not hold it, so `per_subject - 1` others are kept).
 pub(crate) async fn insert(
     conn: &mut AsyncPgConnection,
     session: &NewSession,
+    per_subject: u32,
 ) -> Result<(), CatalogError> {
     statement(
-        "INSERT INTO mcp_sessions (id, protocol_version, client_capabilities, client_info, subject) \
-         VALUES ($1, $2, $3, $4, $5)",
+        "WITH opened AS ( \
+             INSERT INTO mcp_sessions (id, protocol_version, client_capabilities, client_info, subject) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id) \
+         DELETE FROM mcp_sessions WHERE id IN ( \
+             SELECT id FROM mcp_sessions WHERE subject = $5 \
+              ORDER BY last_used_at DESC, created_at DESC OFFSET $6) \
+           AND EXISTS (SELECT 1 FROM opened)",
     )
     .bind::<Text, _>(&session.id)
     .bind::<Text, _>(&session.protocol_version)
     .bind::<Text, _>(session.client_capabilities.to_string())
     .bind::<Nullable<Text>, _>(session.client_info.as_ref().map(ToString::to_string))
     .bind::<Text, _>(&session.subject)
+    .bind::<BigInt, _>(i64::from(per_subject.max(1) - 1))
     .execute(conn)
     .await
     .map_err(catalog_query_error)
@@ -109,15 +118,38 @@ pub(crate) async fn delete_idle(
     .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
 }
 
-/// Keeps an answer; a second answer to one request is [`CatalogError::Duplicate`].
+/// Records a question asked in a live session; false when the session is gone.
+pub(crate) async fn ask(
+    conn: &mut AsyncPgConnection,
+    session_id: &str,
+    request_id: &str,
+) -> Result<bool, CatalogError> {
+    statement(
+        "INSERT INTO mcp_session_questions (session_id, request_id) \
+         SELECT id, $2 FROM mcp_sessions WHERE id = $1",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .execute(conn)
+    .await
+    .map_err(catalog_query_error)
+    .map(|inserted| inserted == 1)
+}
+
+/// Keeps the answer to a question that waits and, in the same transaction, signals
+/// it on `docket_sessions` (delivered at commit); false when no question waits.
 pub(crate) async fn put_answer(
     conn: &mut AsyncPgConnection,
     session_id: &str,
     request_id: &str,
     answer: &str,
-) -> Result<(), CatalogError> {
+) -> Result<bool, CatalogError> {
     statement(
-        "INSERT INTO mcp_session_answers (session_id, request_id, answer) VALUES ($1, $2, $3)",
+        "WITH kept AS ( \
+             UPDATE mcp_session_questions SET answer = $3 \
+              WHERE session_id = $1 AND request_id = $2 AND answer IS NULL \
+             RETURNING session_id, request_id) \
+         SELECT pg_notify('docket_sessions', session_id || ':' || request_id) FROM kept",
     )
     .bind::<Text, _>(session_id)
     .bind::<Text, _>(request_id)
@@ -125,10 +157,10 @@ pub(crate) async fn put_answer(
     .execute(conn)
     .await
     .map_err(catalog_query_error)
-    .map(drop)
+    .map(|kept| kept == 1)
 }
 
-/// Takes an answer: marks it taken and returns its text, once.
+/// Takes an answer that arrived, ending its question: its text, once.
 pub(crate) async fn take_answer(
     conn: &mut AsyncPgConnection,
     session_id: &str,
@@ -140,8 +172,8 @@ pub(crate) async fn take_answer(
         answer: String,
     }
     statement(
-        "UPDATE mcp_session_answers SET taken = true \
-         WHERE session_id = $1 AND request_id = $2 AND NOT taken RETURNING answer",
+        "DELETE FROM mcp_session_questions \
+         WHERE session_id = $1 AND request_id = $2 AND answer IS NOT NULL RETURNING answer",
     )
     .bind::<Text, _>(session_id)
     .bind::<Text, _>(request_id)
@@ -150,4 +182,19 @@ pub(crate) async fn take_answer(
     .optional()
     .map_err(catalog_query_error)
     .map(|answer| answer.map(|answer| answer.answer))
+}
+
+/// Ends a question nobody waits for.
+pub(crate) async fn forget_question(
+    conn: &mut AsyncPgConnection,
+    session_id: &str,
+    request_id: &str,
+) -> Result<(), CatalogError> {
+    statement("DELETE FROM mcp_session_questions WHERE session_id = $1 AND request_id = $2")
+        .bind::<Text, _>(session_id)
+        .bind::<Text, _>(request_id)
+        .execute(conn)
+        .await
+        .map_err(catalog_query_error)
+        .map(drop)
 }

@@ -52,8 +52,8 @@ use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
 use crate::shared::Ending;
 use crate::url::Backend;
 use docket_catalog::{
-    Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome, NewAsset,
-    NewCallRecord, NewSession, PageCursor, Session, SessionStore,
+    AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
+    NewAsset, NewCallRecord, NewSession, PageCursor, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -73,6 +73,9 @@ type Connection = SyncConnectionWrapper<SqliteConnection>;
 pub struct SqliteStore {
     readers: Pool<Connection>,
     writer: Pool<Connection>,
+    /// Hears answers to session questions: one process writes this file, so the
+    /// signal is a call in this process.
+    answer_listener: std::sync::Mutex<Option<AnswerListener>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -105,7 +108,11 @@ impl SqliteStore {
             backend: Backend::Sqlite,
             source: Cause::scrubbed(&error, ""),
         })?);
-        Ok(Self { readers, writer })
+        Ok(Self {
+            readers,
+            writer,
+            answer_listener: std::sync::Mutex::default(),
+        })
     }
 
     /// Runs `work` on a reading connection, on a blocking thread.
@@ -377,9 +384,13 @@ impl CallCatalog for SqliteStore {
 
 #[async_trait]
 impl SessionStore for SqliteStore {
-    async fn create_session(&self, session: NewSession) -> Result<(), CatalogError> {
+    async fn create_session(
+        &self,
+        session: NewSession,
+        per_subject: u32,
+    ) -> Result<(), CatalogError> {
         session.validate()?;
-        self.write(move |conn| sessions::insert(conn, &session))
+        self.write(move |conn| sessions::insert(conn, &session, per_subject))
             .await
             .map_err(catalog_error)
     }
@@ -418,17 +429,38 @@ impl SessionStore for SqliteStore {
             .map_err(catalog_error)
     }
 
+    async fn ask(&self, session_id: &str, request_id: &str) -> Result<bool, CatalogError> {
+        let (session_id, request_id) = (session_id.to_owned(), request_id.to_owned());
+        self.write(move |conn| sessions::ask(conn, &session_id, &request_id))
+            .await
+            .map_err(catalog_error)
+    }
+
     async fn put_answer(
         &self,
         session_id: &str,
         request_id: &str,
         answer: Value,
-    ) -> Result<(), CatalogError> {
-        let (session_id, request_id) = (session_id.to_owned(), request_id.to_owned());
+    ) -> Result<bool, CatalogError> {
+        let signal = docket_catalog::AnswerSignal {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+        };
+        let (session, request) = (signal.session_id.clone(), signal.request_id.clone());
         let answer = answer.to_string();
-        self.write(move |conn| sessions::put_answer(conn, &session_id, &request_id, &answer))
+        let kept = self
+            .write(move |conn| sessions::put_answer(conn, &session, &request, &answer))
             .await
-            .map_err(catalog_error)
+            .map_err(catalog_error)?;
+        let listener = self
+            .answer_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let (true, Some(listener)) = (kept, listener) {
+            listener(signal);
+        }
+        Ok(kept)
     }
 
     async fn take_answer(
@@ -444,10 +476,28 @@ impl SessionStore for SqliteStore {
             .transpose()
     }
 
+    async fn forget_question(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<(), CatalogError> {
+        let (session_id, request_id) = (session_id.to_owned(), request_id.to_owned());
+        self.write(move |conn| sessions::forget_question(conn, &session_id, &request_id))
+            .await
+            .map_err(catalog_error)
+    }
+
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
         self.write(move |conn| sessions::delete_idle(conn, idle))
             .await
             .map_err(catalog_error)
             .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
+    }
+
+    fn set_answer_listener(&self, listener: AnswerListener) {
+        *self
+            .answer_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(listener);
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel::sql_types::{Nullable, Text};
+use diesel::sql_types::{BigInt, Nullable, Text};
 
 use super::sql::{modifier, now};
 use crate::columns::TextColumns;
@@ -15,19 +15,35 @@ use docket_catalog::NewSession;
 /// A session as read.
 pub(crate) type SessionRow = rows::SessionRow<TextColumns>;
 
-/// Stores a new session.
-pub(crate) fn insert(conn: &mut SqliteConnection, session: &NewSession) -> QueryResult<()> {
-    statement(
-        "INSERT INTO mcp_sessions (id, protocol_version, client_capabilities, client_info, subject) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .bind::<Text, _>(&session.id)
-    .bind::<Text, _>(&session.protocol_version)
-    .bind::<Text, _>(session.client_capabilities.to_string())
-    .bind::<Nullable<Text>, _>(session.client_info.as_ref().map(ToString::to_string))
-    .bind::<Text, _>(&session.subject)
-    .execute(conn)
-    .map(drop)
+/// Stores a new session and, in the same transaction, ends its subject's least
+/// recently used other sessions beyond `per_subject - 1`.
+pub(crate) fn insert(
+    conn: &mut SqliteConnection,
+    session: &NewSession,
+    per_subject: u32,
+) -> QueryResult<()> {
+    conn.transaction(|conn| {
+        statement(
+            "INSERT INTO mcp_sessions (id, protocol_version, client_capabilities, client_info, subject) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind::<Text, _>(&session.id)
+        .bind::<Text, _>(&session.protocol_version)
+        .bind::<Text, _>(session.client_capabilities.to_string())
+        .bind::<Nullable<Text>, _>(session.client_info.as_ref().map(ToString::to_string))
+        .bind::<Text, _>(&session.subject)
+        .execute(conn)?;
+        statement(
+            "DELETE FROM mcp_sessions WHERE id IN ( \
+                 SELECT id FROM mcp_sessions WHERE subject = ?1 AND id <> ?2 \
+                  ORDER BY last_used_at DESC, created_at DESC LIMIT -1 OFFSET ?3)",
+        )
+        .bind::<Text, _>(&session.subject)
+        .bind::<Text, _>(&session.id)
+        .bind::<BigInt, _>(i64::from(per_subject.max(1) - 1))
+        .execute(conn)
+        .map(drop)
+    })
 }
 
 /// The session, unless idle for longer than `idle`.
@@ -89,24 +105,41 @@ pub(crate) fn delete_idle(conn: &mut SqliteConnection, idle: Duration) -> QueryR
     .execute(conn)
 }
 
-/// Keeps an answer; a second answer to one request is a unique violation.
+/// Records a question asked in a live session; false when the session is gone.
+pub(crate) fn ask(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    request_id: &str,
+) -> QueryResult<bool> {
+    statement(
+        "INSERT INTO mcp_session_questions (session_id, request_id) \
+         SELECT id, ?2 FROM mcp_sessions WHERE id = ?1",
+    )
+    .bind::<Text, _>(session_id)
+    .bind::<Text, _>(request_id)
+    .execute(conn)
+    .map(|inserted| inserted == 1)
+}
+
+/// Keeps the answer to a question that waits; false when no question waits.
 pub(crate) fn put_answer(
     conn: &mut SqliteConnection,
     session_id: &str,
     request_id: &str,
     answer: &str,
-) -> QueryResult<()> {
+) -> QueryResult<bool> {
     statement(
-        "INSERT INTO mcp_session_answers (session_id, request_id, answer) VALUES (?1, ?2, ?3)",
+        "UPDATE mcp_session_questions SET answer = ?3 \
+         WHERE session_id = ?1 AND request_id = ?2 AND answer IS NULL",
     )
     .bind::<Text, _>(session_id)
     .bind::<Text, _>(request_id)
     .bind::<Text, _>(answer)
     .execute(conn)
-    .map(drop)
+    .map(|kept| kept == 1)
 }
 
-/// Takes an answer: marks it taken and returns its text, once.
+/// Takes an answer that arrived, ending its question: its text, once.
 pub(crate) fn take_answer(
     conn: &mut SqliteConnection,
     session_id: &str,
@@ -118,12 +151,25 @@ pub(crate) fn take_answer(
         answer: String,
     }
     statement(
-        "UPDATE mcp_session_answers SET taken = true \
-         WHERE session_id = ?1 AND request_id = ?2 AND NOT taken RETURNING answer",
+        "DELETE FROM mcp_session_questions \
+         WHERE session_id = ?1 AND request_id = ?2 AND answer IS NOT NULL RETURNING answer",
     )
     .bind::<Text, _>(session_id)
     .bind::<Text, _>(request_id)
     .get_result::<Answer>(conn)
     .optional()
     .map(|answer| answer.map(|answer| answer.answer))
+}
+
+/// Ends a question nobody waits for.
+pub(crate) fn forget_question(
+    conn: &mut SqliteConnection,
+    session_id: &str,
+    request_id: &str,
+) -> QueryResult<()> {
+    statement("DELETE FROM mcp_session_questions WHERE session_id = ?1 AND request_id = ?2")
+        .bind::<Text, _>(session_id)
+        .bind::<Text, _>(request_id)
+        .execute(conn)
+        .map(drop)
 }

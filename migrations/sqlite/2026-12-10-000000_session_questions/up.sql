@@ -1,0 +1,18 @@
+-- The server's questions to a session's client (elicitation), from the moment
+-- one is asked until the call waiting for it takes the answer: an answer is
+-- accepted only for a question that waits, once, so a client cannot fill the
+-- table with answers to questions nobody asked. Replaces the answers table (an
+-- answer in flight across this upgrade is lost; its call asks again when the
+-- client makes it again).
+DROP TABLE mcp_session_answers;
+CREATE TABLE mcp_session_questions (
+    session_id TEXT NOT NULL REFERENCES mcp_sessions (id) ON DELETE CASCADE,
+    request_id TEXT NOT NULL,
+    answer TEXT,
+    asked_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (session_id, request_id)
+);
+
+-- A subject's sessions by last use: a new session beyond the per-identity cap
+-- ends the least recently used.
+CREATE INDEX mcp_sessions_subject_last_used_at ON mcp_sessions (subject, last_used_at);
