@@ -955,3 +955,117 @@ async fn a_database_url_of_another_kind_is_refused() {
         "a sqlite url is not taken for PostgreSQL"
     );
 }
+
+/// The fixture through `rmcp` in its session mode: it opens with `initialize`
+/// (revision 2025-11-25), keeps the `Mcp-Session-Id`, and answers the server's
+/// question by its own elicitation handler. rmcp speaks tasks only as the current
+/// era's extension, so no 2025-11-25 task is asked of it here.
+mod rmcp_session {
+    use rmcp::model::{
+        CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+        ElicitationAction, ElicitationCapability, Implementation, ProtocolVersion,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _, ErrorData, RoleClient};
+
+    use super::*;
+
+    /// A client that declares form elicitation and answers as a person would.
+    struct Answering;
+
+    impl ClientHandler for Answering {
+        fn get_info(&self) -> ClientConfig {
+            let mut capabilities = ClientCapabilities::default();
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = Some(Default::default());
+            capabilities.elicitation = Some(elicitation);
+            ClientConfig::new(
+                capabilities,
+                Implementation::new("docket-fixture-rmcp-session", "0"),
+            )
+        }
+
+        async fn create_elicitation(
+            &self,
+            _request: ElicitRequestParams,
+            _context: RequestContext<RoleClient>,
+        ) -> Result<ElicitResult, ErrorData> {
+            Ok(ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({"username": "ferris", "email": "ferris@example.com"})))
+        }
+    }
+
+    fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+        CallToolRequestParams::new(name.to_owned()).with_arguments(
+            arguments
+                .as_object()
+                .expect("arguments are an object")
+                .clone(),
+        )
+    }
+
+    #[tokio::test]
+    async fn rmcp_in_session_mode_lists_calls_and_answers_a_question() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("rmcp=trace")
+            .with_test_writer()
+            .try_init();
+        let fixture = Fixture::start().await;
+        let transport =
+            StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", fixture.addr));
+        let client = guarded(
+            "connecting",
+            Answering.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+        )
+        .await
+        .expect("rmcp connects by initialize");
+        let server = client.peer_info().expect("the initialize result");
+        assert_eq!(server.protocol_version, ProtocolVersion::V_2025_11_25);
+        assert_eq!(
+            server.server_info.as_ref().map(|info| info.name.as_str()),
+            Some("docket")
+        );
+
+        let tools = guarded("tools/list", client.list_all_tools())
+            .await
+            .expect("tools/list");
+        for name in ["platform_info", "test_simple_text", "test_elicitation"] {
+            assert!(
+                tools.iter().any(|tool| tool.name == name),
+                "{name} is listed"
+            );
+        }
+        let me = guarded(
+            "platform_info",
+            client.call_tool(call("platform_info", json!({}))),
+        )
+        .await
+        .expect("platform_info");
+        assert_ne!(me.is_error, Some(true), "{me:?}");
+        let text = guarded(
+            "test_simple_text",
+            client.call_tool(call("test_simple_text", json!({}))),
+        )
+        .await
+        .expect("test_simple_text");
+        assert_ne!(text.is_error, Some(true), "{text:?}");
+
+        // The question arrives as elicitation/create on the call's stream; rmcp
+        // answers it in a POST of its own and the call goes on with the answer.
+        let asked = guarded(
+            "test_elicitation",
+            client.call_tool(call("test_elicitation", json!({"message": "Who are you?"}))),
+        )
+        .await
+        .expect("test_elicitation");
+        let said = match asked.content.first() {
+            Some(rmcp::model::ContentBlock::Text(text)) => text.text.clone(),
+            other => panic!("a text answer: {other:?}"),
+        };
+        assert!(said.contains("accept") && said.contains("ferris"), "{said}");
+        guarded("closing", client.cancel())
+            .await
+            .expect("the client closes");
+    }
+}

@@ -65,12 +65,29 @@ pub(super) struct Conversation {
     pub(super) shape: fn(Value) -> Value,
 }
 
-/// Answers a call that asked for input with a stream that asks the client, then
-/// carries the call's final answer.
-pub(super) fn converse(conversation: Conversation, first: Value) -> Reply {
+/// A call's first answer, as the pipeline gave it.
+pub(super) enum FirstAnswer {
+    /// A result (one that asks for input, or the call would not be here).
+    Result(Value),
+    /// A stream of progress and log messages that ends with the result.
+    Stream(mpsc::Receiver<StreamItem>),
+}
+
+/// Answers a call whose answer asks for input, or may (it streams), with a stream
+/// that passes on what the call streams, asks the client each question, and carries
+/// the call's final answer.
+pub(super) fn converse(conversation: Conversation, first: FirstAnswer) -> Reply {
     let (items, receiver) = mpsc::channel(16);
     tokio::spawn(async move {
-        let item = match conversation.run(first, &items).await {
+        let answered = match first {
+            FirstAnswer::Result(result) => Ok(result),
+            FirstAnswer::Stream(inner) => forward(inner, &items).await,
+        };
+        let item = match answered {
+            Ok(first) => conversation.run(first, &items).await,
+            Err(error) => Err(error),
+        };
+        let item = match item {
             Ok(result) => StreamItem::Result((conversation.shape)(result)),
             Err(Some(error)) => StreamItem::Error(error),
             // The client went away: nobody to tell.
@@ -79,6 +96,24 @@ pub(super) fn converse(conversation: Conversation, first: Value) -> Reply {
         let _ = items.send(item).await;
     });
     Reply::Stream(receiver)
+}
+
+/// Passes on what a call streams before its answer; the answer. `Err(None)` when the
+/// client went away.
+async fn forward(
+    mut inner: mpsc::Receiver<StreamItem>,
+    items: &mpsc::Sender<StreamItem>,
+) -> Result<Value, Option<ErrorObject>> {
+    while let Some(item) = inner.recv().await {
+        match item {
+            StreamItem::Result(result) => return Ok(result),
+            StreamItem::Error(error) => return Err(Some(error)),
+            other => items.send(other).await.map_err(|_| None)?,
+        }
+    }
+    Err(Some(ErrorObject::internal(
+        "the call ended without an answer",
+    )))
 }
 
 impl Conversation {
@@ -229,18 +264,7 @@ impl Conversation {
             Ok(Reply::Json(result)) => Ok(result),
             Ok(Reply::Encoded(bytes)) => serde_json::from_slice(&bytes)
                 .map_err(|err| Some(ErrorObject::internal(err.to_string()))),
-            Ok(Reply::Stream(mut inner)) => {
-                while let Some(item) = inner.recv().await {
-                    match item {
-                        StreamItem::Result(result) => return Ok(result),
-                        StreamItem::Error(error) => return Err(Some(error)),
-                        other => items.send(other).await.map_err(|_| None)?,
-                    }
-                }
-                Err(Some(ErrorObject::internal(
-                    "the call ended without an answer",
-                )))
-            }
+            Ok(Reply::Stream(inner)) => forward(inner, items).await,
             Err(error) => Err(Some(super::shape::Refusal::from_error(&error).error)),
         }
     }

@@ -343,9 +343,19 @@ async fn serve(
                             request.params.clone().unwrap_or(Value::Null),
                         )
                     });
-                    match call::call_tool(app, context, request.params).await {
-                        Ok(Reply::Json(result)) if elicit::asks_for_input(&result) => match retry {
-                            Some((identity, headers, meta, params)) => Ok(elicit::converse(
+                    let first = match call::call_tool(app, context, request.params).await {
+                        Ok(Reply::Json(result)) if elicit::asks_for_input(&result) => {
+                            Ok(elicit::FirstAnswer::Result(result))
+                        }
+                        // A streamed answer (progress, log messages) may end asking.
+                        Ok(Reply::Stream(inner)) if retry.is_some() => {
+                            Ok(elicit::FirstAnswer::Stream(inner))
+                        }
+                        other => Err(other),
+                    };
+                    match (first, retry) {
+                        (Ok(first), Some((identity, headers, meta, params))) => {
+                            Ok(elicit::converse(
                                 elicit::Conversation {
                                     app: app.clone(),
                                     identity,
@@ -356,13 +366,13 @@ async fn serve(
                                     params,
                                     shape: call_result_shape,
                                 },
-                                result,
-                            )),
-                            None => Err(McpError::Internal(
-                                "a call asked for input in a session that cannot answer".into(),
-                            )),
-                        },
-                        other => other.and_then(call_shape),
+                                first,
+                            ))
+                        }
+                        (Ok(_), None) => Err(McpError::Internal(
+                            "a call asked for input in a session that cannot answer".into(),
+                        )),
+                        (Err(other), _) => other.and_then(call_shape),
                     }
                 }
                 _ if with_tasks => tasks::serve(app, &context, method, request.params).await,

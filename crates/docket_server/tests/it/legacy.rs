@@ -964,4 +964,30 @@ async fn consent_is_asked_on_the_call_stream_and_answered_on_any_replica(backend
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
     }
+
+    // A session that asked for log messages gets every call's answer as a stream;
+    // a question at the end of that stream is asked all the same (rmcp found this).
+    let (status, body) = alice
+        .request("logging/setLevel", json!({"level": "debug"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut call = call_guarded().await.expect("sent");
+    let messages = read_until(&mut call, |message| {
+        message["method"] == "elicitation/create" || message["id"] == 5
+    })
+    .await;
+    let question_id = messages
+        .iter()
+        .find(|message| message["method"] == "elicitation/create")
+        .and_then(|message| message["id"].as_str())
+        .unwrap_or_else(|| panic!("a question, not {messages:?}"))
+        .to_owned();
+    let (status, _, _) = alice
+        .post(json!({"jsonrpc": "2.0", "id": question_id,
+                     "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let messages = read_until(&mut call, |message| message["id"] == 5).await;
+    let last = messages.last().expect("the answer");
+    assert_eq!(last["result"]["content"][0]["text"], "ran", "{last}");
 }
