@@ -7,24 +7,29 @@
 //! `tasks/list` lists the caller's own tasks across every task source (the task
 //! table and script runs), newest first, a page at a time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use docket_protocol::TASKS_EXTENSION;
 use docket_protocol::error::ErrorObject;
 use docket_protocol::tasks::TaskIdParams;
-use docket_task::TaskStatus;
+use docket_task::{TaskStatus, TaskView};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use crate::error::McpError;
 use crate::registry::TaskSupport;
-use crate::reply::Reply;
+use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
 use crate::state::App;
-use crate::tasks::{self, viewed_task};
+use crate::tasks::{self, FoundTask, viewed_task};
 
 /// The revision whose sessions get tasks.
 pub(super) const TASKS_REVISION: &str = "2025-11-25";
+
+/// The notification that tells a client its task's status changed.
+const STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 
 /// The key that ties a result to its task.
 const RELATED_TASK_KEY: &str = "io.modelcontextprotocol/related-task";
@@ -151,57 +156,131 @@ pub(super) async fn serve(
                 tokio::time::sleep(WAIT_STEP).await;
             }
         }
-        "tasks/result" => loop {
+        "tasks/result" => {
+            // Unknown ids, and tasks that have ended, are answered at once.
             let (found, view) = find().await?;
-            match view.status {
-                TaskStatus::Completed => {
-                    let mut result =
-                        super::shape::result_shape(found.record.result.unwrap_or(Value::Null));
-                    if let Value::Object(object) = &mut result {
-                        let meta = object
-                            .entry("_meta")
-                            .or_insert_with(|| Value::Object(Default::default()));
-                        if let Value::Object(meta) = meta {
-                            meta.insert(RELATED_TASK_KEY.into(), json!({"taskId": task_id}));
-                        }
-                    }
-                    return Ok(Reply::Json(result));
-                }
-                TaskStatus::Failed => {
-                    let error = view.error.map_or_else(
-                        || ErrorObject::internal("the task failed"),
-                        |error| ErrorObject {
-                            code: error.code,
-                            message: error.message,
-                            data: error.data,
-                        },
-                    );
-                    return Err(McpError::TaskFailed(error));
-                }
-                TaskStatus::Cancelled => {
-                    return Err(McpError::InvalidParams(
-                        "the task was cancelled, so it has no result".into(),
-                    ));
-                }
-                TaskStatus::InputRequired => {
-                    return Err(McpError::InvalidParams(
-                        "the task is waiting for input, which a session of revision 2025-11-25 \
-                         cannot give yet: answer it from a 2026-07-28 client (tasks/update), or \
-                         cancel it with tasks/cancel"
-                            .into(),
-                    ));
-                }
-                // Read again at the task's own poll interval (within bounds), so a
-                // client holding many `tasks/result` open costs the store what polling
-                // would, not ten reads a second each.
-                TaskStatus::Working => {
-                    let step = Duration::from_millis(found.record.poll_interval_ms)
-                        .clamp(WAIT_STEP, RESULT_WAIT_MAX);
-                    tokio::time::sleep(step).await;
+            if let Some(answer) = ended(&found, &view, &task_id) {
+                return answer.map(Reply::Json);
+            }
+            // Otherwise the answer streams: each change of the task's status (or its
+            // message) as `notifications/tasks/status`, then its result.
+            let (items, receiver) = mpsc::channel(8);
+            let (app, is_admin) = (app.clone(), is_admin);
+            let context = RequestContext {
+                identity: Arc::clone(&context.identity),
+                meta: context.meta.clone(),
+                headers: context.headers.clone(),
+                run_id: None,
+            };
+            let last = status_of(&viewed_task(&found.record, &view));
+            tokio::spawn(async move {
+                let item = match follow(&app, &context, is_admin, &task_id, last, &items).await {
+                    Ok(result) => StreamItem::Result(result),
+                    Err(error) => StreamItem::Error(error.to_wire().1),
+                };
+                let _ = items.send(item).await;
+            });
+            Ok(Reply::Stream(receiver))
+        }
+        other => Err(McpError::MethodNotFound(other.to_owned())),
+    }
+}
+
+/// The answer `tasks/result` gives for a task as `view` shows it: its result, its
+/// error, or a refusal; `None` while it works.
+fn ended(found: &FoundTask, view: &TaskView, task_id: &str) -> Option<Result<Value, McpError>> {
+    match view.status {
+        TaskStatus::Completed => {
+            let mut result =
+                super::shape::result_shape(found.record.result.clone().unwrap_or(Value::Null));
+            if let Value::Object(object) = &mut result {
+                let meta = object
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(meta) = meta {
+                    meta.insert(RELATED_TASK_KEY.into(), json!({"taskId": task_id}));
                 }
             }
-        },
-        other => Err(McpError::MethodNotFound(other.to_owned())),
+            Some(Ok(result))
+        }
+        TaskStatus::Failed => {
+            let error = view.error.clone().map_or_else(
+                || ErrorObject::internal("the task failed"),
+                |error| ErrorObject {
+                    code: error.code,
+                    message: error.message,
+                    data: error.data,
+                },
+            );
+            Some(Err(McpError::TaskFailed(error)))
+        }
+        TaskStatus::Cancelled => Some(Err(McpError::InvalidParams(
+            "the task was cancelled, so it has no result".into(),
+        ))),
+        TaskStatus::InputRequired => Some(Err(McpError::InvalidParams(
+            "the task is waiting for input, which a session of revision 2025-11-25 \
+             cannot give yet: answer it from a 2026-07-28 client (tasks/update), or \
+             cancel it with tasks/cancel"
+                .into(),
+        ))),
+        TaskStatus::Working => None,
+    }
+}
+
+/// What a status notification reports of a task: its status and message.
+fn status_of(task: &docket_protocol::tasks::Task) -> (String, Option<String>) {
+    (
+        serde_json::to_value(task.status)
+            .ok()
+            .and_then(|status| status.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        task.status_message.clone(),
+    )
+}
+
+/// Reads the task until it ends, at its own poll interval (within bounds, so a client
+/// holding many `tasks/result` open costs the store what polling would), sending
+/// `notifications/tasks/status` on `items` whenever its status or message changed
+/// from `last`; then its answer. Stops when the client goes away.
+async fn follow(
+    app: &App,
+    context: &RequestContext,
+    is_admin: bool,
+    task_id: &str,
+    mut last: (String, Option<String>),
+    items: &mpsc::Sender<StreamItem>,
+) -> Result<Value, McpError> {
+    let surface = app
+        .state
+        .tasks
+        .as_ref()
+        .ok_or_else(|| McpError::MethodNotFound("tasks/result".to_owned()))?;
+    let mut step = WAIT_STEP;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(step) => {}
+            // Nobody listens any more: the answer is dropped with the stream.
+            () = items.closed() => return Err(McpError::Internal("the client went away".into())),
+        }
+        let (found, view) = tasks::find(surface, context, is_admin, task_id).await?;
+        let task = viewed_task(&found.record, &view);
+        let now = status_of(&task);
+        if now != last {
+            let notification = json!({
+                "jsonrpc": "2.0",
+                "method": STATUS_NOTIFICATION,
+                "params": task_value(&task),
+            });
+            if items.send(StreamItem::Message(notification)).await.is_err() {
+                return Err(McpError::Internal("the client went away".into()));
+            }
+            last = now;
+        }
+        if let Some(answer) = ended(&found, &view, task_id) {
+            return answer;
+        }
+        step =
+            Duration::from_millis(found.record.poll_interval_ms).clamp(WAIT_STEP, RESULT_WAIT_MAX);
     }
 }
 

@@ -69,12 +69,20 @@ impl<'a> LegacyClient<'a> {
             .get("mcp-session-id")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
+        let streamed = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
         let text = response.text().await.expect("body");
-        (
-            status,
-            session,
-            serde_json::from_str(&text).unwrap_or(Value::Null),
-        )
+        // A streamed answer ends with the response; what came before it is dropped.
+        let body = if streamed {
+            crate::support::sse_messages(&text)
+                .pop()
+                .unwrap_or(Value::Null)
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::Null)
+        };
+        (status, session, body)
     }
 
     async fn request(&self, method: &str, params: Value) -> (StatusCode, Value) {
@@ -673,6 +681,44 @@ async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backe
     assert_eq!(body["error"]["code"], -32602, "{body}");
     let (_, body) = alice.request("tasks/result", json!({"taskId": held})).await;
     assert!(body["error"].is_object(), "{body}");
+
+    // A tasks/result that waits streams each status change as
+    // notifications/tasks/status, then its answer.
+    let (_, body) = alice
+        .request(
+            "tools/call",
+            json!({"name": "held_job", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let waited = body["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let mut waiting = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("x-api-key", key_of("alice"))
+        .header("mcp-session-id", alice.session.as_deref().expect("session"))
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/result",
+                      "params": {"taskId": waited}}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(waiting.headers()["content-type"], "text/event-stream");
+    let (status, body) = alice.request("tasks/cancel", json!({"taskId": waited})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let messages = read_until(&mut waiting, |message| message["id"] == 9).await;
+    let notified = messages
+        .iter()
+        .find(|message| message["method"] == "notifications/tasks/status")
+        .unwrap_or_else(|| panic!("a status notification in {messages:?}"));
+    assert_eq!(notified["params"]["taskId"], waited.as_str(), "{notified}");
+    assert_eq!(notified["params"]["status"], "cancelled", "{notified}");
+    assert!(notified["params"].get("ttl").is_some(), "{notified}");
+    let last = messages.last().expect("the answer");
+    assert!(last["error"].is_object(), "{last}");
 
     // A tool that never runs as a task refuses `task`; one that only does needs it.
     let (_, body) = alice
