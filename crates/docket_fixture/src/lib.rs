@@ -56,6 +56,7 @@ pub const FIXTURE_TOOLS: &[&str] = &[
     mrtr::MULTIPLE_INPUTS,
     mrtr::MULTI_ROUND,
     mrtr::LEGACY_ELICITATION,
+    mrtr::LEGACY_SAMPLING,
     mrtr::SEP1034_DEFAULTS,
     mrtr::SEP1330_ENUMS,
     mrtr::TAMPERED_STATE,

@@ -31,6 +31,10 @@ pub(crate) const STREAMING_ELICITATION: &str = "test_streaming_elicitation";
 /// username and e-mail address. In a session it becomes `elicitation/create` on the
 /// call's stream; for the current era it is an ordinary `input_required` round.
 pub(crate) const LEGACY_ELICITATION: &str = "test_elicitation";
+/// The 2025-era sampling scenario's tool: asks the client's model the `prompt`
+/// argument. In a session it becomes `sampling/createMessage` on the call's stream;
+/// for the current era it is an ordinary `input_required` round.
+pub(crate) const LEGACY_SAMPLING: &str = "test_sampling";
 /// Asks with a default for every primitive type (SEP-1034).
 pub(crate) const SEP1034_DEFAULTS: &str = "test_elicitation_sep1034_defaults";
 /// Asks with every enum variant (SEP-1330).
@@ -86,6 +90,21 @@ pub(crate) fn register(builder: AppBuilder) -> Registered {
                 }),
             ),
             legacy_elicitation,
+        )?
+        .tool(
+            ToolSpec::new(
+                LEGACY_SAMPLING,
+                "Asks the client's model `prompt` (at most 100 tokens), then reports its answer.",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": { "type": "string", "description": "What to ask the model." }
+                    },
+                    "required": ["prompt"],
+                    "additionalProperties": false
+                }),
+            ),
+            legacy_sampling,
         )?
         .tool(
             ToolSpec::new(
@@ -364,6 +383,40 @@ async fn legacy_elicitation(call: ToolCall) -> ToolOutcome {
     ask_once(call, message, schema, |action, content| {
         format!("User response: action: {action}, content: {content}")
     })
+}
+
+async fn legacy_sampling(call: ToolCall) -> ToolOutcome {
+    use docket_protocol::meta::ClientCapabilities;
+    use docket_protocol::mrtr::InputRequest;
+    if !call.client_capabilities.supports_sampling() {
+        return ToolOutcome::Error(docket_server::ToolError::MissingCapability {
+            message: format!("{LEGACY_SAMPLING} needs the client to declare sampling"),
+            required: Box::new(ClientCapabilities::with_sampling()),
+        });
+    }
+    let Some(round) = call.input else {
+        let prompt = call
+            .arguments
+            .get("prompt")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("Hello");
+        let question = InputRequest::CreateMessage(serde_json::json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": 100
+        }));
+        return ToolOutcome::InputRequired {
+            requests: [("sample".to_owned(), question)].into_iter().collect(),
+            state: serde_json::Value::Null,
+        };
+    };
+    let answer = round.responses.get("sample").cloned().unwrap_or_default();
+    // One content block, or (since 2025-11-25) an array of them.
+    let content = match &answer["content"] {
+        serde_json::Value::Array(blocks) => blocks.first().cloned().unwrap_or_default(),
+        block => block.clone(),
+    };
+    let text = content["text"].as_str().unwrap_or("(no text)");
+    CallToolResult::text(format!("LLM response: {text}")).into()
 }
 
 async fn sep1034_defaults(call: ToolCall) -> ToolOutcome {

@@ -1068,4 +1068,68 @@ mod rmcp_session {
             .await
             .expect("the client closes");
     }
+
+    /// Docket with its script tools (runs evaluated in process, as tests do), on
+    /// the test database; its address and what keeps it serving.
+    async fn docket_with_scripts() -> (SocketAddr, TestDatabase, oneshot::Sender<()>) {
+        let database = TestDatabase::postgres_or_sqlite(&PostgresServer::from_lookup(|name| {
+            std::env::var(name).ok()
+        }))
+        .await;
+        let store = database.connect().await;
+        let app = docket_server::App::builder(docket_server::config::Config::embedded_default())
+            .task_store(store.task_store())
+            .sessions(store.session_store())
+            .scripts(store.script_store())
+            .build()
+            .expect("the app builds");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let (shutdown, signal) = oneshot::channel::<()>();
+        tokio::spawn(docket_server::serve(listener, app, async {
+            let _ = signal.await;
+        }));
+        (addr, database, shutdown)
+    }
+
+    #[tokio::test]
+    async fn rmcp_in_session_mode_saves_and_runs_a_script() {
+        let (addr, _database, _shutdown) = docket_with_scripts().await;
+        let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+        let client = guarded(
+            "connecting",
+            Answering.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+        )
+        .await
+        .expect("rmcp connects by initialize");
+        let source = "total = 0\nfor i in range(1000):\n    total += i\nprint('total', total)\n";
+        let saved = guarded(
+            "manage_script",
+            client.call_tool(call(
+                "manage_script",
+                json!({"command": "create", "name": "rmcp-count", "source": source}),
+            )),
+        )
+        .await
+        .expect("manage_script");
+        assert_ne!(saved.is_error, Some(true), "{saved:?}");
+        let ran = guarded(
+            "run_script",
+            client.call_tool(call("run_script", json!({"name": "rmcp-count"}))),
+        )
+        .await
+        .expect("run_script");
+        assert_ne!(ran.is_error, Some(true), "{ran:?}");
+        let structured = ran.structured_content.clone().unwrap_or_default();
+        assert_eq!(structured["status"], "succeeded", "{structured}");
+        assert!(
+            structured.to_string().contains("total 499500"),
+            "{structured}"
+        );
+        guarded("closing", client.cancel())
+            .await
+            .expect("the client closes");
+    }
 }

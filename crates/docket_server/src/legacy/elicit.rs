@@ -1,6 +1,8 @@
 //! Consent (and any other question a call asks) in a session of the earlier era,
-//! whose client declared elicitation at `initialize`: the call's answer becomes an
-//! SSE stream, each question an `elicitation/create` request on it; the client
+//! whose client declared elicitation, sampling or roots at `initialize`: the call's
+//! answer becomes an SSE stream, each question a server request on it
+//! (`elicitation/create`, `sampling/createMessage` or `roots/list`, each only if the
+//! client declared it); the client
 //! POSTs its answer as a JSON-RPC response to whichever replica it reaches, which
 //! keeps it in the session ([`SessionStore::put_answer`]) if the question waits
 //! (it was recorded before it was asked, [`SessionStore::ask`]) and signals it;
@@ -16,7 +18,7 @@ use std::time::Duration;
 use docket_catalog::SessionStore;
 use docket_protocol::error::ErrorObject;
 use docket_protocol::meta::RequestMeta;
-use docket_protocol::mrtr::{ElicitRequestParams, InputRequest, InputRequiredResult};
+use docket_protocol::mrtr::{InputRequest, InputRequiredResult};
 use http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -39,11 +41,12 @@ const MAX_ROUNDS: usize = 8;
 /// The method of the server's question.
 const ELICIT_METHOD: &str = "elicitation/create";
 
-/// Whether the session's client declared elicitation at `initialize`.
+/// Whether the session's client declared at `initialize` anything a call may ask of
+/// it: elicitation, sampling or roots.
 pub(super) fn declared(capabilities: &Value) -> bool {
-    capabilities
-        .get("elicitation")
-        .is_some_and(Value::is_object)
+    ["elicitation", "sampling", "roots"]
+        .iter()
+        .any(|name| capabilities.get(name).is_some_and(Value::is_object))
 }
 
 /// Whether a result asks for input (a multi round-trip `input_required`).
@@ -136,16 +139,9 @@ impl Conversation {
             })?;
             let mut responses = Map::new();
             for (key, request) in asked.input_requests.unwrap_or_default() {
-                let InputRequest::Elicit(params) = request else {
-                    return Err(Some(ErrorObject::invalid_params(format!(
-                        "the call asks the client for {}, which Docket does not ask in a \
-                         session of revision {}",
-                        request.method(),
-                        self.version
-                    ))));
-                };
-                let response = self.ask(params, items).await?;
-                responses.insert(key, response);
+                let method = request.method();
+                let response = self.ask(self.question(request)?, method, items).await?;
+                responses.insert(key, answer_for(method, response)?);
             }
             let mut params = self.params.clone();
             if let Value::Object(object) = &mut params {
@@ -162,30 +158,51 @@ impl Conversation {
         ))))
     }
 
-    /// Sends one question and waits for its answer, stored by whichever replica the
-    /// client posted it to.
-    async fn ask(
-        &self,
-        params: ElicitRequestParams,
-        items: &mpsc::Sender<StreamItem>,
-    ) -> Result<Value, Option<ErrorObject>> {
-        let id = docket_catalog::generate_id()
-            .map(|id| format!("elicit-{id}"))
-            .map_err(|err| {
-                Some(ErrorObject::internal(format!(
-                    "the OS random source failed: {err}"
-                )))
-            })?;
-        let mut params = serde_json::to_value(params)
-            .map_err(|err| Some(ErrorObject::internal(err.to_string())))?;
+    /// The params of the request that asks `request` of this session's client, if the
+    /// client declared what it needs at `initialize`.
+    fn question(&self, request: InputRequest) -> Result<Value, Option<ErrorObject>> {
+        let capabilities = &self.meta.client_capabilities;
+        let declared = match &request {
+            InputRequest::Elicit(_) => capabilities.elicitation.is_some(),
+            InputRequest::CreateMessage(_) => capabilities.supports_sampling(),
+            InputRequest::ListRoots(_) => capabilities.supports_roots(),
+        };
+        if !declared {
+            return Err(Some(ErrorObject::invalid_params(format!(
+                "the call asks the client for {}, which it did not declare at initialize",
+                request.method()
+            ))));
+        }
+        let mut params = match request {
+            InputRequest::Elicit(params) => serde_json::to_value(params)
+                .map_err(|err| Some(ErrorObject::internal(err.to_string())))?,
+            InputRequest::CreateMessage(params) | InputRequest::ListRoots(params) => params,
+        };
         // `mode` arrived with 2025-11-25; the revisions before it do not know it.
         if self.version.as_str() < "2025-11-25"
             && let Value::Object(object) = &mut params
         {
             object.remove("mode");
         }
-        let question =
-            json!({"jsonrpc": "2.0", "id": id, "method": ELICIT_METHOD, "params": params});
+        Ok(params)
+    }
+
+    /// Sends one question (`method` with `params`) and waits for the client's
+    /// response, stored by whichever replica the client posted it to.
+    async fn ask(
+        &self,
+        params: Value,
+        method: &str,
+        items: &mpsc::Sender<StreamItem>,
+    ) -> Result<Value, Option<ErrorObject>> {
+        let id = docket_catalog::generate_id()
+            .map(|id| format!("ask-{id}"))
+            .map_err(|err| {
+                Some(ErrorObject::internal(format!(
+                    "the OS random source failed: {err}"
+                )))
+            })?;
+        let question = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let store: &Arc<dyn SessionStore> = &self.app.state.sessions;
         // Registered before the question is recorded, so no answer's signal is missed.
         let waiting = self
@@ -270,12 +287,34 @@ impl Conversation {
     }
 }
 
-/// What the client answered, as the call takes it: the elicitation result, or a
-/// cancel when the client answered with an error.
+/// What the session keeps of a client's JSON-RPC response: its `result` or its
+/// `error`, read by [`answer_for`] once the question's method is known.
 pub(super) fn answer_of(response: &Value) -> Value {
-    match response.get("result") {
-        Some(result) => result.clone(),
-        None => json!({"action": "cancel"}),
+    match (response.get("result"), response.get("error")) {
+        (Some(result), _) => json!({ "result": result }),
+        (None, Some(error)) => json!({ "error": error }),
+        (None, None) => {
+            json!({ "error": {"message": "the response carried neither result nor error"} })
+        }
+    }
+}
+
+/// The input response a call gets for the client's answer to `method`: its result;
+/// for an elicitation answered with an error, a cancel (the user saw no form); for
+/// anything else answered with an error, the call ends with that error.
+fn answer_for(method: &str, kept: Value) -> Result<Value, Option<ErrorObject>> {
+    match kept.get("result") {
+        Some(result) => Ok(result.clone()),
+        None if method == ELICIT_METHOD => Ok(json!({"action": "cancel"})),
+        None => {
+            let said = kept
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given");
+            Err(Some(ErrorObject::invalid_params(format!(
+                "the client answered {method} with an error: {said}"
+            ))))
+        }
     }
 }
 

@@ -412,11 +412,12 @@ async fn serve(
                         .map(Reply::Json)
                         .map_err(|err| Refusal::from_error(&McpError::Internal(err.to_string())))
                 }
-                // Any other capability this era's sessions do not offer (sampling):
+                // Any other capability the client did not declare (sampling, roots):
                 // -32021 is the current era's code, so it is said as invalid params.
                 Err(McpError::MissingCapability { message, .. }) => {
                     Err(Refusal::from_error(&McpError::InvalidParams(format!(
-                        "{message} Sessions of protocol revision {} are not offered it.",
+                        "{message} Declare it at initialize to be asked (this session is of \
+                         protocol revision {}).",
                         session.protocol_version
                     ))))
                 }

@@ -34,6 +34,8 @@ struct LegacyClient<'a> {
     user: &'a str,
     session: Option<String>,
     version: Option<&'a str>,
+    /// What `initialize` declares.
+    capabilities: Value,
 }
 
 impl<'a> LegacyClient<'a> {
@@ -43,6 +45,7 @@ impl<'a> LegacyClient<'a> {
             user,
             session: None,
             version: None,
+            capabilities: json!({"elicitation": {}}),
         }
     }
 
@@ -99,7 +102,7 @@ impl<'a> LegacyClient<'a> {
                 "jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {
                     "protocolVersion": version,
-                    "capabilities": {"elicitation": {}},
+                    "capabilities": self.capabilities,
                     "clientInfo": {"name": "legacy-tests", "version": "1.0.0"}
                 }
             }))
@@ -707,7 +710,9 @@ async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backe
         .await
         .expect("sent");
     assert_eq!(waiting.headers()["content-type"], "text/event-stream");
-    let (status, body) = alice.request("tasks/cancel", json!({"taskId": waited})).await;
+    let (status, body) = alice
+        .request("tasks/cancel", json!({"taskId": waited}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let messages = read_until(&mut waiting, |message| message["id"] == 9).await;
     let notified = messages
@@ -874,9 +879,117 @@ async fn asking_app(database: &docket_storage::test_db::TestDatabase) -> docket_
                 }))
             },
         )
+        .and_then(|builder| {
+            builder.tool(
+                ToolSpec::new(
+                    "summarize",
+                    "Asks the client's model.",
+                    json!({"type": "object", "properties": {}}),
+                ),
+                |call: ToolCall| async move {
+                    let Some(round) = call.input else {
+                        let question = InputRequest::CreateMessage(json!({
+                            "messages": [{"role": "user",
+                                          "content": {"type": "text", "text": "Capital of France?"}}],
+                            "maxTokens": 20
+                        }));
+                        return ToolOutcome::InputRequired {
+                            requests: [("capital".to_owned(), question)].into_iter().collect(),
+                            state: Value::Null,
+                        };
+                    };
+                    let said = round
+                        .responses
+                        .get("capital")
+                        .and_then(|answer| answer["content"]["text"].as_str())
+                        .unwrap_or("nothing");
+                    ToolOutcome::from(CallToolResult::text(format!("the model said {said}")))
+                },
+            )
+        })
         .expect("tool")
         .build()
         .expect("app")
+}
+
+on_both_backends!(sampling_is_asked_of_a_session_that_declared_it);
+
+async fn sampling_is_asked_of_a_session_that_declared_it(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let replica_a = TestServer::start(asking_app(&database).await).await;
+    let replica_b = TestServer::start(asking_app(&database).await).await;
+
+    // Declared at initialize: the call asks sampling/createMessage on its stream and
+    // goes on with the model's answer, POSTed to the other replica.
+    let mut alice = LegacyClient::new(&replica_a, "alice");
+    alice.capabilities = json!({"sampling": {}});
+    alice.initialize("2025-11-25").await;
+    let session = alice.session.clone().expect("session");
+    let summarize = || {
+        replica_a
+            .http
+            .post(replica_a.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("x-api-key", key_of("alice"))
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                          "params": {"name": "summarize", "arguments": {}}}))
+            .send()
+    };
+    let mut elsewhere = LegacyClient::new(&replica_b, "alice");
+    elsewhere.session = Some(session.clone());
+    for (response, expected) in [
+        (
+            json!({"result": {"role": "assistant", "model": "test",
+                              "content": {"type": "text", "text": "Paris"}}}),
+            json!({"result": {"content": [{"type": "text", "text": "the model said Paris"}]}}),
+        ),
+        (
+            json!({"error": {"code": -1, "message": "the user refused"}}),
+            json!({"error": {"code": -32602}}),
+        ),
+    ] {
+        let mut call = summarize().await.expect("sent");
+        let messages = read_until(&mut call, |message| {
+            message["method"] == "sampling/createMessage"
+        })
+        .await;
+        let question = messages
+            .iter()
+            .find(|message| message["method"] == "sampling/createMessage")
+            .expect("the question");
+        assert_eq!(question["params"]["maxTokens"], 20, "{question}");
+        let mut answer = json!({"jsonrpc": "2.0", "id": question["id"]});
+        if let (Value::Object(answer), Value::Object(response)) = (&mut answer, response) {
+            answer.extend(response);
+        }
+        let (status, _, body) = elsewhere.post(answer).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let messages = read_until(&mut call, |message| message["id"] == 6).await;
+        let last = messages.last().expect("the answer");
+        match expected.get("result") {
+            Some(result) => assert_eq!(last["result"]["content"], result["content"], "{last}"),
+            None => {
+                assert_eq!(last["error"]["code"], -32602, "{last}");
+                let said = last["error"]["message"].as_str().unwrap_or_default();
+                assert!(said.contains("the user refused"), "{said}");
+            }
+        }
+    }
+
+    // Not declared: the call is refused with what to declare, and never asks.
+    let mut bob = LegacyClient::new(&replica_a, "bob");
+    bob.capabilities = json!({"elicitation": {}});
+    bob.initialize("2025-11-25").await;
+    let (status, body) = bob
+        .request("tools/call", json!({"name": "summarize", "arguments": {}}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("sampling/createMessage"), "{said}");
 }
 
 /// Reads SSE messages from `response` until `wanted` says stop; returns them all.
