@@ -59,6 +59,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_server",
             "docket_task",
             "docket_storage",
+            // Its tests put rmcp before a real consent prompt (a dev-dependency only).
+            "docket_trino_double",
         ],
     ),
     // The benchmarks: a dev-only binary that serves an App through the public

@@ -974,6 +974,9 @@ mod rmcp_session {
     /// A client that declares form elicitation and answers as a person would.
     struct Answering;
 
+    /// The consent prompts `Answering` accepted.
+    static CONSENTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
     impl ClientHandler for Answering {
         fn get_info(&self) -> ClientConfig {
             let mut capabilities = ClientCapabilities::default();
@@ -988,11 +991,20 @@ mod rmcp_session {
 
         async fn create_elicitation(
             &self,
-            _request: ElicitRequestParams,
+            request: ElicitRequestParams,
             _context: RequestContext<RoleClient>,
         ) -> Result<ElicitResult, ErrorData> {
-            Ok(ElicitResult::new(ElicitationAction::Accept)
-                .with_content(json!({"username": "ferris", "email": "ferris@example.com"})))
+            let consent = serde_json::to_value(&request)
+                .ok()
+                .and_then(|params| params["message"].as_str().map(str::to_owned))
+                .is_some_and(|message| message.starts_with("Run this statement on warehouse?"));
+            let content = if consent {
+                CONSENTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                json!({"proceed": true})
+            } else {
+                json!({"username": "ferris", "email": "ferris@example.com"})
+            };
+            Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content))
         }
     }
 
@@ -1069,15 +1081,34 @@ mod rmcp_session {
             .expect("the client closes");
     }
 
-    /// Docket with its script tools (runs evaluated in process, as tests do), on
-    /// the test database; its address and what keeps it serving.
-    async fn docket_with_scripts() -> (SocketAddr, TestDatabase, oneshot::Sender<()>) {
+    /// What a test of Docket's own tools holds while it runs.
+    struct Served {
+        addr: SocketAddr,
+        _database: TestDatabase,
+        _double: docket_trino_double::TrinoDouble,
+        _shutdown: oneshot::Sender<()>,
+    }
+
+    /// Docket with its script tools (runs evaluated in process, as tests do) on the
+    /// test database, and a Trino connection that asks before every statement.
+    async fn docket_with_scripts() -> Served {
         let database = TestDatabase::postgres_or_sqlite(&PostgresServer::from_lookup(|name| {
             std::env::var(name).ok()
         }))
         .await;
         let store = database.connect().await;
-        let app = docket_server::App::builder(docket_server::config::Config::embedded_default())
+        let double = docket_trino_double::TrinoDouble::start()
+            .await
+            .expect("the Trino double starts");
+        let yaml = format!(
+            "auth: {{ allow_anonymous: true, anonymous_roles: [admin] }}\n\
+             connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, \
+             schema: default, consent: always }}\n",
+            double.url()
+        );
+        let config =
+            docket_server::config::Config::from_yaml(&yaml, &|_| None).expect("the configuration");
+        let app = docket_server::App::builder(config)
             .task_store(store.task_store())
             .sessions(store.session_store())
             .scripts(store.script_store())
@@ -1091,13 +1122,19 @@ mod rmcp_session {
         tokio::spawn(docket_server::serve(listener, app, async {
             let _ = signal.await;
         }));
-        (addr, database, shutdown)
+        Served {
+            addr,
+            _database: database,
+            _double: double,
+            _shutdown: shutdown,
+        }
     }
 
     #[tokio::test]
-    async fn rmcp_in_session_mode_saves_and_runs_a_script() {
-        let (addr, _database, _shutdown) = docket_with_scripts().await;
-        let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    async fn rmcp_in_session_mode_runs_a_script_and_answers_a_consent_prompt() {
+        let served = docket_with_scripts().await;
+        let transport =
+            StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", served.addr));
         let client = guarded(
             "connecting",
             Answering.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
