@@ -16,6 +16,7 @@
 mod content;
 mod diagnostics;
 mod input;
+mod library;
 mod mrtr;
 mod store;
 mod tasks;
@@ -94,6 +95,7 @@ pub fn fixture_app(
     let builder = diagnostics::register(builder)?;
     let builder = mrtr::register(builder)?;
     let builder = tasks::register(builder)?;
+    let builder = library::register(builder)?;
     builder.build()
 }
 

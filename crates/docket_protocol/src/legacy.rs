@@ -71,6 +71,9 @@ pub struct LegacyServerCapabilities {
     /// Task-augmented requests (2025-11-25): which requests, and `list`/`cancel`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Value>,
+    /// The other features offered (`resources`, `prompts`, `completions`), as sent.
+    #[serde(flatten)]
+    pub extra: JsonObject,
 }
 
 /// The answer to `initialize`.

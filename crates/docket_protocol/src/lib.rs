@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod arbitrary;
+pub mod completion;
 pub mod error;
 pub mod jsonrpc;
 pub mod legacy;
@@ -9,6 +10,8 @@ pub mod logging;
 pub mod meta;
 pub mod mrtr;
 pub mod progress;
+pub mod prompts;
+pub mod resources;
 pub mod result;
 pub mod server;
 pub mod tasks;

@@ -60,6 +60,7 @@ pub struct AppBuilder {
     script_isolation: Isolation,
     task_sources: Vec<Arc<dyn TaskSource>>,
     sessions: Option<Arc<dyn SessionStore>>,
+    features: crate::features::Features,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -83,6 +84,7 @@ impl App {
             script_isolation: Isolation::InProcess,
             task_sources: Vec::new(),
             sessions: None,
+            features: crate::features::Features::default(),
         }
     }
 }
@@ -99,6 +101,60 @@ impl AppBuilder {
     ) -> Result<Self, RegistryError> {
         self.registry.register(spec, handler)?;
         Ok(self)
+    }
+
+    /// Registers a resource at a fixed URI, read by `reader`. Resources (and
+    /// `resources/*`) are offered once one is registered.
+    ///
+    /// # Errors
+    /// [`RegistryError::Duplicate`] when the URI is taken.
+    pub fn resource(
+        mut self,
+        spec: crate::ResourceSpec,
+        reader: impl crate::ResourceReader,
+    ) -> Result<Self, RegistryError> {
+        self.features.add_resource(spec, reader)?;
+        Ok(self)
+    }
+
+    /// Registers the resources a URI template names (`{name}` variables), read by
+    /// `reader` with the variables the URI gave.
+    ///
+    /// # Errors
+    /// [`RegistryError::BadName`] for a malformed template, [`RegistryError::Duplicate`]
+    /// when it is taken.
+    pub fn resource_template(
+        mut self,
+        spec: crate::ResourceTemplateSpec,
+        reader: impl crate::ResourceReader,
+    ) -> Result<Self, RegistryError> {
+        self.features.add_template(spec, reader)?;
+        Ok(self)
+    }
+
+    /// Registers a prompt. Prompts (and `prompts/*`, and completions for their
+    /// arguments) are offered once one is registered.
+    ///
+    /// # Errors
+    /// [`RegistryError::Duplicate`] when the name is taken.
+    pub fn prompt(
+        mut self,
+        spec: crate::PromptSpec,
+        handler: impl crate::PromptHandler,
+    ) -> Result<Self, RegistryError> {
+        self.features.add_prompt(spec, handler)?;
+        Ok(self)
+    }
+
+    /// Registers what suggests values for a prompt's arguments or a resource
+    /// template's variables (`completion/complete`).
+    pub fn completion(
+        mut self,
+        reference: docket_protocol::completion::CompletionReference,
+        provider: impl crate::CompletionProvider,
+    ) -> Self {
+        self.features.add_completion(reference, provider);
+        self
     }
 
     /// The store for tasks and audit rows. Without one, every call is answered
@@ -187,6 +243,7 @@ impl AppBuilder {
             script_isolation,
             task_sources,
             sessions,
+            features,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -307,6 +364,7 @@ impl AppBuilder {
         let state = AppState {
             sessions,
             answer_waiters,
+            features,
             server_info,
             server_info_json,
             config,

@@ -28,7 +28,9 @@ const METHODS: &[&str] = &["server/discover", "tools/list", "tools/call"];
 
 /// Whether `method` is implemented here; `tasks/*` only when tasks are enabled.
 pub(crate) fn is_known_method(app: &App, method: &str) -> bool {
-    METHODS.contains(&method) || (app.tasks_enabled() && tasks::METHODS.contains(&method))
+    METHODS.contains(&method)
+        || (app.tasks_enabled() && tasks::METHODS.contains(&method))
+        || app.state.features.serves(method)
 }
 
 /// The value the `Mcp-Name` header must carry for `method`, when it needs one.
@@ -52,6 +54,16 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(Reply::Json(discover(app)?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
+        method if app.state.features.serves(method) => {
+            crate::features::handle(
+                &app.state.features,
+                &app.state.state_key,
+                &context,
+                method,
+                request.params,
+            )
+            .await
+        }
         method if tasks::METHODS.contains(&method) => {
             let Some(surface) = &app.state.tasks else {
                 return Err(McpError::MethodNotFound(method.to_owned()));
@@ -94,7 +106,7 @@ fn discover(app: &App) -> Result<Value, McpError> {
         capabilities: ServerCapabilities {
             tools: Some(ToolsCapability { list_changed: None }),
             extensions,
-            extra: Default::default(),
+            extra: app.state.features.capabilities(),
         },
         instructions: Some(INSTRUCTIONS.to_owned()),
         ttl_ms: DISCOVER_TTL_MS,

@@ -40,6 +40,9 @@ pub enum McpError {
     /// The params are unusable: unknown tool, bad arguments, bad `requestState`.
     #[error("invalid params: {0}")]
     InvalidParams(String),
+    /// `resources/read` of a URI that names no resource the caller may read.
+    #[error("resource not found: {0}")]
+    ResourceNotFound(String),
     /// A dependency (the database) or the server's state (shutting down) keeps the
     /// request from being served now; the message says what to do and is sent.
     #[error("unavailable: {0}")]
@@ -104,6 +107,15 @@ impl McpError {
             McpError::InvalidParams(detail) => {
                 (StatusCode::OK, ErrorObject::invalid_params(detail.clone()))
             }
+            // The same bytes for a URI that exists but is not the caller's.
+            McpError::ResourceNotFound(uri) => (
+                StatusCode::OK,
+                ErrorObject {
+                    code: docket_protocol::error::INVALID_PARAMS,
+                    message: "Resource not found".to_owned(),
+                    data: Some(serde_json::json!({ "uri": uri })),
+                },
+            ),
             McpError::Unavailable(message) => {
                 (StatusCode::OK, ErrorObject::internal(message.clone()))
             }

@@ -19,6 +19,7 @@ mod audit;
 mod call;
 mod dispatch;
 mod error;
+mod features;
 mod http;
 mod legacy;
 mod reply;
@@ -34,6 +35,11 @@ pub use config::{Config, object_sink};
 pub use docket_script::child as script_child;
 pub use docket_script::{ChildProcess, Isolation};
 pub use error::McpError;
+pub use features::{
+    CompletionFuture, CompletionProvider, CompletionRequest, PromptFuture, PromptHandler,
+    PromptOutcome, PromptRequest, PromptSpec, ResourceError, ResourceFuture, ResourceRead,
+    ResourceReader, ResourceSpec, ResourceTemplateSpec,
+};
 pub use http::{Background, Body, MCP_PATH, McpService, serve};
 pub use registry::{
     InputRound, Logger, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec,

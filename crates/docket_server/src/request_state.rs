@@ -16,6 +16,13 @@ use sha2::{Digest, Sha256};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
+/// The time now in seconds since the Unix epoch, as seals count it.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
 /// How long a sealed state stays valid, in seconds.
 pub(crate) const STATE_LIFETIME_SECONDS: u64 = 15 * 60;
 

@@ -32,6 +32,8 @@ pub(crate) struct AppState {
     pub(crate) config: Config,
     /// The sessions of the earlier protocol era.
     pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
+    /// Resources, prompts and completions.
+    pub(crate) features: crate::features::Features,
     /// The calls on this replica waiting for their session's answers.
     pub(crate) answer_waiters: Arc<crate::answers::AnswerWaiters>,
     /// The server's `Implementation`: every result carries it.

@@ -7,7 +7,7 @@
 //! a handler.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use docket_protocol::JsonObject;
 use docket_protocol::logging::LogLevel;
@@ -30,7 +30,7 @@ use crate::registry::{
 };
 use crate::reply::{Reply, to_value};
 use crate::request::RequestContext;
-use crate::request_state::Binding;
+use crate::request_state::{Binding, unix_now};
 use crate::state::App;
 use crate::tasks::{Tasks, create_result, spawn_failure, task_outcome};
 
@@ -498,10 +498,4 @@ pub(crate) async fn call_in_process(
             "an in-process call answered with a stream".into(),
         )),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
 }

@@ -262,6 +262,7 @@ async fn initialize(
             tools: Some(Default::default()),
             logging: Some(Default::default()),
             tasks: offers_tasks(app, version).then(tasks::server_capability),
+            extra: app.state.features.capabilities(),
         },
         server_info: app.state.server_info.clone(),
         instructions: Some(crate::dispatch::INSTRUCTIONS.to_owned()),
@@ -282,7 +283,7 @@ async fn serve(
     session: &Session,
     request: Request,
 ) -> Result<Reply, Refusal> {
-    if !METHODS.contains(&request.method.as_str()) {
+    if !METHODS.contains(&request.method.as_str()) && !app.state.features.serves(&request.method) {
         return Err(Refusal::from_error(&McpError::MethodNotFound(
             request.method,
         )));
@@ -322,6 +323,15 @@ async fn serve(
             let reply = match method {
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
+                feature if app.state.features.serves(feature) => crate::features::handle(
+                    &app.state.features,
+                    &app.state.state_key,
+                    &context,
+                    feature,
+                    request.params,
+                )
+                .await
+                .and_then(feature_shape),
                 "tools/call" => {
                     if with_tasks && asks_for_task(request.params.as_ref()) {
                         must_run_as_task(app, request.params.as_ref()).map_err(|error| {
@@ -491,6 +501,28 @@ fn call_result_shape(result: Value) -> Value {
     } else {
         result
     }
+}
+
+/// A resources, prompts or completion answer in this era's shape: without the
+/// current era's `resultType` and caching hints. A prompt that asks for input first
+/// cannot ask in a session; it is refused with the way forward.
+fn feature_shape(reply: Reply) -> Result<Reply, McpError> {
+    let Reply::Json(result) = reply else {
+        return Ok(reply);
+    };
+    if elicit::asks_for_input(&result) {
+        return Err(McpError::InvalidParams(
+            "this asks the client for input before it answers, which Docket asks only of \
+             clients of revision 2026-07-28"
+                .to_owned(),
+        ));
+    }
+    let mut result = result_shape(result);
+    if let Value::Object(object) = &mut result {
+        object.remove("ttlMs");
+        object.remove("cacheScope");
+    }
+    Ok(Reply::Json(result))
 }
 
 /// Whether a message is a JSON-RPC response (the client answering the server).

@@ -118,7 +118,8 @@ impl Rpc {
         );
         headers.insert("mcp-method", HeaderValue::from_str(method).expect("header"));
         let name = match method {
-            "tools/call" => params.get("name").and_then(Value::as_str),
+            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            "resources/read" => params.get("uri").and_then(Value::as_str),
             "tasks/get" | "tasks/update" | "tasks/cancel" => {
                 params.get("taskId").and_then(Value::as_str)
             }

@@ -1,0 +1,440 @@
+//! The server features besides tools, as an embedder registers them: resources
+//! (fixed URIs and URI templates), prompts and completions, and the methods that
+//! serve them in both protocol eras: `resources/list`, `resources/templates/list`,
+//! `resources/read`, `prompts/list`, `prompts/get` and `completion/complete`.
+//! A feature is advertised, and its methods exist, only when something is
+//! registered for it.
+
+mod completion;
+mod prompts;
+mod resources;
+mod template;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use docket_protocol::JsonObject;
+use docket_protocol::completion::{
+    CompleteParams, CompleteResult, Completion, CompletionReference,
+};
+use docket_protocol::mrtr::InputRequiredResult;
+use docket_protocol::prompts::{GetPromptParams, GetPromptResult, ListPromptsResult};
+use docket_protocol::resources::{
+    ListParams, ListResourceTemplatesResult, ListResourcesResult, ReadResourceParams,
+    ReadResourceResult,
+};
+use docket_protocol::result::{CacheScope, ResultType};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use completion::{CompletionFuture, CompletionProvider, CompletionRequest};
+pub use prompts::{PromptFuture, PromptHandler, PromptOutcome, PromptRequest, PromptSpec};
+pub use resources::{
+    ResourceError, ResourceFuture, ResourceRead, ResourceReader, ResourceSpec, ResourceTemplateSpec,
+};
+
+use crate::error::McpError;
+use crate::registry::{InputRound, RegistryError};
+use crate::reply::{Reply, to_value};
+use crate::request::RequestContext;
+use crate::request_state::{Binding, RequestStateKey};
+use template::UriTemplate;
+
+/// How long clients may cache a list of resources, templates or prompts, in ms.
+const LIST_TTL_MS: u64 = 60 * 1000;
+
+/// How many suggestions one completion answer carries at most.
+const MAX_COMPLETIONS: usize = 100;
+
+/// The resources methods.
+const RESOURCE_METHODS: &[&str] = &[
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+/// The prompts methods.
+const PROMPT_METHODS: &[&str] = &["prompts/list", "prompts/get"];
+/// The completion method.
+const COMPLETION_METHOD: &str = "completion/complete";
+
+/// Everything registered besides tools.
+#[derive(Default)]
+pub(crate) struct Features {
+    resources: Vec<(ResourceSpec, Arc<dyn ResourceReader>)>,
+    templates: Vec<(ResourceTemplateSpec, UriTemplate, Arc<dyn ResourceReader>)>,
+    prompts: BTreeMap<String, (PromptSpec, Arc<dyn PromptHandler>)>,
+    completions: Vec<(CompletionReference, Arc<dyn CompletionProvider>)>,
+}
+
+impl Features {
+    /// Registers a fixed resource.
+    pub(crate) fn add_resource(
+        &mut self,
+        spec: ResourceSpec,
+        reader: impl ResourceReader,
+    ) -> Result<(), RegistryError> {
+        if self
+            .resources
+            .iter()
+            .any(|(known, _)| known.uri == spec.uri)
+        {
+            return Err(RegistryError::Duplicate(spec.uri));
+        }
+        self.resources.push((spec, Arc::new(reader)));
+        Ok(())
+    }
+
+    /// Registers a resource template.
+    pub(crate) fn add_template(
+        &mut self,
+        spec: ResourceTemplateSpec,
+        reader: impl ResourceReader,
+    ) -> Result<(), RegistryError> {
+        let Some(template) = UriTemplate::parse(&spec.uri_template) else {
+            return Err(RegistryError::BadName(spec.uri_template));
+        };
+        if self
+            .templates
+            .iter()
+            .any(|(known, ..)| known.uri_template == spec.uri_template)
+        {
+            return Err(RegistryError::Duplicate(spec.uri_template));
+        }
+        self.templates.push((spec, template, Arc::new(reader)));
+        Ok(())
+    }
+
+    /// Registers a prompt.
+    pub(crate) fn add_prompt(
+        &mut self,
+        spec: PromptSpec,
+        handler: impl PromptHandler,
+    ) -> Result<(), RegistryError> {
+        if self.prompts.contains_key(&spec.name) {
+            return Err(RegistryError::Duplicate(spec.name));
+        }
+        self.prompts
+            .insert(spec.name.clone(), (spec, Arc::new(handler)));
+        Ok(())
+    }
+
+    /// Registers a completion provider for a prompt's arguments or a template's
+    /// variables.
+    pub(crate) fn add_completion(
+        &mut self,
+        reference: CompletionReference,
+        provider: impl CompletionProvider,
+    ) {
+        self.completions.push((reference, Arc::new(provider)));
+    }
+
+    fn has_resources(&self) -> bool {
+        !self.resources.is_empty() || !self.templates.is_empty()
+    }
+
+    fn has_prompts(&self) -> bool {
+        !self.prompts.is_empty()
+    }
+
+    /// Completions are offered wherever something takes arguments: prompts, and
+    /// templates' variables (an argument without a provider gets no suggestions).
+    fn has_completions(&self) -> bool {
+        self.has_prompts() || !self.templates.is_empty()
+    }
+
+    /// Whether `method` is served here.
+    pub(crate) fn serves(&self, method: &str) -> bool {
+        (self.has_resources() && RESOURCE_METHODS.contains(&method))
+            || (self.has_prompts() && PROMPT_METHODS.contains(&method))
+            || (self.has_completions() && method == COMPLETION_METHOD)
+    }
+
+    /// The capabilities to advertise, as `ServerCapabilities` keys.
+    pub(crate) fn capabilities(&self) -> JsonObject {
+        let mut capabilities = JsonObject::new();
+        let empty = || Value::Object(JsonObject::new());
+        if self.has_resources() {
+            capabilities.insert("resources".into(), empty());
+        }
+        if self.has_prompts() {
+            capabilities.insert("prompts".into(), empty());
+        }
+        if self.has_completions() {
+            capabilities.insert("completions".into(), empty());
+        }
+        capabilities
+    }
+}
+
+/// Serves one of the features' methods for the caller of `context`; `key` seals a
+/// prompt's `requestState`.
+pub(crate) async fn handle(
+    features: &Features,
+    key: &RequestStateKey,
+    context: &RequestContext,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Reply, McpError> {
+    if !features.serves(method) {
+        return Err(McpError::MethodNotFound(method.to_owned()));
+    }
+    let params = params.unwrap_or_else(|| Value::Object(JsonObject::new()));
+    let answer = match method {
+        "resources/list" => {
+            let ListParams { cursor } = parse(params, method)?;
+            if cursor.is_some() {
+                return Err(McpError::InvalidParams(
+                    "invalid cursor: this list has one page".to_owned(),
+                ));
+            }
+            to_value(&ListResourcesResult {
+                result_type: ResultType::Complete,
+                resources: features
+                    .resources
+                    .iter()
+                    .map(|(spec, _)| spec.to_wire())
+                    .collect(),
+                next_cursor: None,
+                ttl_ms: LIST_TTL_MS,
+                cache_scope: CacheScope::Public,
+            })
+        }
+        "resources/templates/list" => {
+            let ListParams { cursor } = parse(params, method)?;
+            if cursor.is_some() {
+                return Err(McpError::InvalidParams(
+                    "invalid cursor: this list has one page".to_owned(),
+                ));
+            }
+            to_value(&ListResourceTemplatesResult {
+                result_type: ResultType::Complete,
+                resource_templates: features
+                    .templates
+                    .iter()
+                    .map(|(spec, ..)| spec.to_wire())
+                    .collect(),
+                next_cursor: None,
+                ttl_ms: LIST_TTL_MS,
+                cache_scope: CacheScope::Public,
+            })
+        }
+        "resources/read" => {
+            let ReadResourceParams { uri } = parse(params, method)?;
+            read(features, context, uri).await
+        }
+        "prompts/list" => {
+            let ListParams { cursor } = parse(params, method)?;
+            if cursor.is_some() {
+                return Err(McpError::InvalidParams(
+                    "invalid cursor: this list has one page".to_owned(),
+                ));
+            }
+            to_value(&ListPromptsResult {
+                result_type: ResultType::Complete,
+                prompts: features
+                    .prompts
+                    .values()
+                    .map(|(spec, _)| spec.to_wire())
+                    .collect(),
+                next_cursor: None,
+                ttl_ms: LIST_TTL_MS,
+                cache_scope: CacheScope::Public,
+            })
+        }
+        "prompts/get" => get_prompt(features, key, context, parse(params, method)?).await,
+        _ => complete(features, context, parse(params, method)?).await,
+    };
+    answer.map(Reply::Json)
+}
+
+fn parse<T: DeserializeOwned>(params: Value, method: &str) -> Result<T, McpError> {
+    serde_json::from_value(params)
+        .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))
+}
+
+/// `resources/read`: a fixed resource, or the first template the URI matches.
+async fn read(
+    features: &Features,
+    context: &RequestContext,
+    uri: String,
+) -> Result<Value, McpError> {
+    let found = features
+        .resources
+        .iter()
+        .find(|(spec, _)| spec.uri == uri)
+        .map(|(_, reader)| (Arc::clone(reader), BTreeMap::new()))
+        .or_else(|| {
+            features.templates.iter().find_map(|(_, template, reader)| {
+                template
+                    .matches(&uri)
+                    .map(|variables| (Arc::clone(reader), variables))
+            })
+        });
+    let Some((reader, variables)) = found else {
+        return Err(McpError::ResourceNotFound(uri));
+    };
+    let read = ResourceRead {
+        uri: uri.clone(),
+        variables,
+        identity: Arc::clone(&context.identity),
+    };
+    match reader.read(read).await {
+        // A resource never answers with nothing: no contents reads as not found.
+        Ok(contents) if contents.is_empty() => Err(McpError::ResourceNotFound(uri)),
+        Ok(contents) => to_value(&ReadResourceResult {
+            result_type: ResultType::Complete,
+            contents,
+            ttl_ms: 0,
+            cache_scope: CacheScope::Private,
+        }),
+        Err(ResourceError::NotFound) => Err(McpError::ResourceNotFound(uri)),
+        Err(ResourceError::Refused(message)) => Err(McpError::InvalidParams(message)),
+        Err(ResourceError::Unavailable(message)) => Err(McpError::Unavailable(message)),
+    }
+}
+
+/// `prompts/get`, with the multi round-trip pattern tools use: a handler may ask
+/// first, and its state comes back sealed to this caller, prompt and arguments.
+async fn get_prompt(
+    features: &Features,
+    key: &RequestStateKey,
+    context: &RequestContext,
+    params: GetPromptParams,
+) -> Result<Value, McpError> {
+    let unknown = || McpError::InvalidParams(format!("Unknown prompt: {}", params.name));
+    let (spec, handler) = features.prompts.get(&params.name).ok_or_else(unknown)?;
+    let given = params.arguments.clone().unwrap_or_default();
+    let mut arguments = BTreeMap::new();
+    for (name, value) in &given {
+        let Some(text) = value.as_str() else {
+            return Err(McpError::InvalidParams(format!(
+                "argument {name:?} of prompt {:?} must be a string",
+                spec.name
+            )));
+        };
+        if !spec.arguments.iter().any(|argument| &argument.name == name) {
+            return Err(McpError::InvalidParams(format!(
+                "prompt {:?} takes no argument {name:?}",
+                spec.name
+            )));
+        }
+        arguments.insert(name.clone(), text.to_owned());
+    }
+    if let Some(missing) = spec
+        .arguments
+        .iter()
+        .find(|argument| argument.required == Some(true) && !arguments.contains_key(&argument.name))
+    {
+        return Err(McpError::InvalidParams(format!(
+            "prompt {:?} needs the argument {:?}",
+            spec.name, missing.name
+        )));
+    }
+    let sealed_for = format!("prompt:{}", spec.name);
+    let binding = Binding {
+        subject: &context.identity.subject,
+        tool: &sealed_for,
+        arguments: &given,
+    };
+    let now = crate::request_state::unix_now();
+    let input = match (&params.request_state, &params.input_responses) {
+        (None, None) => None,
+        (Some(sealed), responses) => Some(InputRound {
+            responses: responses.clone().unwrap_or_default(),
+            state: key
+                .open(sealed, binding, now)
+                .map_err(|err| McpError::InvalidParams(err.to_string()))?,
+        }),
+        (None, Some(responses)) => Some(InputRound {
+            responses: responses.clone(),
+            state: Value::Null,
+        }),
+    };
+    let request = PromptRequest {
+        arguments,
+        identity: Arc::clone(&context.identity),
+        client_capabilities: context.meta.client_capabilities.clone(),
+        input,
+    };
+    match handler.get(request).await.map_err(McpError::from)? {
+        PromptOutcome::Messages {
+            description,
+            messages,
+        } => to_value(&GetPromptResult {
+            result_type: ResultType::Complete,
+            description: description.or_else(|| Some(spec.description.clone())),
+            messages,
+        }),
+        PromptOutcome::InputRequired { requests, state } => to_value(&InputRequiredResult {
+            result_type: ResultType::InputRequired,
+            input_requests: Some(requests),
+            request_state: Some(key.seal(binding, &state, now)),
+            meta: None,
+        }),
+    }
+}
+
+/// `completion/complete`: the provider registered for the reference, or no
+/// suggestions for a known prompt or template without one; an unknown reference
+/// is refused.
+async fn complete(
+    features: &Features,
+    context: &RequestContext,
+    params: CompleteParams,
+) -> Result<Value, McpError> {
+    let known = match &params.reference {
+        CompletionReference::Prompt { name } => features.prompts.contains_key(name),
+        CompletionReference::Resource { uri } => features
+            .templates
+            .iter()
+            .any(|(spec, ..)| &spec.uri_template == uri),
+    };
+    if !known {
+        return Err(McpError::InvalidParams(match &params.reference {
+            CompletionReference::Prompt { name } => format!("Unknown prompt: {name}"),
+            CompletionReference::Resource { uri } => format!("Unknown resource template: {uri}"),
+        }));
+    }
+    let provider = features
+        .completions
+        .iter()
+        .find(|(reference, _)| reference == &params.reference)
+        .map(|(_, provider)| Arc::clone(provider));
+    let mut values = match provider {
+        Some(provider) => {
+            let context_arguments = params
+                .context
+                .as_ref()
+                .and_then(|context| context.get("arguments"))
+                .and_then(Value::as_object)
+                .map(|given| {
+                    given
+                        .iter()
+                        .filter_map(|(name, value)| {
+                            value.as_str().map(|text| (name.clone(), text.to_owned()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            provider
+                .complete(CompletionRequest {
+                    argument: params.argument.name.clone(),
+                    value: params.argument.value.clone(),
+                    context: context_arguments,
+                    identity: Arc::clone(&context.identity),
+                })
+                .await
+        }
+        None => Vec::new(),
+    };
+    let total = values.len();
+    values.truncate(MAX_COMPLETIONS);
+    to_value(&CompleteResult {
+        result_type: ResultType::Complete,
+        completion: Completion {
+            has_more: Some(total > values.len()),
+            total: u64::try_from(total).ok(),
+            values,
+        },
+    })
+}

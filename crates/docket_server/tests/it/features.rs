@@ -1,0 +1,296 @@
+//! Resources, prompts and completions an embedder registers, in both protocol eras.
+
+use docket_protocol::completion::CompletionReference;
+use docket_protocol::mrtr::{ElicitRequestParams, InputRequest};
+use docket_protocol::prompts::PromptMessage;
+use docket_protocol::tools::ResourceContents;
+use docket_server::{
+    App, CompletionRequest, Config, PromptOutcome, PromptRequest, PromptSpec, ResourceError,
+    ResourceRead, ResourceSpec, ResourceTemplateSpec,
+};
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, key_of, users};
+
+fn text(uri: &str, text: &str) -> ResourceContents {
+    ResourceContents {
+        uri: uri.to_owned(),
+        mime_type: Some("text/plain".to_owned()),
+        text: Some(text.to_owned()),
+        blob: None,
+        meta: None,
+    }
+}
+
+/// An app with one resource, a template whose reads are alice's alone, a prompt
+/// that asks first, and completions for its argument.
+fn app() -> App {
+    let yaml = "personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    App::builder(config)
+        .resource(
+            ResourceSpec::new("demo://readme", "Readme").with_mime_type("text/plain"),
+            |read: ResourceRead| async move { Ok(vec![text(&read.uri, "read me")]) },
+        )
+        .and_then(|builder| {
+            builder.resource_template(
+                ResourceTemplateSpec::new("demo://notes/{owner}/{id}", "Notes"),
+                |read: ResourceRead| async move {
+                    // Only the owner's notes exist for them; anyone else's read as absent.
+                    let owner = read.variables.get("owner").cloned().unwrap_or_default();
+                    if read.identity.subject != format!("apikey:{owner}") {
+                        return Err(ResourceError::NotFound);
+                    }
+                    let id = read.variables.get("id").cloned().unwrap_or_default();
+                    Ok(vec![text(&read.uri, &format!("note {id} of {owner}"))])
+                },
+            )
+        })
+        .and_then(|builder| {
+            builder.prompt(
+                PromptSpec::new("explore", "Explore a table.").with_argument(
+                    "table",
+                    "The table to explore.",
+                    true,
+                ),
+                |request: PromptRequest| async move {
+                    let table = request.arguments.get("table").cloned().unwrap_or_default();
+                    let Some(round) = request.input else {
+                        let question = InputRequest::Elicit(ElicitRequestParams::form(
+                            "How deep?",
+                            json!({"type": "object", "properties": {"depth": {"type": "string"}}}),
+                        ));
+                        return Ok(PromptOutcome::InputRequired {
+                            requests: [("depth".to_owned(), question)].into_iter().collect(),
+                            state: json!({"table": table}),
+                        });
+                    };
+                    let depth = round.responses["depth"]["content"]["depth"]
+                        .as_str()
+                        .unwrap_or("shallow")
+                        .to_owned();
+                    Ok(PromptOutcome::Messages {
+                        description: None,
+                        messages: vec![PromptMessage::user(format!(
+                            "Explore {table} ({depth}); remembered {}",
+                            round.state["table"]
+                        ))],
+                    })
+                },
+            )
+        })
+        .map(|builder| {
+            builder.completion(
+                CompletionReference::Prompt {
+                    name: "explore".to_owned(),
+                },
+                |request: CompletionRequest| async move {
+                    ["orders", "customers", "order_items"]
+                        .into_iter()
+                        .filter(|table| table.starts_with(request.value.as_str()))
+                        .map(str::to_owned)
+                        .collect()
+                },
+            )
+        })
+        .expect("features")
+        .build()
+        .expect("app")
+}
+
+async fn rpc(server: &TestServer, user: &str, method: &str, params: Value) -> (u16, Value) {
+    server
+        .rpc(method, params)
+        .capabilities(json!({"elicitation": {"form": {}}}))
+        .header("x-api-key", &key_of(user))
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn registered_resources_prompts_and_completions_are_served() {
+    let server = TestServer::start(app()).await;
+    let (_, discovered) = rpc(&server, "alice", "server/discover", json!({})).await;
+    let capabilities = &discovered["result"]["capabilities"];
+    for feature in ["resources", "prompts", "completions"] {
+        assert!(
+            capabilities[feature].is_object(),
+            "{feature}: {capabilities}"
+        );
+    }
+
+    let (_, listed) = rpc(&server, "alice", "resources/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["resources"][0]["uri"], "demo://readme",
+        "{listed}"
+    );
+    assert!(listed["result"]["ttlMs"].is_u64() && listed["result"]["cacheScope"].is_string());
+    let (_, templates) = rpc(&server, "alice", "resources/templates/list", json!({})).await;
+    assert_eq!(
+        templates["result"]["resourceTemplates"][0]["uriTemplate"],
+        "demo://notes/{owner}/{id}"
+    );
+    let (_, read) = rpc(
+        &server,
+        "alice",
+        "resources/read",
+        json!({"uri": "demo://notes/alice/7"}),
+    )
+    .await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "note 7 of alice",
+        "{read}"
+    );
+
+    // Another's note and a URI nothing names get the same answer, byte for byte
+    // but for the URI it names.
+    let (status, theirs) = rpc(
+        &server,
+        "bob",
+        "resources/read",
+        json!({"uri": "demo://notes/alice/7"}),
+    )
+    .await;
+    let (_, nothing) = rpc(
+        &server,
+        "bob",
+        "resources/read",
+        json!({"uri": "demo://nothing/here"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    assert_eq!(theirs["error"]["message"], nothing["error"]["message"]);
+    assert_eq!(theirs["error"]["data"]["uri"], "demo://notes/alice/7");
+
+    // A prompt asks first; its state comes back sealed and cannot be reused by another.
+    let (_, asked) = rpc(
+        &server,
+        "alice",
+        "prompts/get",
+        json!({"name": "explore", "arguments": {"table": "orders"}}),
+    )
+    .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
+    let answer = json!({"name": "explore", "arguments": {"table": "orders"},
+                        "inputResponses": {"depth": {"action": "accept", "content": {"depth": "deep"}}},
+                        "requestState": state});
+    let (_, got) = rpc(&server, "alice", "prompts/get", answer.clone()).await;
+    let said = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        said, "Explore orders (deep); remembered \"orders\"",
+        "{got}"
+    );
+    let (_, stolen) = rpc(&server, "bob", "prompts/get", answer).await;
+    assert_eq!(stolen["error"]["code"], -32602, "{stolen}");
+    let (_, missing) = rpc(&server, "alice", "prompts/get", json!({"name": "explore"})).await;
+    assert_eq!(
+        missing["error"]["code"], -32602,
+        "a required argument: {missing}"
+    );
+    let (_, unknown) = rpc(&server, "alice", "prompts/get", json!({"name": "nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    let (_, completed) = rpc(
+        &server,
+        "alice",
+        "completion/complete",
+        json!({
+        "ref": {"type": "ref/prompt", "name": "explore"},
+        "argument": {"name": "table", "value": "ord"}}),
+    )
+    .await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["orders", "order_items"]),
+        "{completed}"
+    );
+}
+
+#[tokio::test]
+async fn without_registrations_the_methods_do_not_exist() {
+    let server = TestServer::start(
+        App::builder(Config::embedded_default())
+            .build()
+            .expect("app"),
+    )
+    .await;
+    let (status, body) = server.rpc("resources/list", json!({})).send().await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], -32601);
+    let (_, discovered) = server.rpc("server/discover", json!({})).send().await;
+    assert!(
+        discovered["result"]["capabilities"]
+            .get("prompts")
+            .is_none(),
+        "{discovered}"
+    );
+}
+
+#[tokio::test]
+async fn sessions_of_the_earlier_era_are_served_the_same_features() {
+    let server = TestServer::start(app()).await;
+    let post = |session: Option<&str>, message: Value| {
+        let mut request = server
+            .http
+            .post(server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("x-api-key", key_of("alice"))
+            .json(&message);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let opened = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "features-tests", "version": "0"}}}),
+    )
+    .await
+    .expect("initialize");
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
+    let init: Value = opened.json().await.expect("json");
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+    let ask = |method: &str, params: Value| {
+        post(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}),
+        )
+    };
+    let read: Value = ask("resources/read", json!({"uri": "demo://readme"}))
+        .await
+        .expect("read")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(read["result"]["contents"][0]["text"], "read me", "{read}");
+    for dropped in ["resultType", "ttlMs", "cacheScope"] {
+        assert!(read["result"].get(dropped).is_none(), "{dropped} in {read}");
+    }
+    // A prompt that asks first cannot ask a session: refused with the way forward.
+    let asked: Value = ask(
+        "prompts/get",
+        json!({"name": "explore", "arguments": {"table": "t"}}),
+    )
+    .await
+    .expect("get")
+    .json()
+    .await
+    .expect("json");
+    assert_eq!(asked["error"]["code"], -32602, "{asked}");
+}
