@@ -243,7 +243,7 @@ impl AppBuilder {
             script_isolation,
             task_sources,
             sessions,
-            features,
+            mut features,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -259,6 +259,21 @@ impl AppBuilder {
             sink: parts.sink,
             base_url: config.server.base_url(),
         });
+        if let Some(assets) = &assets {
+            let resources = Arc::new(crate::asset_resources::AssetResources {
+                assets: assets.clone(),
+                max_read_bytes: config.server.max_resource_read_bytes,
+            });
+            let reader = Arc::clone(&resources);
+            features.add_template(
+                crate::asset_resources::template_spec(),
+                move |read: crate::ResourceRead| {
+                    let reader = Arc::clone(&reader);
+                    async move { reader.read(read).await }
+                },
+            )?;
+            features.set_lister(resources);
+        }
         let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(
             &mut registry,

@@ -55,10 +55,16 @@ pub(crate) async fn dispatch(
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
         method if app.state.features.serves(method) => {
+            let is_admin = app
+                .state
+                .personas
+                .resolve(&context.identity.roles)
+                .is_some_and(|persona| persona.is_admin);
             crate::features::handle(
                 &app.state.features,
                 &app.state.state_key,
                 &context,
+                is_admin,
                 method,
                 request.params,
             )

@@ -14,6 +14,7 @@ mod tools;
 
 mod answers;
 mod app;
+mod asset_resources;
 mod assets;
 mod audit;
 mod call;

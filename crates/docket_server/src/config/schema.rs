@@ -90,6 +90,10 @@ pub struct ServerConfig {
     /// sit unused before it ends; its client then initializes again.
     #[serde(deserialize_with = "deserialize_duration")]
     pub session_idle_timeout: Duration,
+    /// The largest asset `resources/read` sends (inline text or a base64 blob); a
+    /// larger one is refused with its download URL.
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub max_resource_read_bytes: u64,
     /// Sessions one identity may hold at once; opening one more ends that
     /// identity's least recently used session (never anyone else's).
     pub max_sessions_per_identity: u32,
@@ -110,6 +114,7 @@ impl Default for ServerConfig {
             request_state_secret: None,
             session_idle_timeout: crate::legacy::DEFAULT_IDLE_TIMEOUT,
             max_sessions_per_identity: crate::legacy::DEFAULT_SESSIONS_PER_IDENTITY,
+            max_resource_read_bytes: 10 << 20,
         }
     }
 }
@@ -128,6 +133,7 @@ impl fmt::Debug for ServerConfig {
             .field("max_connections", &self.max_connections)
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("max_sessions_per_identity", &self.max_sessions_per_identity)
+            .field("max_resource_read_bytes", &self.max_resource_read_bytes)
             .field(
                 "request_state_secret",
                 &self.request_state_secret.as_ref().map(|_| "<redacted>"),

@@ -29,6 +29,7 @@ use serde_json::Value;
 
 pub use completion::{CompletionFuture, CompletionProvider, CompletionRequest};
 pub use prompts::{PromptFuture, PromptHandler, PromptOutcome, PromptRequest, PromptSpec};
+pub(crate) use resources::{ListFuture, ResourceLister};
 pub use resources::{
     ResourceError, ResourceFuture, ResourceRead, ResourceReader, ResourceSpec, ResourceTemplateSpec,
 };
@@ -64,6 +65,8 @@ pub(crate) struct Features {
     templates: Vec<(ResourceTemplateSpec, UriTemplate, Arc<dyn ResourceReader>)>,
     prompts: BTreeMap<String, (PromptSpec, Arc<dyn PromptHandler>)>,
     completions: Vec<(CompletionReference, Arc<dyn CompletionProvider>)>,
+    /// Lists resources after the registered ones (the caller's assets).
+    lister: Option<Arc<dyn ResourceLister>>,
 }
 
 impl Features {
@@ -128,8 +131,13 @@ impl Features {
         self.completions.push((reference, Arc::new(provider)));
     }
 
+    /// Sets what lists resources after the registered ones.
+    pub(crate) fn set_lister(&mut self, lister: Arc<dyn ResourceLister>) {
+        self.lister = Some(lister);
+    }
+
     fn has_resources(&self) -> bool {
-        !self.resources.is_empty() || !self.templates.is_empty()
+        !self.resources.is_empty() || !self.templates.is_empty() || self.lister.is_some()
     }
 
     fn has_prompts(&self) -> bool {
@@ -166,12 +174,13 @@ impl Features {
     }
 }
 
-/// Serves one of the features' methods for the caller of `context`; `key` seals a
-/// prompt's `requestState`.
+/// Serves one of the features' methods for the caller of `context` (an
+/// administrator or not); `key` seals a prompt's `requestState`.
 pub(crate) async fn handle(
     features: &Features,
     key: &RequestStateKey,
     context: &RequestContext,
+    is_admin: bool,
     method: &str,
     params: Option<Value>,
 ) -> Result<Reply, McpError> {
@@ -182,22 +191,7 @@ pub(crate) async fn handle(
     let answer = match method {
         "resources/list" => {
             let ListParams { cursor } = parse(params, method)?;
-            if cursor.is_some() {
-                return Err(McpError::InvalidParams(
-                    "invalid cursor: this list has one page".to_owned(),
-                ));
-            }
-            to_value(&ListResourcesResult {
-                result_type: ResultType::Complete,
-                resources: features
-                    .resources
-                    .iter()
-                    .map(|(spec, _)| spec.to_wire())
-                    .collect(),
-                next_cursor: None,
-                ttl_ms: LIST_TTL_MS,
-                cache_scope: CacheScope::Public,
-            })
+            list_resources(features, context, cursor.as_deref()).await
         }
         "resources/templates/list" => {
             let ListParams { cursor } = parse(params, method)?;
@@ -220,7 +214,7 @@ pub(crate) async fn handle(
         }
         "resources/read" => {
             let ReadResourceParams { uri } = parse(params, method)?;
-            read(features, context, uri).await
+            read(features, context, is_admin, uri).await
         }
         "prompts/list" => {
             let ListParams { cursor } = parse(params, method)?;
@@ -252,10 +246,62 @@ fn parse<T: DeserializeOwned>(params: Value, method: &str) -> Result<T, McpError
         .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))
 }
 
+/// `resources/list`: the registered resources, then the lister's pages (the
+/// caller's assets); a cursor continues the lister's pages.
+async fn list_resources(
+    features: &Features,
+    context: &RequestContext,
+    cursor: Option<&str>,
+) -> Result<Value, McpError> {
+    let mut resources = Vec::new();
+    if cursor.is_none() {
+        resources.extend(features.resources.iter().map(|(spec, _)| spec.to_wire()));
+    }
+    let next_cursor = match &features.lister {
+        Some(lister) => {
+            let (listed, next) = lister
+                .list(&context.identity.subject, cursor)
+                .await
+                .map_err(resource_error)?;
+            resources.extend(listed);
+            next
+        }
+        None if cursor.is_some() => {
+            return Err(McpError::InvalidParams(
+                "invalid cursor: this list has one page".to_owned(),
+            ));
+        }
+        None => None,
+    };
+    to_value(&ListResourcesResult {
+        result_type: ResultType::Complete,
+        resources,
+        next_cursor,
+        ttl_ms: LIST_TTL_MS,
+        // A list with the caller's own resources in it is theirs alone.
+        cache_scope: if features.lister.is_some() {
+            CacheScope::Private
+        } else {
+            CacheScope::Public
+        },
+    })
+}
+
+fn resource_error(error: ResourceError) -> McpError {
+    match error {
+        ResourceError::Refused(message) => McpError::InvalidParams(message),
+        ResourceError::Unavailable(message) => McpError::Unavailable(message),
+        ResourceError::NotFound => {
+            McpError::InvalidParams("the resources are not available to you".to_owned())
+        }
+    }
+}
+
 /// `resources/read`: a fixed resource, or the first template the URI matches.
 async fn read(
     features: &Features,
     context: &RequestContext,
+    is_admin: bool,
     uri: String,
 ) -> Result<Value, McpError> {
     let found = features
@@ -277,6 +323,7 @@ async fn read(
         uri: uri.clone(),
         variables,
         identity: Arc::clone(&context.identity),
+        is_admin,
     };
     match reader.read(read).await {
         // A resource never answers with nothing: no contents reads as not found.
@@ -288,8 +335,7 @@ async fn read(
             cache_scope: CacheScope::Private,
         }),
         Err(ResourceError::NotFound) => Err(McpError::ResourceNotFound(uri)),
-        Err(ResourceError::Refused(message)) => Err(McpError::InvalidParams(message)),
-        Err(ResourceError::Unavailable(message)) => Err(McpError::Unavailable(message)),
+        Err(other) => Err(resource_error(other)),
     }
 }
 

@@ -116,7 +116,21 @@ pub struct ResourceRead {
     pub variables: BTreeMap<String, String>,
     /// Who asks.
     pub identity: Arc<Identity>,
+    /// Whether their persona makes them an administrator.
+    pub is_admin: bool,
 }
+
+/// Lists resources that are not registered one by one (the caller's assets), a
+/// page at a time after the registered ones.
+pub(crate) trait ResourceLister: Send + Sync + 'static {
+    /// One page of `subject`'s resources after `cursor`, and the next page's cursor.
+    fn list<'a>(&'a self, subject: &'a str, cursor: Option<&'a str>) -> ListFuture<'a>;
+}
+
+/// One page of listed resources and the next page's cursor.
+pub(crate) type ListFuture<'a> = Pin<
+    Box<dyn Future<Output = Result<(Vec<Resource>, Option<String>), ResourceError>> + Send + 'a>,
+>;
 
 /// Why a read gave no contents.
 #[non_exhaustive]

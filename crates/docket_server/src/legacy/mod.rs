@@ -323,15 +323,23 @@ async fn serve(
             let reply = match method {
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
-                feature if app.state.features.serves(feature) => crate::features::handle(
-                    &app.state.features,
-                    &app.state.state_key,
-                    &context,
-                    feature,
-                    request.params,
-                )
-                .await
-                .and_then(feature_shape),
+                feature if app.state.features.serves(feature) => {
+                    let is_admin = app
+                        .state
+                        .personas
+                        .resolve(&context.identity.roles)
+                        .is_some_and(|persona| persona.is_admin);
+                    crate::features::handle(
+                        &app.state.features,
+                        &app.state.state_key,
+                        &context,
+                        is_admin,
+                        feature,
+                        request.params,
+                    )
+                    .await
+                    .and_then(feature_shape)
+                }
                 "tools/call" => {
                     if with_tasks && asks_for_task(request.params.as_ref()) {
                         must_run_as_task(app, request.params.as_ref()).map_err(|error| {

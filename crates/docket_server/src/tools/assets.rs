@@ -31,14 +31,15 @@ pub(crate) fn asset_json(deps: &Assets, asset: &Asset) -> Value {
 }
 
 /// An export's result: `{asset_id, name, format, content_type, row_count,
-/// size_bytes, download_url, message, call_id}` as JSON text and structured content.
+/// size_bytes, download_url, resource_uri, message, call_id}` as JSON text and
+/// structured content, and a `resource_link` block to the asset.
 pub(crate) fn asset_result(
     deps: &Assets,
     asset: &Asset,
     message: &str,
     call_id: Option<&str>,
 ) -> CallToolResult {
-    CallToolResult::structured(json!({
+    let mut result = CallToolResult::structured(json!({
         "asset_id": asset.id,
         "name": asset.name,
         "format": asset.format,
@@ -46,9 +47,15 @@ pub(crate) fn asset_result(
         "row_count": asset.row_count,
         "size_bytes": asset.size_bytes,
         "download_url": deps.download_url(asset),
+        "resource_uri": crate::asset_resources::asset_uri(&asset.id),
         "message": message,
         "call_id": call_id.or(asset.call_id.as_deref()),
-    }))
+    }));
+    // A client attaches the asset by this link (resources/read).
+    result
+        .content
+        .push(crate::asset_resources::resource_link(asset));
+    result
 }
 
 fn read_only() -> ToolAnnotations {

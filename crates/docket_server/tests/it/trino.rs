@@ -24,6 +24,7 @@ struct Fixture {
 
 on_both_backends!(
     a_direct_export_writes_an_asset_only_its_owner_can_download,
+    exported_assets_are_their_owners_resources,
     an_export_task_reports_progress_and_ends_with_the_asset,
     cancelling_an_export_task_stops_the_query_and_leaves_no_asset,
     the_row_cap_stops_an_export_without_an_asset,
@@ -58,6 +59,7 @@ async fn fixture_on(
          consent: {{ trino: {{ row_threshold: {row_threshold} }} }}\n\
          exports: {{ max_rows: {max_rows} }}\n\
          tasks: {{ heartbeat_interval: 100ms }}\n\
+         server: {{ max_resource_read_bytes: 1KiB }}\n\
          personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
         double.url()
     );
@@ -282,6 +284,136 @@ async fn a_direct_export_writes_an_asset_only_its_owner_can_download(backend: Ba
     assert_eq!(record.asset_id.as_deref(), Some(asset_id));
     assert_eq!(Some(record.id.as_str()), result["call_id"].as_str());
     assert!(record.success);
+}
+
+async fn exported_assets_are_their_owners_resources(backend: Backend) {
+    let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, "").await else {
+        return;
+    };
+    let export = |sql: &str, format: &str, name: &str| {
+        f.call(
+            "alice",
+            "trino_export",
+            json!({"sql": sql, "format": format, "name": name}),
+            json!({}),
+        )
+    };
+    let (_, small) = export(
+        "SELECT orderkey FROM memory.default.orders ORDER BY orderkey",
+        "csv",
+        "keys",
+    )
+    .await;
+    let (_, binary) = export(
+        "SELECT orderkey FROM memory.default.orders ORDER BY orderkey",
+        "json",
+        "keys-json",
+    )
+    .await;
+    let (_, large) = export(
+        "SELECT * FROM memory.default.orders ORDER BY orderkey",
+        "csv",
+        "everything",
+    )
+    .await;
+    let id = |body: &Value| {
+        body["result"]["structuredContent"]["asset_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an asset: {body}"))
+            .to_owned()
+    };
+    let (small_id, binary_id, large_id) = (id(&small), id(&binary), id(&large));
+
+    // The export's result links its asset as a resource.
+    let link = small["result"]["content"]
+        .as_array()
+        .and_then(|blocks| blocks.iter().find(|block| block["type"] == "resource_link"))
+        .unwrap_or_else(|| panic!("a resource link in {small}"));
+    assert_eq!(link["uri"], format!("docket://assets/{small_id}"));
+    assert_eq!(link["mimeType"], "text/csv", "{link}");
+
+    let rpc = |user: &str, method: &str, params: Value| {
+        f.server
+            .rpc(method, params)
+            .header("x-api-key", &key_of(user))
+            .send()
+    };
+    let (_, listed) = rpc("alice", "resources/list", json!({})).await;
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|resource| resource["uri"].as_str())
+        .collect();
+    for asset in [&small_id, &binary_id, &large_id] {
+        assert!(
+            uris.contains(&format!("docket://assets/{asset}").as_str()),
+            "{listed}"
+        );
+    }
+    assert_eq!(listed["result"]["cacheScope"], "private");
+    let (_, theirs) = rpc("eve", "resources/list", json!({})).await;
+    assert_eq!(theirs["result"]["resources"], json!([]), "{theirs}");
+
+    // Text inline, anything else as a blob.
+    let (_, read) = rpc(
+        "alice",
+        "resources/read",
+        json!({"uri": format!("docket://assets/{small_id}")}),
+    )
+    .await;
+    let text = read["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("text: {read}"));
+    assert_eq!(text.lines().count(), 51, "{text}");
+    let (_, read) = rpc(
+        "alice",
+        "resources/read",
+        json!({"uri": format!("docket://assets/{binary_id}")}),
+    )
+    .await;
+    // JSON is text too (a binary asset reads as a blob: asset_resources' unit test).
+    assert!(
+        read["result"]["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.starts_with('[')),
+        "{read}"
+    );
+
+    // Larger than the server sends: refused with the size and where to download it.
+    let (_, refused) = rpc(
+        "alice",
+        "resources/read",
+        json!({"uri": format!("docket://assets/{large_id}")}),
+    )
+    .await;
+    let said = refused["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("refused: {refused}"));
+    assert!(
+        said.contains("bytes") && said.contains(&format!("/assets/{large_id}/content")),
+        "{said}"
+    );
+
+    // Another's asset reads as one that does not exist.
+    let (_, not_yours) = rpc(
+        "eve",
+        "resources/read",
+        json!({"uri": format!("docket://assets/{small_id}")}),
+    )
+    .await;
+    let (_, unknown) = rpc(
+        "eve",
+        "resources/read",
+        json!({"uri": format!("docket://assets/{}", "0".repeat(32))}),
+    )
+    .await;
+    assert_eq!(not_yours["error"]["code"], -32602, "{not_yours}");
+    assert_eq!(not_yours["error"]["message"], unknown["error"]["message"]);
+    assert_eq!(
+        not_yours["error"]["data"]["uri"],
+        format!("docket://assets/{small_id}")
+    );
 }
 
 #[tokio::test]
