@@ -880,6 +880,91 @@ pub async fn a_subject_beyond_its_session_cap_loses_its_least_recently_used(
     );
 }
 
+fn new_prompt(name: &str, owner: &str) -> crate::NewPrompt {
+    crate::NewPrompt {
+        name: name.to_owned(),
+        owner: owner.to_owned(),
+        description: "Explore a table.".to_owned(),
+        template: "Explore {{table}} and say what stands out.".to_owned(),
+        arguments: vec![crate::prompts::PromptArgumentSpec {
+            name: "table".to_owned(),
+            description: Some("The table.".to_owned()),
+            required: true,
+        }],
+        scripts: vec!["profile".to_owned()],
+        shared_with: vec!["analyst".to_owned()],
+    }
+}
+
+/// A prompt reads back exactly, names are unique, an update keeps the name, owner
+/// and creation time, a listing is by name, and a deleted prompt is gone.
+pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLibrary>) {
+    let created = store
+        .create_prompt(new_prompt("explore", "apikey:alice"))
+        .await
+        .expect("create");
+    assert_eq!(created.owner, "apikey:alice");
+    assert_eq!(created.scripts, vec!["profile".to_owned()]);
+    let read = store.prompt("explore").await.expect("read").expect("there");
+    assert_eq!(read, created);
+    assert!(matches!(
+        store
+            .create_prompt(new_prompt("explore", "apikey:bob"))
+            .await,
+        Err(CatalogError::Duplicate)
+    ));
+    let mut invalid = new_prompt("broken", "apikey:alice");
+    invalid.template = "{{nope}}".to_owned();
+    assert!(matches!(
+        store.create_prompt(invalid).await,
+        Err(CatalogError::Invalid(_))
+    ));
+    let mut change = new_prompt("explore", "apikey:someone-else");
+    change.description = "Explore it well.".to_owned();
+    change.shared_with = vec![crate::prompts::EVERYONE.to_owned()];
+    let updated = store
+        .update_prompt(change)
+        .await
+        .expect("update")
+        .expect("there");
+    assert_eq!(updated.description, "Explore it well.");
+    assert_eq!(updated.owner, "apikey:alice", "an update keeps the owner");
+    assert_eq!(updated.created_at, created.created_at);
+    assert!(updated.updated_at >= created.updated_at);
+    assert_eq!(
+        store
+            .update_prompt(new_prompt("absent", "apikey:alice"))
+            .await
+            .expect("update"),
+        None
+    );
+    store
+        .create_prompt(new_prompt("another", "apikey:bob"))
+        .await
+        .expect("create");
+    let names: Vec<String> = store
+        .prompts()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|prompt| prompt.name)
+        .collect();
+    assert_eq!(names, vec!["another".to_owned(), "explore".to_owned()]);
+    assert!(store.delete_prompt("explore").await.expect("delete"));
+    assert!(!store.delete_prompt("explore").await.expect("delete"));
+    assert_eq!(store.prompt("explore").await.expect("read"), None);
+}
+
+/// Generates one `#[tokio::test]` per property of a [`crate::PromptLibrary`].
+#[macro_export]
+macro_rules! prompt_library_suite {
+    ($make:expr) => {
+        $crate::catalog_suite!(@tests $make;
+            prompts_read_back_update_and_delete,
+        );
+    };
+}
+
 /// Generates one `#[tokio::test]` per property of a [`SessionStore`] from an
 /// expression that yields `(Arc<dyn SessionStore>, guard)`.
 #[macro_export]

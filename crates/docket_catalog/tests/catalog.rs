@@ -24,6 +24,17 @@ mod calls {
     });
 }
 
+mod prompts {
+    use docket_catalog::PromptLibrary;
+    use docket_catalog::memory::MemoryPrompts;
+
+    use super::*;
+
+    docket_catalog::prompt_library_suite!(async {
+        (Arc::new(MemoryPrompts::new()) as Arc<dyn PromptLibrary>, ())
+    });
+}
+
 mod sessions {
     use docket_catalog::SessionStore;
     use docket_catalog::memory::MemorySessions;

@@ -129,6 +129,16 @@ impl Store {
         }
     }
 
+    /// The store as the prompt library.
+    pub fn prompt_library(&self) -> Arc<dyn docket_catalog::PromptLibrary> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn docket_catalog::PromptLibrary>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn docket_catalog::PromptLibrary>,
+        }
+    }
+
     /// The store as the HTTP layer keeps the sessions of the earlier protocol era.
     pub fn session_store(&self) -> Arc<dyn SessionStore> {
         match self {

@@ -503,3 +503,70 @@ impl<C: Columns> SessionRow<C> {
         Ok((session, self.now.value()?))
     }
 }
+
+/// The columns a library prompt is read by, in [`PromptRow`]'s order.
+macro_rules! prompt_columns {
+    () => {
+        "name, owner, description, template, arguments, scripts, shared_with, \
+         created_at, updated_at"
+    };
+}
+pub(crate) use prompt_columns;
+
+/// A library prompt as read ([`prompt_columns!`]); its lists are JSON text.
+#[derive(QueryableByName)]
+pub(crate) struct PromptRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
+    #[diesel(sql_type = Text)]
+    description: String,
+    #[diesel(sql_type = Text)]
+    template: String,
+    #[diesel(sql_type = Text)]
+    arguments: String,
+    #[diesel(sql_type = Text)]
+    scripts: String,
+    #[diesel(sql_type = Text)]
+    shared_with: String,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    updated_at: C::Time,
+}
+
+impl<C: Columns> PromptRow<C> {
+    /// The prompt.
+    pub(crate) fn into_prompt(self) -> Result<docket_catalog::LibraryPrompt, CatalogError> {
+        let corrupt = |column: &str, err: serde_json::Error| {
+            CatalogError::Corrupt(format!("{column} is not a JSON list: {err}"))
+        };
+        let names = |text: &str, column: &str| {
+            serde_json::from_str::<Vec<String>>(text).map_err(|err| corrupt(column, err))
+        };
+        Ok(docket_catalog::LibraryPrompt {
+            arguments: serde_json::from_str(&self.arguments)
+                .map_err(|err| corrupt("arguments", err))?,
+            scripts: names(&self.scripts, "scripts")?,
+            shared_with: names(&self.shared_with, "shared_with")?,
+            name: self.name,
+            owner: self.owner,
+            description: self.description,
+            template: self.template,
+            created_at: self.created_at.value()?,
+            updated_at: self.updated_at.value()?,
+        })
+    }
+}
+
+/// A prompt's lists as the JSON text the table keeps:
+/// `(arguments, scripts, shared_with)`.
+pub(crate) fn prompt_lists(prompt: &docket_catalog::NewPrompt) -> (String, String, String) {
+    let text = |value: serde_json::Result<String>| value.unwrap_or_else(|_| "[]".to_owned());
+    (
+        text(serde_json::to_string(&prompt.arguments)),
+        text(serde_json::to_string(&prompt.scripts)),
+        text(serde_json::to_string(&prompt.shared_with)),
+    )
+}

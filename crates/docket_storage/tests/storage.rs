@@ -819,6 +819,15 @@ mod catalog {
             std::future::ready((sessions, (database, light)))
         });
 
+        docket_catalog::prompt_library_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let prompts = database.connect().await.prompt_library();
+            std::future::ready((prompts, (database, light)))
+        });
+
         /// Two stores with pools of their own (two replicas) racing to record
         /// one owner's key: one asset, which both answer with.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -874,6 +883,12 @@ mod catalog {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.session_store(), (database, light))
+        });
+
+        docket_catalog::prompt_library_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.prompt_library(), (database, light))
         });
 
         /// Assets and call records written before the store closed are there,

@@ -1,5 +1,5 @@
-//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryScripts`] and
-//! [`MemorySessions`],
+//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryPrompts`],
+//! [`MemoryScripts`] and [`MemorySessions`],
 //! for unit tests and for embedders that want the catalog without durability.
 //! One process only; nothing survives a restart. Each runs the same behaviour
 //! suite as the database backends (`tests/catalog.rs`), so what holds for them
@@ -11,6 +11,7 @@
 
 mod assets;
 mod calls;
+mod prompts;
 mod scripts;
 mod sessions;
 
@@ -21,6 +22,7 @@ use time::OffsetDateTime;
 
 pub use assets::MemoryAssets;
 pub use calls::MemoryCalls;
+pub use prompts::MemoryPrompts;
 pub use scripts::MemoryScripts;
 pub use sessions::MemorySessions;
 

@@ -11,6 +11,7 @@ mod calls;
 mod connection;
 mod listen;
 mod migrations;
+mod prompts;
 mod scripts;
 mod sessions;
 mod tasks;
@@ -38,7 +39,8 @@ use crate::url::Backend;
 pub(crate) use connection::establish;
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
-    NewAsset, NewCallRecord, NewSession, PageCursor, Session, SessionStore,
+    LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor, PromptLibrary,
+    Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -256,6 +258,34 @@ impl CallCatalog for PgStore {
         limit: u32,
     ) -> Result<Vec<CallRecord>, CatalogError> {
         calls::recent(&mut *self.catalog_conn().await?, subject, limit).await
+    }
+}
+
+#[async_trait]
+impl PromptLibrary for PgStore {
+    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError> {
+        prompt.validate()?;
+        prompts::insert(&mut *self.catalog_conn().await?, &prompt).await
+    }
+
+    async fn update_prompt(
+        &self,
+        prompt: NewPrompt,
+    ) -> Result<Option<LibraryPrompt>, CatalogError> {
+        prompt.validate()?;
+        prompts::update(&mut *self.catalog_conn().await?, &prompt).await
+    }
+
+    async fn prompt(&self, name: &str) -> Result<Option<LibraryPrompt>, CatalogError> {
+        prompts::get(&mut *self.catalog_conn().await?, name).await
+    }
+
+    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError> {
+        prompts::list(&mut *self.catalog_conn().await?).await
+    }
+
+    async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {
+        prompts::delete(&mut *self.catalog_conn().await?, name).await
     }
 }
 

@@ -23,6 +23,7 @@ mod assets;
 mod audit;
 mod calls;
 mod migrations;
+mod prompts;
 mod scripts;
 mod sessions;
 mod sql;
@@ -53,7 +54,8 @@ use crate::shared::Ending;
 use crate::url::Backend;
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
-    NewAsset, NewCallRecord, NewSession, PageCursor, Session, SessionStore,
+    LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor, PromptLibrary,
+    Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -379,6 +381,54 @@ impl CallCatalog for SqliteStore {
             .await
             .map_err(catalog_error)?;
         crate::rows::calls(rows)
+    }
+}
+
+#[async_trait]
+impl PromptLibrary for SqliteStore {
+    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError> {
+        prompt.validate()?;
+        self.write(move |conn| prompts::insert(conn, &prompt))
+            .await
+            .map_err(catalog_error)?
+            .into_prompt()
+    }
+
+    async fn update_prompt(
+        &self,
+        prompt: NewPrompt,
+    ) -> Result<Option<LibraryPrompt>, CatalogError> {
+        prompt.validate()?;
+        self.write(move |conn| prompts::update(conn, &prompt))
+            .await
+            .map_err(catalog_error)?
+            .map(prompts::PromptRow::into_prompt)
+            .transpose()
+    }
+
+    async fn prompt(&self, name: &str) -> Result<Option<LibraryPrompt>, CatalogError> {
+        let name = name.to_owned();
+        self.read(move |conn| prompts::get(conn, &name))
+            .await
+            .map_err(catalog_error)?
+            .map(prompts::PromptRow::into_prompt)
+            .transpose()
+    }
+
+    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError> {
+        self.read(prompts::list)
+            .await
+            .map_err(catalog_error)?
+            .into_iter()
+            .map(prompts::PromptRow::into_prompt)
+            .collect()
+    }
+
+    async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {
+        let name = name.to_owned();
+        self.write(move |conn| prompts::delete(conn, &name))
+            .await
+            .map_err(catalog_error)
     }
 }
 
