@@ -190,6 +190,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             builder = builder
                 .task_store(store.task_store())
                 .sessions(store.session_store())
+                .prompt_library(store.prompt_library())
                 .scripts(store.script_store())
                 .retention(store.retention())
                 .assets(

@@ -53,6 +53,18 @@ pub struct LibraryPrompt {
     pub updated_at: OffsetDateTime,
 }
 
+impl LibraryPrompt {
+    /// Whether `subject`, of persona `persona` (an administrator or not), may see and
+    /// use the prompt: its owner, administrators, and those it is shared with.
+    pub fn visible_to(&self, subject: &str, persona: Option<&str>, is_admin: bool) -> bool {
+        is_admin
+            || self.owner == subject
+            || self.shared_with.iter().any(|shared| {
+                shared == EVERYONE || persona.is_some_and(|persona| shared == persona)
+            })
+    }
+}
+
 /// A prompt to store: everything but the times.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewPrompt {

@@ -61,6 +61,7 @@ pub struct AppBuilder {
     task_sources: Vec<Arc<dyn TaskSource>>,
     sessions: Option<Arc<dyn SessionStore>>,
     features: crate::features::Features,
+    prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -85,6 +86,7 @@ impl App {
             task_sources: Vec::new(),
             sessions: None,
             features: crate::features::Features::default(),
+            prompt_library: None,
         }
     }
 }
@@ -154,6 +156,14 @@ impl AppBuilder {
         provider: impl crate::CompletionProvider,
     ) -> Self {
         self.features.add_completion(reference, provider);
+        self
+    }
+
+    /// The prompt library's store. With it, `manage_prompt` keeps the team's prompts,
+    /// they are offered as MCP prompts to those they are shared with, and the
+    /// built-in prompts for common data work come with them.
+    pub fn prompt_library(mut self, library: Arc<dyn docket_catalog::PromptLibrary>) -> Self {
+        self.prompt_library = Some(library);
         self
     }
 
@@ -244,6 +254,7 @@ impl AppBuilder {
             task_sources,
             sessions,
             mut features,
+            prompt_library,
         } = self;
         let problems = config.problems();
         if !problems.is_empty() {
@@ -273,6 +284,14 @@ impl AppBuilder {
                 },
             )?;
             features.set_lister(resources);
+        }
+        if let Some(library) = prompt_library {
+            features.set_library(Arc::clone(&library))?;
+            let reserved = features.registered_prompt_names();
+            tools::prompts::register(
+                &mut registry,
+                Arc::new(tools::prompts::PromptDeps { library, reserved }),
+            )?;
         }
         let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(

@@ -55,16 +55,16 @@ pub(crate) async fn dispatch(
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
         method if app.state.features.serves(method) => {
-            let is_admin = app
-                .state
-                .personas
-                .resolve(&context.identity.roles)
-                .is_some_and(|persona| persona.is_admin);
+            let persona = app.state.personas.resolve(&context.identity.roles);
+            let caller = crate::features::Caller {
+                context: &context,
+                is_admin: persona.as_ref().is_some_and(|persona| persona.is_admin),
+                persona: persona.as_ref().map(|persona| persona.name.as_str()),
+            };
             crate::features::handle(
                 &app.state.features,
                 &app.state.state_key,
-                &context,
-                is_admin,
+                &caller,
                 method,
                 request.params,
             )

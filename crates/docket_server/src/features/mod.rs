@@ -5,6 +5,7 @@
 //! A feature is advertised, and its methods exist, only when something is
 //! registered for it.
 
+mod builtin;
 mod completion;
 mod prompts;
 mod resources;
@@ -13,12 +14,15 @@ mod template;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use docket_catalog::{LibraryPrompt, PromptLibrary};
 use docket_protocol::JsonObject;
 use docket_protocol::completion::{
     CompleteParams, CompleteResult, Completion, CompletionReference,
 };
 use docket_protocol::mrtr::InputRequiredResult;
-use docket_protocol::prompts::{GetPromptParams, GetPromptResult, ListPromptsResult};
+use docket_protocol::prompts::{
+    GetPromptParams, GetPromptResult, ListPromptsResult, Prompt, PromptArgument, PromptMessage,
+};
 use docket_protocol::resources::{
     ListParams, ListResourceTemplatesResult, ListResourcesResult, ReadResourceParams,
     ReadResourceResult,
@@ -67,6 +71,18 @@ pub(crate) struct Features {
     completions: Vec<(CompletionReference, Arc<dyn CompletionProvider>)>,
     /// Lists resources after the registered ones (the caller's assets).
     lister: Option<Arc<dyn ResourceLister>>,
+    /// The prompt library: prompts users keep, after the registered ones.
+    library: Option<Arc<dyn PromptLibrary>>,
+}
+
+/// Who asks, as the features decide what they may see.
+pub(crate) struct Caller<'a> {
+    /// The request's context (identity, capabilities).
+    pub(crate) context: &'a RequestContext,
+    /// Whether their persona makes them an administrator.
+    pub(crate) is_admin: bool,
+    /// Their persona's name, when they have one.
+    pub(crate) persona: Option<&'a str>,
 }
 
 impl Features {
@@ -131,6 +147,25 @@ impl Features {
         self.completions.push((reference, Arc::new(provider)));
     }
 
+    /// Serves the prompt library (and the built-in prompts that come with it).
+    pub(crate) fn set_library(
+        &mut self,
+        library: Arc<dyn PromptLibrary>,
+    ) -> Result<(), RegistryError> {
+        for (spec, text) in builtin::prompts() {
+            self.add_prompt(spec, move |request: PromptRequest| {
+                std::future::ready(builtin::outcome(text(&request)))
+            })?;
+        }
+        self.library = Some(library);
+        Ok(())
+    }
+
+    /// The names registered (and built-in) prompts hold.
+    pub(crate) fn registered_prompt_names(&self) -> Vec<String> {
+        self.prompts.keys().cloned().collect()
+    }
+
     /// Sets what lists resources after the registered ones.
     pub(crate) fn set_lister(&mut self, lister: Arc<dyn ResourceLister>) {
         self.lister = Some(lister);
@@ -141,7 +176,7 @@ impl Features {
     }
 
     fn has_prompts(&self) -> bool {
-        !self.prompts.is_empty()
+        !self.prompts.is_empty() || self.library.is_some()
     }
 
     /// Completions are offered wherever something takes arguments: prompts, and
@@ -179,11 +214,11 @@ impl Features {
 pub(crate) async fn handle(
     features: &Features,
     key: &RequestStateKey,
-    context: &RequestContext,
-    is_admin: bool,
+    caller: &Caller<'_>,
     method: &str,
     params: Option<Value>,
 ) -> Result<Reply, McpError> {
+    let (context, is_admin) = (caller.context, caller.is_admin);
     if !features.serves(method) {
         return Err(McpError::MethodNotFound(method.to_owned()));
     }
@@ -223,20 +258,17 @@ pub(crate) async fn handle(
                     "invalid cursor: this list has one page".to_owned(),
                 ));
             }
-            to_value(&ListPromptsResult {
-                result_type: ResultType::Complete,
-                prompts: features
-                    .prompts
-                    .values()
-                    .map(|(spec, _)| spec.to_wire())
-                    .collect(),
-                next_cursor: None,
-                ttl_ms: LIST_TTL_MS,
-                cache_scope: CacheScope::Public,
-            })
+            list_prompts(features, caller).await
         }
-        "prompts/get" => get_prompt(features, key, context, parse(params, method)?).await,
-        _ => complete(features, context, parse(params, method)?).await,
+        "prompts/get" => {
+            let params: GetPromptParams = parse(params, method)?;
+            if features.prompts.contains_key(&params.name) {
+                get_prompt(features, key, context, params).await
+            } else {
+                get_library_prompt(features, caller, params).await
+            }
+        }
+        _ => complete(features, caller, parse(params, method)?).await,
     };
     answer.map(Reply::Json)
 }
@@ -339,6 +371,144 @@ async fn read(
     }
 }
 
+/// `prompts/list`: the registered prompts, then the library's the caller may see.
+async fn list_prompts(features: &Features, caller: &Caller<'_>) -> Result<Value, McpError> {
+    let mut prompts: Vec<Prompt> = features
+        .prompts
+        .values()
+        .map(|(spec, _)| spec.to_wire())
+        .collect();
+    if let Some(library) = &features.library {
+        let kept = library.prompts().await.map_err(library_unavailable)?;
+        prompts.extend(
+            kept.iter()
+                .filter(|prompt| {
+                    prompt.visible_to(
+                        &caller.context.identity.subject,
+                        caller.persona,
+                        caller.is_admin,
+                    )
+                })
+                .map(library_wire),
+        );
+    }
+    to_value(&ListPromptsResult {
+        result_type: ResultType::Complete,
+        prompts,
+        next_cursor: None,
+        ttl_ms: LIST_TTL_MS,
+        // With the library, what is listed depends on who asks.
+        cache_scope: if features.library.is_some() {
+            CacheScope::Private
+        } else {
+            CacheScope::Public
+        },
+    })
+}
+
+fn library_unavailable(error: docket_catalog::CatalogError) -> McpError {
+    McpError::Unavailable(format!(
+        "the prompt library is unavailable; try again: {error}"
+    ))
+}
+
+/// A library prompt as `prompts/list` shows it.
+fn library_wire(prompt: &LibraryPrompt) -> Prompt {
+    Prompt {
+        name: prompt.name.clone(),
+        title: None,
+        description: Some(prompt.description.clone()),
+        arguments: prompt
+            .arguments
+            .iter()
+            .map(|argument| PromptArgument {
+                name: argument.name.clone(),
+                description: argument.description.clone(),
+                required: Some(argument.required),
+            })
+            .collect(),
+    }
+}
+
+/// The library prompt `name` if the caller may see it; an unknown one and one that
+/// is not theirs are the same `None`.
+async fn visible_library_prompt(
+    features: &Features,
+    caller: &Caller<'_>,
+    name: &str,
+) -> Result<Option<LibraryPrompt>, McpError> {
+    let Some(library) = &features.library else {
+        return Ok(None);
+    };
+    let found = library.prompt(name).await.map_err(library_unavailable)?;
+    Ok(found.filter(|prompt| {
+        prompt.visible_to(
+            &caller.context.identity.subject,
+            caller.persona,
+            caller.is_admin,
+        )
+    }))
+}
+
+/// `prompts/get` of a library prompt: its template with the arguments filled in,
+/// and a note of the scripts it is meant to run with.
+async fn get_library_prompt(
+    features: &Features,
+    caller: &Caller<'_>,
+    params: GetPromptParams,
+) -> Result<Value, McpError> {
+    let Some(prompt) = visible_library_prompt(features, caller, &params.name).await? else {
+        return Err(McpError::InvalidParams(format!(
+            "Unknown prompt: {}",
+            params.name
+        )));
+    };
+    let given = params.arguments.unwrap_or_default();
+    let mut arguments = BTreeMap::new();
+    for (name, value) in &given {
+        let Some(text) = value.as_str() else {
+            return Err(McpError::InvalidParams(format!(
+                "argument {name:?} of prompt {:?} must be a string",
+                prompt.name
+            )));
+        };
+        if !prompt
+            .arguments
+            .iter()
+            .any(|argument| &argument.name == name)
+        {
+            return Err(McpError::InvalidParams(format!(
+                "prompt {:?} takes no argument {name:?}",
+                prompt.name
+            )));
+        }
+        arguments.insert(name.clone(), text.to_owned());
+    }
+    if let Some(missing) = prompt
+        .arguments
+        .iter()
+        .find(|argument| argument.required && !arguments.contains_key(&argument.name))
+    {
+        return Err(McpError::InvalidParams(format!(
+            "prompt {:?} needs the argument {:?}",
+            prompt.name, missing.name
+        )));
+    }
+    let mut text =
+        docket_catalog::prompts::render(&prompt.template, |name| arguments.get(name).cloned());
+    if !prompt.scripts.is_empty() {
+        text.push_str(&format!(
+            "\n\nScripts meant for this (run them with run_script): {}.",
+            prompt.scripts.join(", ")
+        ));
+    }
+    to_value(&GetPromptResult {
+        result_type: ResultType::Complete,
+        description: Some(prompt.description),
+        messages: vec![PromptMessage::user(text)],
+    })
+}
+
 /// `prompts/get`, with the multi round-trip pattern tools use: a handler may ask
 /// first, and its state comes back sealed to this caller, prompt and arguments.
 async fn get_prompt(
@@ -425,11 +595,17 @@ async fn get_prompt(
 /// is refused.
 async fn complete(
     features: &Features,
-    context: &RequestContext,
+    caller: &Caller<'_>,
     params: CompleteParams,
 ) -> Result<Value, McpError> {
+    let context = caller.context;
     let known = match &params.reference {
-        CompletionReference::Prompt { name } => features.prompts.contains_key(name),
+        CompletionReference::Prompt { name } => {
+            features.prompts.contains_key(name)
+                || visible_library_prompt(features, caller, name)
+                    .await?
+                    .is_some()
+        }
         CompletionReference::Resource { uri } => features
             .templates
             .iter()

@@ -7,6 +7,7 @@ mod diagnostics;
 mod exporting;
 mod graphql;
 mod platform;
+pub(crate) mod prompts;
 pub(crate) mod script_host;
 pub(crate) mod scripts;
 mod trino;

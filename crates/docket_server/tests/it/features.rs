@@ -10,7 +10,7 @@ use docket_server::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{TestServer, key_of, users};
+use crate::support::{Backend, TestServer, key_of, on_both_backends, users};
 
 fn text(uri: &str, text: &str) -> ResourceContents {
     ResourceContents {
@@ -293,4 +293,196 @@ async fn sessions_of_the_earlier_era_are_served_the_same_features() {
     .await
     .expect("json");
     assert_eq!(asked["error"]["code"], -32602, "{asked}");
+}
+
+on_both_backends!(the_prompt_library_is_kept_and_offered_to_those_it_is_shared_with);
+
+async fn the_prompt_library_is_kept_and_offered_to_those_it_is_shared_with(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let yaml = "personas:\n\
+                \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n\
+                \x20 viewer: { roles: [viewer], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[
+        ("alice", &["analyst"]),
+        ("bob", &["analyst"]),
+        ("carol", &["viewer"]),
+        ("root", &["admin"]),
+    ]);
+    let app = App::builder(config)
+        .prompt_library(store.prompt_library())
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let manage = |user: &'static str, arguments: Value| {
+        let server = &server;
+        async move {
+            let (_, body) = server
+                .rpc(
+                    "tools/call",
+                    json!({"name": "manage_prompt", "arguments": arguments}),
+                )
+                .header("x-api-key", &key_of(user))
+                .send()
+                .await;
+            body["result"].clone()
+        }
+    };
+    let names = |listed: &Value| -> Vec<String> {
+        listed["result"]["prompts"]
+            .as_array()
+            .map(|prompts| {
+                prompts
+                    .iter()
+                    .filter_map(|prompt| prompt["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    let created = manage(
+        "alice",
+        json!({"command": "create", "name": "weekly", "description": "A weekly summary.",
+               "template": "Summarize {{table}} for the week.",
+               "arguments": [{"name": "table", "description": "The table.", "required": true}],
+               "scripts": ["profile"], "shared_with": ["analyst"]}),
+    )
+    .await;
+    assert_eq!(
+        created["structuredContent"]["owner"], "apikey:alice",
+        "{created}"
+    );
+
+    // Offered to the persona it is shared with and to administrators, with the
+    // built-in prompts; not to anyone else.
+    for (user, sees) in [("bob", true), ("root", true), ("carol", false)] {
+        let (_, listed) = rpc(&server, user, "prompts/list", json!({})).await;
+        let listed = names(&listed);
+        assert_eq!(
+            listed.contains(&"weekly".to_owned()),
+            sees,
+            "{user}: {listed:?}"
+        );
+        assert!(listed.contains(&"explore_table".to_owned()), "{listed:?}");
+    }
+    let (_, got) = rpc(
+        &server,
+        "bob",
+        "prompts/get",
+        json!({"name": "weekly", "arguments": {"table": "orders"}}),
+    )
+    .await;
+    let text = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("Summarize orders for the week."), "{got}");
+    assert!(text.contains("profile"), "the scripts it runs with: {text}");
+    let (_, hidden) = rpc(
+        &server,
+        "carol",
+        "prompts/get",
+        json!({"name": "weekly", "arguments": {"table": "orders"}}),
+    )
+    .await;
+    let (_, unknown) = rpc(&server, "carol", "prompts/get", json!({"name": "nothing"})).await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    assert_eq!(
+        hidden["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("weekly", "?")),
+        unknown["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("nothing", "?"))
+    );
+    let (_, missing) = rpc(&server, "bob", "prompts/get", json!({"name": "weekly"})).await;
+    assert_eq!(
+        missing["error"]["code"], -32602,
+        "a required argument: {missing}"
+    );
+
+    // Only its owner (or an administrator) changes it; to anyone else it is not there.
+    let refused = manage(
+        "bob",
+        json!({"command": "update", "name": "weekly", "description": "Mine now."}),
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let updated = manage(
+        "alice",
+        json!({"command": "update", "name": "weekly", "description": "Every Monday."}),
+    )
+    .await;
+    assert_eq!(
+        updated["structuredContent"]["description"], "Every Monday.",
+        "{updated}"
+    );
+    assert_eq!(
+        updated["structuredContent"]["template"],
+        "Summarize {{table}} for the week."
+    );
+
+    // Names the server provides are taken; placeholders must be declared.
+    let reserved = manage(
+        "alice",
+        json!({"command": "create", "name": "explore_table",
+        "description": "d", "template": "t"}),
+    )
+    .await;
+    assert_eq!(reserved["isError"], true, "{reserved}");
+    let undeclared = manage(
+        "alice",
+        json!({"command": "create", "name": "broken",
+        "description": "d", "template": "{{nope}}"}),
+    )
+    .await;
+    assert!(
+        undeclared["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nope"),
+        "{undeclared}"
+    );
+    // An unknown command is refused with the known ones named.
+    let (_, unknown_command) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "manage_prompt", "arguments": {"command": "rename"}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    let said = unknown_command["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("create") && said.contains("delete"),
+        "{unknown_command}"
+    );
+
+    // A built-in prompt fills in what it is given.
+    let (_, explore) = rpc(
+        &server,
+        "carol",
+        "prompts/get",
+        json!({"name": "explore_table", "arguments": {"table": "memory.default.orders"}}),
+    )
+    .await;
+    let said = explore["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("memory.default.orders") && said.contains("trino_describe_table"),
+        "{explore}"
+    );
+
+    assert_eq!(
+        manage("alice", json!({"command": "delete", "name": "weekly"})).await["structuredContent"]
+            ["deleted"],
+        "weekly"
+    );
+    let (_, listed) = rpc(&server, "bob", "prompts/list", json!({})).await;
+    assert!(!names(&listed).contains(&"weekly".to_owned()));
 }

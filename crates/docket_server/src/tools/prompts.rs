@@ -1,0 +1,262 @@
+//! `manage_prompt`: the prompt library's commands (create, update, get, list,
+//! delete). A prompt belongs to whoever created it; its owner and administrators
+//! change or delete it; those it is shared with (persona names, or `*` for
+//! everyone) see and use it as an MCP prompt. A prompt someone may not see reads
+//! exactly as one that does not exist.
+
+use std::sync::Arc;
+
+use docket_catalog::prompts::PromptArgumentSpec;
+use docket_catalog::{CatalogError, LibraryPrompt, NewPrompt, PromptLibrary};
+use docket_protocol::tools::CallToolResult;
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+use crate::refusal::Refusal;
+use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
+
+/// The commands, as the unknown-command answer lists them.
+const COMMANDS: &[&str] = &["create", "update", "get", "list", "delete"];
+
+/// What `manage_prompt` needs.
+pub(crate) struct PromptDeps {
+    /// The library.
+    pub(crate) library: Arc<dyn PromptLibrary>,
+    /// Names registered prompts (and the built-in ones) hold.
+    pub(crate) reserved: Vec<String>,
+}
+
+/// Registers `manage_prompt`.
+pub(crate) fn register(
+    registry: &mut ToolRegistry,
+    deps: Arc<PromptDeps>,
+) -> Result<(), RegistryError> {
+    let argument = json!({"type": "object", "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "required": {"type": "boolean"}
+    }, "required": ["name"], "additionalProperties": false});
+    registry.register(
+        ToolSpec::new(
+            "manage_prompt",
+            "Keeps the team's prompt library: create, update, get, list or delete a prompt. A \
+             prompt has a template whose {{argument}} placeholders its declared arguments fill, \
+             may name scripts it is meant to run with, and is shared with personas (or `*` for \
+             everyone); it is then offered as an MCP prompt to those it is shared with.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string",
+                            "description": "create, update, get, list or delete"},
+                "name": {"type": "string", "description": "the prompt's name (create, update, get, delete)"},
+                "description": {"type": "string"},
+                "template": {"type": "string", "description": "text with {{argument}} placeholders"},
+                "arguments": {"type": "array", "items": argument},
+                "scripts": {"type": "array", "items": {"type": "string"}},
+                "shared_with": {"type": "array", "items": {"type": "string"},
+                                "description": "persona names, or \"*\" for everyone; empty keeps it yours"}
+            }, "required": ["command"], "additionalProperties": false}),
+        ),
+        move |call: ToolCall| {
+            let deps = Arc::clone(&deps);
+            async move { ToolOutcome::Result(manage(&deps, &call).await) }
+        },
+    )
+}
+
+async fn manage(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
+    let arguments = &call.arguments;
+    let command = arguments
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = arguments.get("name").and_then(Value::as_str);
+    let subject = call.identity.subject.as_str();
+    let persona = Some(call.persona.name.as_str());
+    let is_admin = call.persona.is_admin;
+    let missing_name = || {
+        Refusal::InvalidArguments.result(
+            &format!("{command} needs the prompt's name"),
+            "Give `name`.",
+        )
+    };
+    let not_found = |name: &str| {
+        Refusal::NotFound.result(
+            &format!("no prompt named {name:?} is visible to you"),
+            "List the prompts you may use with command list.",
+        )
+    };
+    let visible = |prompt: &LibraryPrompt| prompt.visible_to(subject, persona, is_admin);
+    let may_change = |prompt: &LibraryPrompt| is_admin || prompt.owner == subject;
+    match command {
+        "list" => match deps.library.prompts().await {
+            Ok(prompts) => {
+                let listed: Vec<Value> = prompts
+                    .iter()
+                    .filter(|prompt| visible(prompt))
+                    .map(|prompt| {
+                        json!({"name": prompt.name, "owner": prompt.owner,
+                               "description": prompt.description,
+                               "shared_with": prompt.shared_with})
+                    })
+                    .collect();
+                CallToolResult::structured(json!({ "prompts": listed }))
+            }
+            Err(err) => unavailable(&err),
+        },
+        "get" => {
+            let Some(name) = name else {
+                return missing_name();
+            };
+            match deps.library.prompt(name).await {
+                Ok(Some(prompt)) if visible(&prompt) => {
+                    CallToolResult::structured(prompt_json(&prompt))
+                }
+                Ok(_) => not_found(name),
+                Err(err) => unavailable(&err),
+            }
+        }
+        "delete" => {
+            let Some(name) = name else {
+                return missing_name();
+            };
+            match deps.library.prompt(name).await {
+                Ok(Some(prompt)) if may_change(&prompt) => {
+                    match deps.library.delete_prompt(name).await {
+                        Ok(_) => CallToolResult::structured(json!({"deleted": name})),
+                        Err(err) => unavailable(&err),
+                    }
+                }
+                Ok(_) => not_found(name),
+                Err(err) => unavailable(&err),
+            }
+        }
+        "create" => {
+            let Some(name) = name else {
+                return missing_name();
+            };
+            if deps.reserved.iter().any(|reserved| reserved == name) {
+                return Refusal::AlreadyExists.result(
+                    &format!("{name:?} is the name of a prompt this server provides"),
+                    "Choose another name.",
+                );
+            }
+            let prompt = match new_prompt(call, name, subject, None) {
+                Ok(prompt) => prompt,
+                Err(refused) => return refused,
+            };
+            match deps.library.create_prompt(prompt).await {
+                Ok(created) => CallToolResult::structured(prompt_json(&created)),
+                Err(CatalogError::Duplicate) => Refusal::AlreadyExists.result(
+                    &format!("a prompt named {name:?} exists"),
+                    "Choose another name, or update it if it is yours.",
+                ),
+                Err(CatalogError::Invalid(message)) => {
+                    Refusal::InvalidArguments.result(&message, "Fix the prompt and try again.")
+                }
+                Err(err) => unavailable(&err),
+            }
+        }
+        "update" => {
+            let Some(name) = name else {
+                return missing_name();
+            };
+            let existing = match deps.library.prompt(name).await {
+                Ok(Some(prompt)) if may_change(&prompt) => prompt,
+                Ok(_) => return not_found(name),
+                Err(err) => return unavailable(&err),
+            };
+            let prompt = match new_prompt(call, name, &existing.owner, Some(&existing)) {
+                Ok(prompt) => prompt,
+                Err(refused) => return refused,
+            };
+            match deps.library.update_prompt(prompt).await {
+                Ok(Some(updated)) => CallToolResult::structured(prompt_json(&updated)),
+                Ok(None) => not_found(name),
+                Err(CatalogError::Invalid(message)) => {
+                    Refusal::InvalidArguments.result(&message, "Fix the prompt and try again.")
+                }
+                Err(err) => unavailable(&err),
+            }
+        }
+        other => Refusal::InvalidArguments.result(
+            &format!("unknown command {other:?}"),
+            &format!("Use one of: {}.", COMMANDS.join(", ")),
+        ),
+    }
+}
+
+/// The prompt the call describes: its fields over `base`'s (an update), or alone.
+fn new_prompt(
+    call: &ToolCall,
+    name: &str,
+    owner: &str,
+    base: Option<&LibraryPrompt>,
+) -> Result<NewPrompt, CallToolResult> {
+    let arguments = &call.arguments;
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let names = |key: &str| -> Option<Vec<String>> {
+        arguments.get(key).and_then(Value::as_array).map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+    };
+    let declared = match arguments.get("arguments") {
+        Some(value) => {
+            serde_json::from_value::<Vec<PromptArgumentSpec>>(value.clone()).map_err(|err| {
+                Refusal::InvalidArguments.result(
+                    &format!("arguments: {err}"),
+                    "Give each argument a name, and optionally a description and required.",
+                )
+            })?
+        }
+        None => base
+            .map(|prompt| prompt.arguments.clone())
+            .unwrap_or_default(),
+    };
+    Ok(NewPrompt {
+        name: name.to_owned(),
+        owner: owner.to_owned(),
+        description: text("description")
+            .or_else(|| base.map(|prompt| prompt.description.clone()))
+            .unwrap_or_default(),
+        template: text("template")
+            .or_else(|| base.map(|prompt| prompt.template.clone()))
+            .unwrap_or_default(),
+        arguments: declared,
+        scripts: names("scripts")
+            .or_else(|| base.map(|prompt| prompt.scripts.clone()))
+            .unwrap_or_default(),
+        shared_with: names("shared_with")
+            .or_else(|| base.map(|prompt| prompt.shared_with.clone()))
+            .unwrap_or_default(),
+    })
+}
+
+fn prompt_json(prompt: &LibraryPrompt) -> Value {
+    json!({
+        "name": prompt.name,
+        "owner": prompt.owner,
+        "description": prompt.description,
+        "template": prompt.template,
+        "arguments": prompt.arguments,
+        "scripts": prompt.scripts,
+        "shared_with": prompt.shared_with,
+        "created_at": prompt.created_at.format(&Rfc3339).unwrap_or_default(),
+        "updated_at": prompt.updated_at.format(&Rfc3339).unwrap_or_default(),
+    })
+}
+
+fn unavailable(error: &CatalogError) -> CallToolResult {
+    tracing::warn!(error = %error, "the prompt library is unavailable");
+    Refusal::ToolError.result(
+        "the prompt library is unavailable",
+        "Try again in a moment.",
+    )
+}
