@@ -284,9 +284,66 @@ impl AppBuilder {
                 },
             )?;
             features.set_lister(resources);
+            // The asset template's `id`: the caller's own asset ids, newest first.
+            let store = Arc::clone(&assets.store);
+            features.add_completion(
+                docket_protocol::completion::CompletionReference::Resource {
+                    uri: crate::asset_resources::ASSET_TEMPLATE.to_owned(),
+                },
+                move |request: crate::CompletionRequest| {
+                    let store = Arc::clone(&store);
+                    async move {
+                        let owned = store
+                            .list(Some(&request.identity.subject), 200, None)
+                            .await
+                            .unwrap_or_default();
+                        owned
+                            .into_iter()
+                            .map(|asset| asset.id)
+                            .filter(|id| id.starts_with(request.value.as_str()))
+                            .collect()
+                    }
+                },
+            );
         }
         if let Some(library) = prompt_library {
             features.set_library(Arc::clone(&library))?;
+            // The built-in prompts' arguments a server can suggest: its Trino
+            // connections, and the export formats this build writes.
+            let connections: Vec<String> = config
+                .connections
+                .iter()
+                .filter(|(_, connection)| connection.kind == crate::config::ConnectionKind::Trino)
+                .map(|(name, _)| name.clone())
+                .collect();
+            for (prompt, argument, values) in [
+                ("explore_table", "connection", connections),
+                (
+                    "export_query",
+                    "format",
+                    docket_export::format::Format::available()
+                        .map(|format| format.as_str().to_owned())
+                        .collect(),
+                ),
+            ] {
+                features.add_completion(
+                    docket_protocol::completion::CompletionReference::Prompt {
+                        name: prompt.to_owned(),
+                    },
+                    move |request: crate::CompletionRequest| {
+                        let suggestions = if request.argument == argument {
+                            values
+                                .iter()
+                                .filter(|value| value.starts_with(request.value.as_str()))
+                                .cloned()
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        std::future::ready(suggestions)
+                    },
+                );
+            }
             let reserved = features.registered_prompt_names();
             tools::prompts::register(
                 &mut registry,

@@ -302,7 +302,9 @@ async fn the_prompt_library_is_kept_and_offered_to_those_it_is_shared_with(backe
         return;
     };
     let store = database.connect().await;
-    let yaml = "personas:\n\
+    let yaml = "connections:\n\
+                \x20 warehouse: { kind: trino, url: \"http://127.0.0.1:9\", user: docket }\n\
+                personas:\n\
                 \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n\
                 \x20 viewer: { roles: [viewer], tools: { allow: [\"*\"] } }\n";
     let mut config = Config::from_yaml(yaml, &|_| None).expect("config");

@@ -395,6 +395,34 @@ async fn exported_assets_are_their_owners_resources(backend: Backend) {
         "{said}"
     );
 
+    // The template's id completes from the caller's own assets.
+    let (_, completed) = rpc(
+        "alice",
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "docket://assets/{id}"},
+               "argument": {"name": "id", "value": &small_id[..6]}}),
+    )
+    .await;
+    let values = completed["result"]["completion"]["values"].clone();
+    assert!(
+        values
+            .as_array()
+            .is_some_and(|ids| ids.contains(&json!(small_id))),
+        "{completed}"
+    );
+    let (_, theirs) = rpc(
+        "eve",
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "docket://assets/{id}"},
+               "argument": {"name": "id", "value": ""}}),
+    )
+    .await;
+    assert_eq!(
+        theirs["result"]["completion"]["values"],
+        json!([]),
+        "{theirs}"
+    );
+
     // Another's asset reads as one that does not exist.
     let (_, not_yours) = rpc(
         "eve",
