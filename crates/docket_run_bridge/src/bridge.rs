@@ -68,6 +68,9 @@ impl RunBridge {
             match signal {
                 RunSignal::Queued(_) => replica.wake.notify_waiters(),
                 RunSignal::Cancel(id) => replica.stop_local(&id, StopReason::Cancel),
+                RunSignal::Ended(id) => {
+                    let _ = replica.finished.send(id);
+                }
             }
         }));
         let mut tasks = lock(&self.tasks);
@@ -112,10 +115,18 @@ impl RunBridge {
             Some(CancelOutcome::Ended(run)) => {
                 self.replica.audit_run(run, 0);
                 self.replica.ended.notify_waiters();
+                let _ = self.replica.finished.send(run.id.clone());
             }
             _ => {}
         }
         Ok(outcome)
+    }
+
+    /// Names each run that ends, on this replica or (with PostgreSQL) another, so
+    /// followers need not poll. A receiver that falls behind misses some
+    /// (`Lagged`) and should read again.
+    pub fn watch_ended(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.replica.finished.subscribe()
     }
 
     /// Reads a run until it has ended or `timeout` passed; the last reading.

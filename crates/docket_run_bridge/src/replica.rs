@@ -48,6 +48,9 @@ impl Executing {
 }
 
 /// The state a bridge and its workers share on one replica.
+/// How many ended runs a follower may fall behind by before it misses some.
+const FINISHED_BUFFER: usize = 1024;
+
 pub(crate) struct Replica {
     pub(crate) store: Arc<dyn ScriptStore>,
     pub(crate) audit: Option<Arc<dyn TaskStore>>,
@@ -57,6 +60,8 @@ pub(crate) struct Replica {
     pub(crate) wake: Notify,
     /// Wakes waiters when a run ends on this replica.
     pub(crate) ended: Notify,
+    /// Names each run that ended, here or (through the store) on another replica.
+    pub(crate) finished: tokio::sync::broadcast::Sender<String>,
     pub(crate) executing: Mutex<HashMap<String, Executing>>,
     /// No more claims: set when shutdown starts.
     pub(crate) draining: AtomicBool,
@@ -79,6 +84,7 @@ impl Replica {
             config,
             wake: Notify::new(),
             ended: Notify::new(),
+            finished: tokio::sync::broadcast::channel(FINISHED_BUFFER).0,
             executing: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             stop: CancellationToken::new(),

@@ -303,6 +303,7 @@ impl Replica {
             }
         }
         self.ended.notify_waiters();
+        let _ = self.finished.send(run.id.clone());
     }
 }
 

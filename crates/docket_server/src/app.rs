@@ -466,6 +466,7 @@ impl AppBuilder {
             state_key,
             metrics,
             draining: AtomicBool::new(false),
+            closing: tokio_util::sync::CancellationToken::new(),
             background_started: AtomicBool::new(false),
             sse_keepalive,
             tasks,

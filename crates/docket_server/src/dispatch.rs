@@ -31,6 +31,7 @@ pub(crate) fn is_known_method(app: &App, method: &str) -> bool {
     METHODS.contains(&method)
         || (app.tasks_enabled() && tasks::METHODS.contains(&method))
         || app.state.features.serves(method)
+        || (app.tasks_enabled() && method == crate::listen::METHOD)
 }
 
 /// The value the `Mcp-Name` header must carry for `method`, when it needs one.
@@ -54,6 +55,9 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(Reply::Json(discover(app)?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
+        crate::listen::METHOD if app.tasks_enabled() => {
+            crate::listen::listen(app, context, &request.id, request.params).await
+        }
         method if app.state.features.serves(method) => {
             let persona = app.state.personas.resolve(&context.identity.roles);
             let caller = crate::features::Caller {

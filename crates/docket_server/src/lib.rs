@@ -23,6 +23,7 @@ mod error;
 mod features;
 mod http;
 mod legacy;
+mod listen;
 mod reply;
 mod request;
 mod retention;

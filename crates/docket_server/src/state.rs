@@ -47,6 +47,9 @@ pub(crate) struct AppState {
     pub(crate) state_key: RequestStateKey,
     pub(crate) metrics: Metrics,
     pub(crate) draining: AtomicBool,
+    /// Fires when the app starts draining: open listen streams end with their
+    /// closing response.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
     /// Whether the background work has been started (it is started once).
     pub(crate) background_started: AtomicBool,
     pub(crate) sse_keepalive: Duration,
@@ -79,6 +82,7 @@ impl App {
     /// task-creating calls are refused.
     pub fn start_draining(&self) {
         self.state.draining.store(true, Ordering::SeqCst);
+        self.state.closing.cancel();
     }
 
     /// Whether the app is draining.

@@ -98,6 +98,10 @@ const MARK_DRAINING_WAIT: Duration = Duration::from_secs(2);
 /// The longest wait between two attempts to write a task's ending.
 const LAST_ENDING_RETRY: Duration = Duration::from_secs(2);
 
+/// How many changes a follower may fall behind by before it misses some (and
+/// reads again).
+const CHANGES_BUFFER: usize = 1024;
+
 /// Runs task work on this replica.
 pub struct TaskRuntime {
     store: Arc<dyn TaskStore>,
@@ -113,6 +117,8 @@ pub struct TaskRuntime {
     shutdown: CancellationToken,
     /// Stops the background loops.
     stop_background: CancellationToken,
+    /// Tells followers of changed tasks ([`TaskRuntime::watch`]).
+    changes: tokio::sync::broadcast::Sender<TaskId>,
 }
 
 /// What task work gets: its id, its cancel token, a status message it can set, and
@@ -201,6 +207,7 @@ impl TaskRuntime {
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             stop_background: CancellationToken::new(),
+            changes: tokio::sync::broadcast::channel(CHANGES_BUFFER).0,
         });
         let weak: Weak<Self> = Arc::downgrade(&runtime);
         runtime.store.set_signal_listener(Arc::new(move |signal| {
@@ -209,6 +216,13 @@ impl TaskRuntime {
             }
         }));
         runtime
+    }
+
+    /// Tells of every task whose status changed (ended) on this replica, or on
+    /// another whose store signals it (PostgreSQL), so followers need not poll. A
+    /// receiver that falls behind misses changes (`Lagged`) and should read again.
+    pub fn watch(&self) -> tokio::sync::broadcast::Receiver<TaskId> {
+        self.changes.subscribe()
     }
 
     /// The store.
@@ -338,7 +352,11 @@ impl TaskRuntime {
         let mut delay = FIRST_ENDING_RETRY;
         loop {
             let error = match self.store.finish(id, outcome.clone()).await {
-                Ok(_) => return,
+                Ok(_) => {
+                    // Followers here learn at once; other replicas' through the store.
+                    let _ = self.changes.send(id.clone());
+                    return;
+                }
                 Err(error) => error,
             };
             if self.shutdown.is_cancelled() {
@@ -391,6 +409,9 @@ impl TaskRuntime {
                 if let Some(running) = lock(&self.running).get(&id) {
                     running.input_ready.notify_one();
                 }
+            }
+            TaskSignal::Changed(id) => {
+                let _ = self.changes.send(id);
             }
         }
     }

@@ -187,6 +187,8 @@ pub enum TaskSignal {
     Cancel(TaskId),
     /// Input responses arrived.
     Input(TaskId),
+    /// The task's status changed (it ended): followers read it again.
+    Changed(TaskId),
 }
 
 /// Receives [`TaskSignal`]s.

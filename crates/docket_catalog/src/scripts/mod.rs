@@ -388,6 +388,8 @@ pub enum RunSignal {
     Queued(String),
     /// A cancel was asked for this running run.
     Cancel(String),
+    /// The run ended: followers read it again.
+    Ended(String),
 }
 
 /// Hears [`RunSignal`]s from other replicas.

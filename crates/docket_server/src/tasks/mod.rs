@@ -32,7 +32,7 @@ use crate::request::RequestContext;
 
 pub(crate) use source::CallTasks;
 pub use source::{FoundTask, TaskSource};
-pub(crate) use wire::{create_result, viewed_task};
+pub(crate) use wire::{create_result, get_result, viewed_task};
 
 /// The task machinery of an app with a database and `tasks.enabled`.
 pub(crate) struct Tasks {

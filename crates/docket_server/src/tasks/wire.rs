@@ -62,7 +62,7 @@ pub(crate) fn create_result(record: &TaskRecord) -> CreateTaskResult {
 }
 
 /// The `GetTaskResult` for a task as `view` shows it; the record's result moves into it.
-pub(super) fn get_result(mut record: TaskRecord, view: TaskView) -> GetTaskResult {
+pub(crate) fn get_result(mut record: TaskRecord, view: TaskView) -> GetTaskResult {
     let detail = match view.status {
         TaskStatus::Completed => TaskDetail {
             result: record.result.take(),

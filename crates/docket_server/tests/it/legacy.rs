@@ -7,7 +7,9 @@ use docket_server::Config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, StoredServer, TestServer, key_of, on_both_backends, users};
+use crate::support::{
+    Backend, StoredServer, TestServer, key_of, on_both_backends, read_until, users,
+};
 
 on_both_backends!(
     a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_opener,
@@ -236,8 +238,8 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_op
     assert_eq!(not_yours["error"], unknown["error"]);
     assert_eq!(unknown["error"]["code"], -32001);
 
-    // A method this era is not served: an error inside the session, not a 404.
-    let (status, body) = alice.request("resources/list", json!({})).await;
+    // A method this server does not serve: an error inside the session, not a 404.
+    let (status, body) = alice.request("prompts/list", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["error"]["code"], -32601, "{body}");
 
@@ -990,30 +992,6 @@ async fn sampling_is_asked_of_a_session_that_declared_it(backend: Backend) {
     assert_eq!(body["error"]["code"], -32602, "{body}");
     let said = body["error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("sampling/createMessage"), "{said}");
-}
-
-/// Reads SSE messages from `response` until `wanted` says stop; returns them all.
-async fn read_until(
-    response: &mut reqwest::Response,
-    wanted: impl Fn(&Value) -> bool,
-) -> Vec<Value> {
-    let mut text = String::new();
-    loop {
-        let messages = crate::support::sse_messages(&text);
-        if messages.iter().any(&wanted) {
-            return messages;
-        }
-        let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), response.chunk())
-            .await
-            .expect("the stream went quiet")
-            .expect("a chunk")
-            .expect("the stream ended early");
-        text.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
-        // Only whole events are parsed.
-        if !text.ends_with("\n\n") {
-            continue;
-        }
-    }
 }
 
 async fn consent_is_asked_on_the_call_stream_and_answered_on_any_replica(backend: Backend) {

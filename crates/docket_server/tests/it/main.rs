@@ -5,6 +5,7 @@ mod auth;
 mod features;
 mod http;
 mod legacy;
+mod listen;
 mod pipeline;
 mod scripts;
 mod service;

@@ -398,3 +398,27 @@ pub(crate) fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// Reads SSE messages from `response` until `wanted` says stop; returns them all.
+pub(crate) async fn read_until(
+    response: &mut reqwest::Response,
+    wanted: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let mut text = String::new();
+    loop {
+        let messages = crate::support::sse_messages(&text);
+        if messages.iter().any(&wanted) {
+            return messages;
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), response.chunk())
+            .await
+            .expect("the stream went quiet")
+            .expect("a chunk")
+            .expect("the stream ended early");
+        text.push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        // Only whole events are parsed.
+        if !text.ends_with("\n\n") {
+            continue;
+        }
+    }
+}

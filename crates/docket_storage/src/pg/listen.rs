@@ -195,6 +195,7 @@ fn parse(payload: &str) -> Option<TaskSignal> {
     match kind {
         "cancel" => Some(TaskSignal::Cancel(id)),
         "input" => Some(TaskSignal::Input(id)),
+        "changed" => Some(TaskSignal::Changed(id)),
         _ => None,
     }
 }
@@ -210,6 +211,7 @@ fn parse_run_signal(payload: &str) -> Option<RunSignal> {
     match kind {
         "queued" => Some(RunSignal::Queued(id.to_owned())),
         "cancel" => Some(RunSignal::Cancel(id.to_owned())),
+        "ended" => Some(RunSignal::Ended(id.to_owned())),
         _ => None,
     }
 }
@@ -233,6 +235,10 @@ mod tests {
         let id = TaskId::from_stored("abc".into());
         assert_eq!(parse("cancel:abc"), Some(TaskSignal::Cancel(id.clone())));
         assert_eq!(parse("input:abc"), Some(TaskSignal::Input(id)));
+        assert_eq!(
+            parse("changed:abc"),
+            Some(TaskSignal::Changed(TaskId::from_stored("abc".into())))
+        );
         assert_eq!(parse("resume:abc"), None);
         assert_eq!(parse("cancel"), None);
     }
@@ -246,6 +252,10 @@ mod tests {
         assert_eq!(
             parse_run_signal("cancel:a"),
             Some(RunSignal::Cancel("a".into()))
+        );
+        assert_eq!(
+            parse_run_signal("ended:a"),
+            Some(RunSignal::Ended("a".into()))
         );
         assert_eq!(parse_run_signal("other:a"), None);
         assert_eq!(parse_run_signal("cancel"), None);

@@ -378,12 +378,17 @@ impl ScriptStore for PgStore {
     async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
         ending.validate()?;
         let host_calls = rows::host_calls(&ending.metrics);
+        // Followers on every replica hear of the end when it commits.
         let ended = statement(concat!(
-            "UPDATE script_runs SET status = $4, result = $5, error = $6, error_kind = $7, \
-             log = $8, log_truncated = $9, metrics = $10, host_calls = GREATEST(host_calls, $11), \
+            "WITH ended AS (UPDATE script_runs SET status = $4, result = $5, error = $6, \
+             error_kind = $7, log = $8, log_truncated = $9, metrics = $10, \
+             host_calls = GREATEST(host_calls, $11), \
              lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now() \
              WHERE ",
-            fence!()
+            fence!(),
+            " RETURNING id) SELECT pg_notify('",
+            run_channel!(),
+            "', 'ended:' || id) FROM ended"
         ))
         .bind::<Text, _>(&lease.run_id)
         .bind::<Text, _>(&lease.owner)

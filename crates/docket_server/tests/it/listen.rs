@@ -1,0 +1,149 @@
+//! `subscriptions/listen`: followers hear a task's end without polling, from
+//! whichever replica it ended on.
+
+use docket_protocol::tools::CallToolResult;
+use docket_server::{App, Config, TaskSupport, ToolCall, ToolOutcome, ToolSpec};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, TASKS, TestServer, key_of, on_both_backends, read_until, users};
+
+/// A replica over `database` with a tool that runs until it is cancelled.
+async fn replica(database: &docket_storage::test_db::TestDatabase) -> TestServer {
+    let store = database.connect().await;
+    let yaml = "tasks: { heartbeat_interval: 100ms }\n\
+                personas:\n\
+                \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let app = App::builder(config)
+        .task_store(store.task_store())
+        .tool(
+            ToolSpec::new(
+                "held_job",
+                "Runs until cancelled.",
+                json!({"type": "object"}),
+            )
+            .with_task_support(TaskSupport::Optional),
+            |call: ToolCall| async move {
+                call.cancel.cancelled().await;
+                ToolOutcome::from(CallToolResult::text("stopped"))
+            },
+        )
+        .expect("tool")
+        .build()
+        .expect("app");
+    TestServer::start(app).await
+}
+
+on_both_backends!(a_follower_hears_a_task_end_on_another_replica);
+
+async fn a_follower_hears_a_task_end_on_another_replica(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let a = replica(&database).await;
+    // On SQLite one process is the only replica: the follower listens on it.
+    let b = match backend {
+        Backend::Postgres => Some(replica(&database).await),
+        Backend::Sqlite => None,
+    };
+    let follower = b.as_ref().unwrap_or(&a);
+    let rpc = |server: &TestServer, user: &str, method: &str, params: Value| {
+        server
+            .rpc(method, params)
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &key_of(user))
+    };
+    let (_, created) = rpc(
+        &a,
+        "alice",
+        "tools/call",
+        json!({"name": "held_job", "arguments": {}}),
+    )
+    .send()
+    .await;
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+
+    // Another's listen follows nothing of it: the same acknowledgement as for an
+    // unknown id.
+    let mut theirs = rpc(
+        follower,
+        "bob",
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task_id]}}),
+    )
+    .response()
+    .await;
+    let acked = read_until(&mut theirs, |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    })
+    .await;
+    assert_eq!(
+        acked[0]["params"]["notifications"]["taskIds"],
+        json!([]),
+        "{acked:?}"
+    );
+    drop(theirs);
+
+    let mut listening = rpc(
+        follower,
+        "alice",
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task_id, "0".repeat(32)]}}),
+    )
+    .response()
+    .await;
+    assert_eq!(listening.headers()["content-type"], "text/event-stream");
+    let first = read_until(&mut listening, |message| {
+        message["method"] == "notifications/tasks"
+    })
+    .await;
+    // The acknowledgement first, naming only what it follows, then the task as it is.
+    assert_eq!(
+        first[0]["method"], "notifications/subscriptions/acknowledged",
+        "{first:?}"
+    );
+    assert_eq!(
+        first[0]["params"]["notifications"]["taskIds"],
+        json!([task_id])
+    );
+    assert_eq!(
+        first[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    let now = first.last().expect("the task");
+    assert_eq!(now["params"]["taskId"], task_id.as_str());
+    assert_eq!(now["params"]["status"], "working", "{now}");
+
+    // The task ends on replica A; the follower hears it, tagged, with the task whole.
+    let (status, _) = rpc(&a, "alice", "tasks/cancel", json!({"taskId": task_id}))
+        .send()
+        .await;
+    assert_eq!(status, 200);
+    let pushed = read_until(&mut listening, |message| {
+        message["method"] == "notifications/tasks" && message["params"]["status"] == "cancelled"
+    })
+    .await;
+    let ended = pushed.last().expect("the end");
+    assert_eq!(ended["params"]["taskId"], task_id.as_str());
+    assert_eq!(
+        ended["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    assert!(ended["params"].get("resultType").is_none(), "{ended}");
+
+    // Without the extension, asking about tasks is refused.
+    let (status, refused) = follower
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task_id]}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["code"], -32021);
+}
