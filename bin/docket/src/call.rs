@@ -1,7 +1,8 @@
 //! `docket call`: a small MCP client. It declares the tasks extension, prints a
 //! direct result readably, and follows a task with `tasks/get` at the server's
-//! poll interval, showing one live progress line; Ctrl-C cancels the task and
-//! waits for its end.
+//! poll interval and at once whenever the server pushes a change on a
+//! `subscriptions/listen` stream, showing one live progress line; Ctrl-C cancels
+//! the task and waits for its end.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -89,6 +90,65 @@ impl Client {
             );
         }
         Ok(message["result"].clone())
+    }
+}
+
+impl Client {
+    /// Opens `subscriptions/listen` for `task_id`: each `notifications/tasks` the server
+    /// pushes arrives as a `()` on the receiver, so the follower reads the task at once
+    /// instead of at its next poll. `None` when the server does not offer it (the
+    /// follower then only polls).
+    async fn listen(&mut self, task_id: &str) -> Option<tokio::sync::mpsc::Receiver<()>> {
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"taskIds": [task_id]},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+                "io.modelcontextprotocol/clientInfo": {"name": "docket-call", "version": env!("CARGO_PKG_VERSION")},
+            }
+        }});
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", PROTOCOL_VERSION)
+            .header("mcp-method", "subscriptions/listen");
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let mut response = request.json(&body).send().await.ok()?;
+        let streams = response.status().is_success()
+            && response
+                .headers()
+                .get("content-type")
+                .and_then(|value| value.to_str().ok())
+                .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !streams {
+            return None;
+        }
+        let (changes, receiver) = tokio::sync::mpsc::channel(8);
+        tokio::spawn(async move {
+            let mut pending = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                pending.push_str(&String::from_utf8_lossy(&chunk));
+                // Whole events only; a partial one waits for the rest.
+                while let Some(end) = pending.find("\n\n") {
+                    let event: String = pending.drain(..end + 2).collect();
+                    let pushed = event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("data:"))
+                        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+                        .any(|message| message["method"] == "notifications/tasks");
+                    if pushed && changes.send(()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Some(receiver)
     }
 }
 
@@ -201,6 +261,9 @@ async fn follow(
         }
         std::task::Poll::Pending => false,
     };
+    // Told of each change at once where the server offers it; polling stays, for a
+    // server that does not and for a stream that breaks.
+    let mut changes = client.listen(task_id).await;
     loop {
         let task = client
             .request("tasks/get", json!({"taskId": task_id}), Some(task_id))
@@ -252,8 +315,21 @@ async fn follow(
             _ => {}
         }
         if !interrupted {
+            let changed = async {
+                match changes.as_mut() {
+                    Some(changes) => changes.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(poll) => continue,
+                pushed = changed => {
+                    if pushed.is_none() {
+                        // The stream ended: poll from now on.
+                        changes = None;
+                    }
+                    continue;
+                }
                 result = &mut interrupt => {
                     result.context("cannot listen for Ctrl-C")?;
                     interrupted = true;

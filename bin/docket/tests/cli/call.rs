@@ -7,15 +7,21 @@ use std::process::{Command, Stdio};
 use crate::support::{Replica, temp_dir};
 
 fn sqlite_server(label: &str) -> Replica {
+    sqlite_server_polled_every(label, 100)
+}
+
+fn sqlite_server_polled_every(label: &str, poll_interval_ms: u64) -> Replica {
     let dir = temp_dir(label);
     let config = dir.join("docket.yaml");
     std::fs::write(
         &config,
-        "server: { address: \"127.0.0.1:0\" }\n\
-         database: { url: \"sqlite://./docket-data/docket.db\" }\n\
-         auth: { allow_anonymous: true, anonymous_roles: [admin] }\n\
-         tasks: { poll_interval_ms: 100 }\n\
-         diagnostics: { enabled: true }\n",
+        format!(
+            "server: {{ address: \"127.0.0.1:0\" }}\n\
+             database: {{ url: \"sqlite://./docket-data/docket.db\" }}\n\
+             auth: {{ allow_anonymous: true, anonymous_roles: [admin] }}\n\
+             tasks: {{ poll_interval_ms: {poll_interval_ms} }}\n\
+             diagnostics: {{ enabled: true }}\n"
+        ),
     )
     .expect("config written");
     Replica::start(&dir, &["--config", config.to_str().expect("utf-8 path")])
@@ -67,6 +73,42 @@ async fn a_task_is_followed_with_a_progress_line_to_its_result() {
         "a live progress line: {stderr}"
     );
     assert!(stderr.contains("completed ·"), "{stderr}");
+}
+
+/// With a poll interval of ten minutes, the follower still learns of the end as it
+/// happens: the server pushes it on the listen stream. Polling alone would not end
+/// before the hang guard.
+#[tokio::test]
+async fn a_followed_task_ends_when_the_server_says_not_at_the_next_poll() {
+    let server = sqlite_server_polled_every("call-listen", 600_000);
+    let mut child = docket_call(
+        &server,
+        &["diagnostics_sleep", "--arg", "seconds=0.5", "--follow"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("docket call runs");
+    let hang_guard = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            break status;
+        }
+        if hang_guard.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the follower waited for its next poll instead of hearing the end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("stdout read");
+    assert!(status.success(), "{stdout}");
+    assert!(stdout.contains("\"slept_seconds\": 0.5"), "{stdout}");
 }
 
 #[tokio::test]
