@@ -1,5 +1,5 @@
 //! Resources: `resources/list`, `resources/templates/list` and `resources/read`.
-//! A resource's contents reuse [`ResourceContents`](crate::tools::ResourceContents),
+//! A resource's contents reuse [`crate::tools::ResourceContents`],
 //! the shape an embedded resource has in a tool result.
 
 use serde::{Deserialize, Serialize};
