@@ -147,3 +147,32 @@ async fn a_follower_hears_a_task_end_on_another_replica(backend: Backend) {
     assert_eq!(status, 400, "{refused}");
     assert_eq!(refused["error"]["code"], -32021);
 }
+
+/// When the server starts to shut down, an open listen stream ends with its closing
+/// response, tagged with the subscription.
+#[tokio::test]
+async fn a_listen_stream_ends_with_its_closing_response_on_shutdown() {
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let server = replica(&database).await;
+    let mut listening = server
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": []}}),
+        )
+        .capabilities(json!({"extensions": {TASKS: {}}}))
+        .header("x-api-key", &key_of("alice"))
+        .response()
+        .await;
+    read_until(&mut listening, |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    })
+    .await;
+    server.app.start_draining();
+    let closed = read_until(&mut listening, |message| message["id"] == 1).await;
+    let last = closed.last().expect("the closing response");
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{last}"
+    );
+}
