@@ -230,11 +230,7 @@ pub(crate) async fn handle(
         }
         "resources/templates/list" => {
             let ListParams { cursor } = parse(params, method)?;
-            if cursor.is_some() {
-                return Err(McpError::InvalidParams(
-                    "invalid cursor: this list has one page".to_owned(),
-                ));
-            }
+            single_page(cursor.as_deref())?;
             to_value(&ListResourceTemplatesResult {
                 result_type: ResultType::Complete,
                 resource_templates: features
@@ -253,11 +249,7 @@ pub(crate) async fn handle(
         }
         "prompts/list" => {
             let ListParams { cursor } = parse(params, method)?;
-            if cursor.is_some() {
-                return Err(McpError::InvalidParams(
-                    "invalid cursor: this list has one page".to_owned(),
-                ));
-            }
+            single_page(cursor.as_deref())?;
             list_prompts(features, caller).await
         }
         "prompts/get" => {
@@ -271,6 +263,16 @@ pub(crate) async fn handle(
         _ => complete(features, caller, parse(params, method)?).await,
     };
     answer.map(Reply::Json)
+}
+
+/// Refuses a cursor for a list that is never more than one page.
+fn single_page(cursor: Option<&str>) -> Result<(), McpError> {
+    match cursor {
+        Some(_) => Err(McpError::InvalidParams(
+            "invalid cursor: this list has one page".to_owned(),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn parse<T: DeserializeOwned>(params: Value, method: &str) -> Result<T, McpError> {
@@ -298,12 +300,10 @@ async fn list_resources(
             resources.extend(listed);
             next
         }
-        None if cursor.is_some() => {
-            return Err(McpError::InvalidParams(
-                "invalid cursor: this list has one page".to_owned(),
-            ));
+        None => {
+            single_page(cursor)?;
+            None
         }
-        None => None,
     };
     to_value(&ListResourcesResult {
         result_type: ResultType::Complete,
