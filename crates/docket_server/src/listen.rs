@@ -87,9 +87,15 @@ pub(crate) async fn listen(
     let mut current = Vec::new();
     if let Some(surface) = &app.state.tasks {
         for task_id in asked {
-            if let Ok((found, view)) = tasks::find(surface, &context, is_admin, &task_id).await {
-                followed.insert(task_id.clone());
-                current.push(task_message(found.record, view, &subscription));
+            match tasks::find(surface, &context, is_admin, &task_id).await {
+                Ok((found, view)) => {
+                    followed.insert(task_id.clone());
+                    current.push(task_message(found.record, view, &subscription));
+                }
+                // A store that cannot be read is said, not taken for "not yours".
+                Err(error @ McpError::Unavailable(_)) => return Err(error),
+                // Unknown, expired and not-yours alike: not followed.
+                Err(_) => {}
             }
         }
     }
