@@ -86,6 +86,15 @@ async fn manage(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
     };
     let visible = |prompt: &LibraryPrompt| prompt.visible_to(subject, persona, is_admin);
     let may_change = |prompt: &LibraryPrompt| is_admin || prompt.owner == subject;
+    // Refuses a change to a prompt: unknown, or not the caller's to change (said as
+    // such only to those who may see it).
+    let not_theirs = |name: &str, prompt: Option<&LibraryPrompt>| match prompt {
+        Some(prompt) if visible(prompt) => Refusal::Unauthorized.result(
+            &format!("only its owner or an administrator may change prompt {name:?}"),
+            "Ask its owner, or create a prompt of your own.",
+        ),
+        _ => not_found(name),
+    };
     match command {
         "list" => match deps.library.prompts().await {
             Ok(prompts) => {
@@ -125,7 +134,7 @@ async fn manage(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
                         Err(err) => unavailable(&err),
                     }
                 }
-                Ok(_) => not_found(name),
+                Ok(found) => not_theirs(name, found.as_ref()),
                 Err(err) => unavailable(&err),
             }
         }
@@ -161,7 +170,7 @@ async fn manage(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
             };
             let existing = match deps.library.prompt(name).await {
                 Ok(Some(prompt)) if may_change(&prompt) => prompt,
-                Ok(_) => return not_found(name),
+                Ok(found) => return not_theirs(name, found.as_ref()),
                 Err(err) => return unavailable(&err),
             };
             let prompt = match new_prompt(call, name, &existing.owner, Some(&existing)) {

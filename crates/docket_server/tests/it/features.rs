@@ -412,6 +412,17 @@ async fn the_prompt_library_is_kept_and_offered_to_those_it_is_shared_with(backe
     )
     .await;
     assert_eq!(refused["isError"], true, "{refused}");
+    let said = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("only its owner"),
+        "bob sees it, so he is told why: {said}"
+    );
+    let hidden = manage("carol", json!({"command": "delete", "name": "weekly"})).await;
+    let said = hidden["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("no prompt named"),
+        "carol does not see it: {said}"
+    );
     let updated = manage(
         "alice",
         json!({"command": "update", "name": "weekly", "description": "Every Monday."}),
