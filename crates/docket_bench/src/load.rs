@@ -90,6 +90,17 @@ pub(crate) fn task_call_request(tool: &str, arguments: Value) -> anyhow::Result<
     )
 }
 
+/// `subscriptions/listen` for `task_id`'s changes (no `Mcp-Name`: listen names nothing).
+pub(crate) fn listen_request(task_id: &str) -> anyhow::Result<Prepared> {
+    let mut prepared = prepare(
+        "subscriptions/listen",
+        task_id,
+        json!({ "notifications": { "taskIds": [task_id] }, "_meta": meta() }),
+    )?;
+    prepared.headers.remove("mcp-name");
+    Ok(prepared)
+}
+
 /// `tasks/get` for `task_id`.
 pub(crate) fn get_request(task_id: &str) -> anyhow::Result<Prepared> {
     prepare(
@@ -179,6 +190,22 @@ impl McpClient {
             bail!("{url} answered {status}");
         }
         Ok(())
+    }
+
+    /// Sends `request` and returns the response unread, for an answer that streams.
+    pub(crate) async fn open(&self, request: &Prepared) -> anyhow::Result<reqwest::Response> {
+        let response = self
+            .http
+            .post(&self.url)
+            .headers(request.headers.clone())
+            .body(request.body.clone())
+            .send()
+            .await
+            .with_context(|| format!("POST {} failed", self.url))?;
+        if !response.status().is_success() {
+            bail!("{} answered {}", self.url, response.status());
+        }
+        Ok(response)
     }
 
     /// Sends `request` and returns the answer's JSON-RPC message, parsed.

@@ -28,8 +28,8 @@ use crate::gate::Gate;
 use crate::load::{self, McpClient, Prepared, ResultType, Samples};
 use crate::peer::PeerServer;
 use crate::report::{
-    CreateThroughput, CrossReplicaCancel, Embedded, GetThroughput, Heartbeat, HeartbeatWindow,
-    Latency, Results, RunContext,
+    CreateThroughput, CrossReplicaCancel, Embedded, Follower, GetThroughput, Heartbeat,
+    HeartbeatWindow, Latency, Results, RunContext,
 };
 use crate::system::{self, CpuMeter, Machine};
 
@@ -56,6 +56,9 @@ const TIMED_BEATS: usize = 3;
 /// Cross-replica cancels sampled (and as many NOTIFY round trips), in
 /// [`LATENCY_ROUNDS`] alternating rounds.
 const CANCEL_SAMPLES: usize = 240;
+
+/// Task ends a listening and a polling follower each time, on another replica.
+const FOLLOWER_SAMPLES: usize = 30;
 
 /// Sends the instant it is dropped: when a task's work ended, seen from inside it.
 struct SeenOnDrop(Option<tokio::sync::oneshot::Sender<Instant>>);
@@ -169,6 +172,12 @@ pub(crate) async fn run(
     eprintln!("cross-replica cancel ({CANCEL_SAMPLES} cancels, as many NOTIFY round trips)");
     let cancel = bench.cross_replica_cancel(&url, &options).await?;
     eprintln!(
+        "followers ({FOLLOWER_SAMPLES} task ends heard on another replica, by listening and by polling)"
+    );
+    let follower = bench
+        .follower(&url, &options, config.tasks.poll_interval_ms)
+        .await?;
+    eprintln!(
         "embedded default: create and get on SQLite ({} sequential calls per path)",
         args.samples
     );
@@ -207,6 +216,7 @@ pub(crate) async fn run(
         get_throughput,
         create_throughput,
         cancel,
+        follower,
         embedded,
         heartbeat,
     })
@@ -551,6 +561,87 @@ impl Bench {
         Ok(result)
     }
 
+    /// Ends a task running on replica A and times how long until a follower on
+    /// replica B (a second Docket app on the same database) learns of it: one that
+    /// holds a `subscriptions/listen` stream open, and one that polls `tasks/get`
+    /// every `poll_interval_ms`, started at a random point of its cycle.
+    async fn follower(
+        &self,
+        url: &str,
+        options: &ConnectOptions,
+        poll_interval_ms: u64,
+    ) -> anyhow::Result<Follower> {
+        let store_b = docket_storage::connect(url, options.clone())
+            .await
+            .context("cannot open replica B's store")?
+            .task_store();
+        let replica_b = DocketServer::start(store_b, Gate::new()).await?;
+        let client = McpClient::new(&replica_b.url())?;
+        let runtime = self.docket.runtime()?;
+        let poll = Duration::from_millis(poll_interval_ms);
+        let mut result = Follower {
+            poll_interval: poll,
+            ..Follower::default()
+        };
+        for _ in 0..FOLLOWER_SAMPLES {
+            let (release, released) = tokio::sync::oneshot::channel::<()>();
+            let record = runtime
+                .spawn(
+                    new_task(self.docket.app.replica_id())?,
+                    move |_context| async move {
+                        let _ = released.await;
+                        Outcome::Completed(json!({"content": []}))
+                    },
+                )
+                .await
+                .context("could not start a task")?;
+            let id = record.id.as_str().to_owned();
+            let mut listening = client.open(&load::listen_request(&id)?).await?;
+            let mut pending = String::new();
+            // The acknowledgement and the task as it is: the stream is live.
+            read_stream_until(&mut listening, &mut pending, |message| {
+                message["method"] == "notifications/tasks"
+            })
+            .await?;
+            let poller = {
+                let (client, get) = (client.clone(), load::get_request(&id)?);
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(poll).await;
+                        let message = client.call(&get).await?;
+                        if message["result"]["status"] == "completed" {
+                            return anyhow::Ok(Instant::now());
+                        }
+                    }
+                })
+            };
+            // The end lands at a random point of the poller's cycle.
+            let mut random = [0u8; 4];
+            getrandom::fill(&mut random).context("the OS random source failed")?;
+            let phase = f64::from(u32::from_le_bytes(random)) / f64::from(u32::MAX);
+            tokio::time::sleep(poll.mul_f64(phase)).await;
+            let ended = Instant::now();
+            let _ = release.send(());
+            let heard = tokio::time::timeout(
+                Duration::from_secs(10),
+                read_stream_until(&mut listening, &mut pending, |message| {
+                    message["method"] == "notifications/tasks"
+                        && message["params"]["status"] == "completed"
+                }),
+            )
+            .await
+            .context("the listener did not hear the end within 10 s")??;
+            result.listen.push(heard.duration_since(ended));
+            let seen = tokio::time::timeout(poll * 3, poller)
+                .await
+                .context("the poller did not see the end within three polls")?
+                .context("the poller failed")??;
+            result.poll.push(seen.duration_since(ended));
+        }
+        replica_b.stop().await?;
+        Ok(result)
+    }
+
     /// The embedded default: a second Docket app on a fresh SQLite file (the
     /// store's own setup: WAL, `synchronous = FULL`), create and get over HTTP
     /// and through the store, against a bare INSERT and SELECT on a connection
@@ -677,5 +768,33 @@ impl Bench {
         }
         self.docket.release_all().await?;
         Ok(heartbeat)
+    }
+}
+
+/// Reads SSE events from `response` (keeping a partial one in `pending`) until a
+/// message `wanted` says is the one; when it was read.
+async fn read_stream_until(
+    response: &mut reqwest::Response,
+    pending: &mut String,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<Instant> {
+    loop {
+        while let Some(end) = pending.find("\n\n") {
+            let event: String = pending.drain(..end + 2).collect();
+            let found = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .filter_map(|data| serde_json::from_str::<serde_json::Value>(data.trim()).ok())
+                .any(|message| wanted(&message));
+            if found {
+                return Ok(Instant::now());
+            }
+        }
+        let chunk = response
+            .chunk()
+            .await
+            .context("the listen stream failed")?
+            .context("the listen stream ended")?;
+        pending.push_str(&String::from_utf8_lossy(&chunk));
     }
 }

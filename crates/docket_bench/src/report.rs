@@ -133,6 +133,17 @@ pub(crate) struct CrossReplicaCancel {
     pub(crate) notify: Vec<Duration>,
 }
 
+/// A follower on replica B learning that a task on replica A ended.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Follower {
+    /// The task ends on A → B's `subscriptions/listen` stream delivers its end.
+    pub(crate) listen: Vec<Duration>,
+    /// The task ends on A → a follower polling `tasks/get` on B sees it.
+    pub(crate) poll: Vec<Duration>,
+    /// The poller's interval (the default `tasks.poll_interval_ms`).
+    pub(crate) poll_interval: Duration,
+}
+
 /// The embedded default on SQLite: sequential create and get latency.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Embedded {
@@ -154,6 +165,7 @@ pub(crate) struct Results {
     pub(crate) get_throughput: GetThroughput,
     pub(crate) create_throughput: CreateThroughput,
     pub(crate) cancel: CrossReplicaCancel,
+    pub(crate) follower: Follower,
     pub(crate) embedded: Embedded,
     pub(crate) heartbeat: Heartbeat,
 }
@@ -547,6 +559,17 @@ fn sections(results: &Results) -> Vec<Section> {
             rows: cancel_rows(&results.cancel),
         },
         Section {
+            title: format!(
+                "Followers: {} tasks ended on replica A, each followed on replica B by a \
+                 `subscriptions/listen` stream and by a client polling `tasks/get` every {} ms \
+                 (the task ends at a random point of the poll cycle)",
+                results.follower.listen.len(),
+                results.follower.poll_interval.as_millis()
+            ),
+            header: vec!["follower", "p50", "p99", "ratio p50 / p99"],
+            rows: follower_rows(&results.follower),
+        },
+        Section {
             title: "The embedded default on SQLite: sequential create and get (WAL, `synchronous = FULL`: a commit the store acknowledged survives a power loss, since the WAL is synced on every commit)".to_owned(),
             header: vec!["path", "p50", "p99", "mean", "ratio p50 / p99"],
             rows: embedded_rows(&results.embedded),
@@ -599,6 +622,40 @@ fn embedded_rows(embedded: &Embedded) -> Vec<Vec<String>> {
             "bare primary-key SELECT — baseline",
             &embedded.bare_select,
             None,
+        ),
+    ]
+}
+
+/// The followers table's rows.
+fn follower_rows(follower: &Follower) -> Vec<Vec<String>> {
+    let row = |name: &str, samples: &[Duration], extra: String| {
+        vec![
+            name.to_owned(),
+            ms(percentile(samples, 50.0)),
+            ms(percentile(samples, 99.0)),
+            extra,
+        ]
+    };
+    vec![
+        row(
+            "listen on B: the end on A → `notifications/tasks` read",
+            &follower.listen,
+            format!(
+                "{:.3}× / {:.3}× polling",
+                ratio(
+                    percentile(&follower.listen, 50.0),
+                    percentile(&follower.poll, 50.0)
+                ),
+                ratio(
+                    percentile(&follower.listen, 99.0),
+                    percentile(&follower.poll, 99.0)
+                )
+            ),
+        ),
+        row(
+            "polling `tasks/get` on B — baseline",
+            &follower.poll,
+            "1.00×".to_owned(),
         ),
     ]
 }
