@@ -2,6 +2,7 @@
 
 pub mod assets;
 pub mod calls;
+pub mod changes;
 mod error;
 pub mod memory;
 mod page;
@@ -14,6 +15,7 @@ pub mod testing;
 
 pub use assets::{Asset, AssetStore, CreateOutcome, NewAsset};
 pub use calls::{CallCatalog, CallKind, CallRecord, NewCallRecord};
+pub use changes::{CatalogChange, ChangeFeed, ChangeListener};
 pub use error::CatalogError;
 pub use page::PageCursor;
 pub use prompts::{LibraryPrompt, NewPrompt, PromptLibrary};

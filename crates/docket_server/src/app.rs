@@ -48,6 +48,9 @@ pub enum BuildError {
     Random(String),
 }
 
+/// How many catalog changes a listen stream may fall behind by before it misses some.
+const CHANGES_BUFFER: usize = 256;
+
 /// Builds an [`App`]: the platform tools are always there; embedders add their own.
 pub struct AppBuilder {
     config: Config,
@@ -62,6 +65,7 @@ pub struct AppBuilder {
     sessions: Option<Arc<dyn SessionStore>>,
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
+    change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -87,6 +91,7 @@ impl App {
             sessions: None,
             features: crate::features::Features::default(),
             prompt_library: None,
+            change_feed: None,
         }
     }
 }
@@ -156,6 +161,14 @@ impl AppBuilder {
         provider: impl crate::CompletionProvider,
     ) -> Self {
         self.features.add_completion(reference, provider);
+        self
+    }
+
+    /// Where changes to the prompt library and to assets are announced to every
+    /// replica (`docket_storage::Store::change_feed`: NOTIFY on PostgreSQL), so
+    /// listen streams anywhere say `list_changed`; without one, to this process only.
+    pub fn change_feed(mut self, feed: Arc<dyn docket_catalog::ChangeFeed>) -> Self {
+        self.change_feed = Some(feed);
         self
     }
 
@@ -255,7 +268,17 @@ impl AppBuilder {
             sessions,
             mut features,
             prompt_library,
+            change_feed,
         } = self;
+        let change_feed = change_feed.unwrap_or_else(|| {
+            Arc::new(docket_catalog::memory::MemoryChangeFeed::new())
+                as Arc<dyn docket_catalog::ChangeFeed>
+        });
+        let (changes, _) = tokio::sync::broadcast::channel(CHANGES_BUFFER);
+        let heard = changes.clone();
+        change_feed.set_change_listener(Arc::new(move |change| {
+            let _ = heard.send(change);
+        }));
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(crate::config::ConfigError { problems }.into());
@@ -269,6 +292,7 @@ impl AppBuilder {
             calls: parts.calls,
             sink: parts.sink,
             base_url: config.server.base_url(),
+            changes: Arc::clone(&change_feed),
         });
         if let Some(assets) = &assets {
             let resources = Arc::new(crate::asset_resources::AssetResources {
@@ -347,7 +371,11 @@ impl AppBuilder {
             let reserved = features.registered_prompt_names();
             tools::prompts::register(
                 &mut registry,
-                Arc::new(tools::prompts::PromptDeps { library, reserved }),
+                Arc::new(tools::prompts::PromptDeps {
+                    library,
+                    reserved,
+                    changes: Arc::clone(&change_feed),
+                }),
             )?;
         }
         let tool_names = Arc::new(OnceLock::new());
@@ -456,6 +484,7 @@ impl AppBuilder {
             sessions,
             answer_waiters,
             features,
+            changes,
             server_info,
             server_info_json,
             config,

@@ -229,6 +229,7 @@ mod tests {
                 calls: None,
                 sink,
                 base_url: "http://127.0.0.1:8080".into(),
+                changes: Arc::new(docket_catalog::memory::MemoryChangeFeed::new()),
             },
             max_read_bytes: 1024,
         };

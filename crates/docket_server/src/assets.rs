@@ -19,6 +19,8 @@ pub(crate) struct Assets {
     pub sink: Arc<dyn ObjectSink>,
     /// The server's public base URL, for download links.
     pub base_url: String,
+    /// Where a new asset is announced, so listeners of its owner's resources hear it.
+    pub changes: Arc<dyn docket_catalog::ChangeFeed>,
 }
 
 impl Assets {

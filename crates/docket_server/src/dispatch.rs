@@ -31,7 +31,7 @@ pub(crate) fn is_known_method(app: &App, method: &str) -> bool {
     METHODS.contains(&method)
         || (app.tasks_enabled() && tasks::METHODS.contains(&method))
         || app.state.features.serves(method)
-        || (app.tasks_enabled() && method == crate::listen::METHOD)
+        || (method == crate::listen::METHOD && crate::listen::offered(app))
 }
 
 /// The value the `Mcp-Name` header must carry for `method`, when it needs one.
@@ -55,7 +55,7 @@ pub(crate) async fn dispatch(
         "server/discover" => Ok(Reply::Json(discover(app)?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
         "tools/call" => call::call_tool(app, context, request.params).await,
-        crate::listen::METHOD if app.tasks_enabled() => {
+        crate::listen::METHOD if crate::listen::offered(app) => {
             crate::listen::listen(app, context, &request.id, request.params).await
         }
         method if app.state.features.serves(method) => {

@@ -4,13 +4,18 @@
 //! follow; others, unknown or not theirs alike, are left out), then each followed
 //! task as it is now, then `notifications/tasks` with the whole task each time one
 //! ends — wherever it ended (the task runtime hears other replicas through the
-//! store: NOTIFY on PostgreSQL), script runs included. Every message carries the
-//! subscription id (the listen request's id); on shutdown the stream ends with the
-//! closing response. List-changed kinds are not honoured: tools never change while
-//! a server runs.
+//! store: NOTIFY on PostgreSQL), script runs included. It honours
+//! `promptsListChanged` (the prompt library changed) and `resourcesListChanged` (an
+//! asset of the caller's was recorded), announced by whichever replica made the
+//! change (`ChangeFeed`). Every message carries the subscription id (the listen
+//! request's id); on shutdown the stream ends with the closing response. Tools (and
+//! personas) never change while a server runs, so `toolsListChanged` is not
+//! honoured; nor `resourceSubscriptions` (assets and prompts do not change once
+//! written).
 
 use std::collections::BTreeSet;
 
+use docket_catalog::CatalogChange;
 use docket_protocol::jsonrpc::RequestId;
 use docket_task::TaskId;
 use serde::Deserialize;
@@ -44,6 +49,17 @@ struct ListenParams {
 struct Requested {
     #[serde(default)]
     task_ids: Option<Vec<String>>,
+    #[serde(default)]
+    prompts_list_changed: bool,
+    #[serde(default)]
+    resources_list_changed: bool,
+}
+
+/// Whether listening is offered: there are tasks to follow, or lists that change.
+pub(crate) fn offered(app: &App) -> bool {
+    app.tasks_enabled()
+        || app.state.features.prompts_change()
+        || app.state.features.lists_caller_resources()
 }
 
 /// Serves `subscriptions/listen` with request id `id`.
@@ -100,11 +116,25 @@ pub(crate) async fn listen(
         }
     }
     let (items, receiver) = mpsc::channel(32);
-    // What is honoured: only `taskIds`, and only when asked for.
+    // What is honoured, of what was asked: the tasks the caller may follow; the
+    // prompt list when it can change (the library); the caller's resource list when
+    // it holds their assets.
     let mut honoured = serde_json::Map::new();
     if asked_tasks {
         honoured.insert("taskIds".into(), json!(followed.iter().collect::<Vec<_>>()));
     }
+    let lists = Lists {
+        prompts: notifications.prompts_list_changed && app.state.features.prompts_change(),
+        resources: notifications.resources_list_changed
+            && app.state.features.lists_caller_resources(),
+    };
+    if lists.prompts {
+        honoured.insert("promptsListChanged".into(), Value::Bool(true));
+    }
+    if lists.resources {
+        honoured.insert("resourcesListChanged".into(), Value::Bool(true));
+    }
+    let list_changes = (lists.prompts || lists.resources).then(|| app.state.changes.subscribe());
     let acknowledged = json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
@@ -129,11 +159,19 @@ pub(crate) async fn listen(
             is_admin,
             subscription,
             followed,
+            lists,
             items,
         };
-        stream.run(task_changes, run_ends).await;
+        stream.run(task_changes, run_ends, list_changes).await;
     });
     Ok(Reply::Stream(receiver))
+}
+
+/// The list changes a stream says.
+#[derive(Clone, Copy)]
+struct Lists {
+    prompts: bool,
+    resources: bool,
 }
 
 /// An open listen stream.
@@ -143,6 +181,7 @@ struct Stream {
     is_admin: bool,
     subscription: Value,
     followed: BTreeSet<String>,
+    lists: Lists,
     items: mpsc::Sender<StreamItem>,
 }
 
@@ -153,12 +192,19 @@ impl Stream {
         self,
         mut task_changes: Option<broadcast::Receiver<TaskId>>,
         mut run_ends: Option<broadcast::Receiver<String>>,
+        mut list_changes: Option<broadcast::Receiver<CatalogChange>>,
     ) {
         let closing = self.app.state.closing.clone();
         loop {
             let changed = tokio::select! {
                 changed = next(task_changes.as_mut()) => changed.map(|id| id.map(|id| id.as_str().to_owned())),
                 ended = next(run_ends.as_mut()) => ended,
+                listed = next(list_changes.as_mut()) => {
+                    if !self.list_changed(listed).await {
+                        return;
+                    }
+                    continue;
+                }
                 () = self.items.closed() => return,
                 () = closing.cancelled() => {
                     let closed = json!({
@@ -181,6 +227,37 @@ impl Stream {
                 }
             }
         }
+    }
+
+    /// Says `list_changed` for a change the stream follows (both, when it fell
+    /// behind); false when the client went away.
+    async fn list_changed(&self, change: Result<Option<CatalogChange>, ()>) -> bool {
+        let (prompts, resources) = match change {
+            Ok(Some(CatalogChange::Prompts)) => (self.lists.prompts, false),
+            Ok(Some(CatalogChange::Assets { owner })) => (
+                false,
+                self.lists.resources && owner == self.context.identity.subject,
+            ),
+            Ok(None) => (false, false),
+            Err(()) => (self.lists.prompts, self.lists.resources),
+        };
+        for (said, method) in [
+            (prompts, "notifications/prompts/list_changed"),
+            (resources, "notifications/resources/list_changed"),
+        ] {
+            if !said {
+                continue;
+            }
+            let message = json!({
+                "jsonrpc": "2.0",
+                "method": method,
+                "params": { "_meta": { SUBSCRIPTION_ID: self.subscription } },
+            });
+            if self.items.send(StreamItem::Message(message)).await.is_err() {
+                return false;
+            }
+        }
+        true
     }
 
     /// Sends the task as it is now; false when the client went away.

@@ -34,6 +34,8 @@ pub(crate) struct AppState {
     pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
     /// Resources, prompts and completions.
     pub(crate) features: crate::features::Features,
+    /// Changes to the prompt library and to assets, from every replica.
+    pub(crate) changes: tokio::sync::broadcast::Sender<docket_catalog::CatalogChange>,
     /// The calls on this replica waiting for their session's answers.
     pub(crate) answer_waiters: Arc<crate::answers::AnswerWaiters>,
     /// The server's `Implementation`: every result carries it.

@@ -129,6 +129,16 @@ impl Store {
         }
     }
 
+    /// The store as the feed of catalog changes (NOTIFY on PostgreSQL).
+    pub fn change_feed(&self) -> Arc<dyn docket_catalog::ChangeFeed> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn docket_catalog::ChangeFeed>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn docket_catalog::ChangeFeed>,
+        }
+    }
+
     /// The store as the prompt library.
     pub fn prompt_library(&self) -> Arc<dyn docket_catalog::PromptLibrary> {
         match self {

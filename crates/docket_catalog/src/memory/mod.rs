@@ -11,6 +11,7 @@
 
 mod assets;
 mod calls;
+mod changes;
 mod prompts;
 mod scripts;
 mod sessions;
@@ -22,6 +23,7 @@ use time::OffsetDateTime;
 
 pub use assets::MemoryAssets;
 pub use calls::MemoryCalls;
+pub use changes::MemoryChangeFeed;
 pub use prompts::MemoryPrompts;
 pub use scripts::MemoryScripts;
 pub use sessions::MemorySessions;

@@ -171,6 +171,16 @@ impl Features {
         self.lister = Some(lister);
     }
 
+    /// Whether the prompt list can change while the server runs (the library).
+    pub(crate) fn prompts_change(&self) -> bool {
+        self.library.is_some()
+    }
+
+    /// Whether `resources/list` lists each caller's own resources (their assets).
+    pub(crate) fn lists_caller_resources(&self) -> bool {
+        self.lister.is_some()
+    }
+
     fn has_resources(&self) -> bool {
         !self.resources.is_empty() || !self.templates.is_empty() || self.lister.is_some()
     }
@@ -196,11 +206,16 @@ impl Features {
     pub(crate) fn capabilities(&self) -> JsonObject {
         let mut capabilities = JsonObject::new();
         let empty = || Value::Object(JsonObject::new());
+        // `listChanged`: listen streams are told when the list changes.
+        let changing = |changes: bool| match changes {
+            true => serde_json::json!({ "listChanged": true }),
+            false => empty(),
+        };
         if self.has_resources() {
-            capabilities.insert("resources".into(), empty());
+            capabilities.insert("resources".into(), changing(self.lister.is_some()));
         }
         if self.has_prompts() {
-            capabilities.insert("prompts".into(), empty());
+            capabilities.insert("prompts".into(), changing(self.library.is_some()));
         }
         if self.has_completions() {
             capabilities.insert("completions".into(), empty());

@@ -196,7 +196,15 @@ pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, 
             if !outcome.is_created() {
                 let _ = assets.sink.delete(&storage_key).await;
             }
-            Ok(outcome.into_asset())
+            let asset = outcome.into_asset();
+            // Listeners of the owner's resources hear of it, on any replica.
+            let change = docket_catalog::CatalogChange::Assets {
+                owner: asset.owner.clone(),
+            };
+            if let Err(err) = assets.changes.publish(change).await {
+                tracing::warn!(error = %err, "could not announce a new asset");
+            }
+            Ok(asset)
         }
         Err(err) => {
             let _ = assets.sink.delete(&storage_key).await;

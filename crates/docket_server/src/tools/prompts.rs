@@ -24,6 +24,8 @@ pub(crate) struct PromptDeps {
     pub(crate) library: Arc<dyn PromptLibrary>,
     /// Names registered prompts (and the built-in ones) hold.
     pub(crate) reserved: Vec<String>,
+    /// Where a change to the library is announced, to listeners on every replica.
+    pub(crate) changes: Arc<dyn docket_catalog::ChangeFeed>,
 }
 
 /// Registers `manage_prompt`.
@@ -63,6 +65,26 @@ pub(crate) fn register(
 }
 
 async fn manage(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
+    let command = call
+        .arguments
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let answer = command_answer(deps, call).await;
+    let changed =
+        matches!(command, "create" | "update" | "delete") && answer.is_error != Some(true);
+    if changed
+        && let Err(err) = deps
+            .changes
+            .publish(docket_catalog::CatalogChange::Prompts)
+            .await
+    {
+        tracing::warn!(error = %err, "could not announce a change to the prompt library");
+    }
+    answer
+}
+
+async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
     let arguments = &call.arguments;
     let command = arguments
         .get("command")

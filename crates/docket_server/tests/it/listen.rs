@@ -176,3 +176,69 @@ async fn a_listen_stream_ends_with_its_closing_response_on_shutdown() {
         "{last}"
     );
 }
+
+on_both_backends!(a_listener_hears_the_prompt_library_change_on_another_replica);
+
+/// A replica over `database` serving the prompt library, announcing changes
+/// through the database.
+async fn library_replica(database: &docket_storage::test_db::TestDatabase) -> TestServer {
+    let store = database.connect().await;
+    let yaml = "personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"])]);
+    let app = App::builder(config)
+        .prompt_library(store.prompt_library())
+        .change_feed(store.change_feed())
+        .build()
+        .expect("app");
+    TestServer::start(app).await
+}
+
+async fn a_listener_hears_the_prompt_library_change_on_another_replica(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let a = library_replica(&database).await;
+    let b = match backend {
+        Backend::Postgres => Some(library_replica(&database).await),
+        Backend::Sqlite => None,
+    };
+    let listener = b.as_ref().unwrap_or(&a);
+    let mut listening = listener
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"promptsListChanged": true, "toolsListChanged": true}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .response()
+        .await;
+    let acked = read_until(&mut listening, |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    })
+    .await;
+    // Only what is honoured: the prompt list, not the tool list (it never changes).
+    assert_eq!(
+        acked[0]["params"]["notifications"],
+        json!({"promptsListChanged": true}),
+        "{acked:?}"
+    );
+    let (_, created) = a
+        .rpc(
+            "tools/call",
+            json!({"name": "manage_prompt", "arguments": {"command": "create", "name": "weekly",
+                   "description": "d", "template": "t", "shared_with": ["*"]}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_ne!(created["result"]["isError"], true, "{created}");
+    let heard = read_until(&mut listening, |message| {
+        message["method"] == "notifications/prompts/list_changed"
+    })
+    .await;
+    let changed = heard.last().expect("the change");
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{changed}"
+    );
+}

@@ -298,6 +298,20 @@ async fn exported_assets_are_their_owners_resources(backend: Backend) {
             json!({}),
         )
     };
+    // A listener of alice's resources hears each export she makes.
+    let mut listening = f
+        .server
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"resourcesListChanged": true}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .response()
+        .await;
+    crate::support::read_until(&mut listening, |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    })
+    .await;
     let (_, small) = export(
         "SELECT orderkey FROM memory.default.orders ORDER BY orderkey",
         "csv",
@@ -323,6 +337,17 @@ async fn exported_assets_are_their_owners_resources(backend: Backend) {
             .to_owned()
     };
     let (small_id, binary_id, large_id) = (id(&small), id(&binary), id(&large));
+
+    let heard = crate::support::read_until(&mut listening, |message| {
+        message["method"] == "notifications/resources/list_changed"
+    })
+    .await;
+    assert_eq!(
+        heard.last().map(|message| {
+            message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone()
+        }),
+        Some(json!(1))
+    );
 
     // The export's result links its asset as a resource.
     let link = small["result"]["content"]

@@ -1,6 +1,6 @@
-//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`, on three channels:
+//! Cross-replica signals over PostgreSQL `LISTEN`/`NOTIFY`, on four channels:
 //! task signals on `docket_tasks`, run signals on `docket_runs` and answers to a
-//! session's questions on `docket_sessions` (each store keeps one [`Signals`] per
+//! session's questions on `docket_sessions`, catalog changes on `docket_changes` (each store keeps one [`Signals`] per
 //! channel, and listens only on those it was asked to).
 //!
 //! `request_cancel` and `answer_input` run `pg_notify('docket_tasks',
@@ -24,8 +24,8 @@ use tokio::sync::oneshot;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::tasks::CHANNEL;
-use docket_catalog::AnswerSignal;
 use docket_catalog::scripts::RunSignal;
+use docket_catalog::{AnswerSignal, CatalogChange};
 
 /// The channel run signals travel on; payloads are `queued:<id>` and
 /// `cancel:<id>`.
@@ -40,6 +40,9 @@ pub(crate) const RUN_CHANNEL: &str = run_channel!();
 
 /// The channel answer signals travel on; payloads are `<session id>:<request id>`.
 pub(crate) const ANSWER_CHANNEL: &str = "docket_sessions";
+
+/// The channel catalog changes travel on; payloads are [`CatalogChange::payload`]s.
+pub(crate) const CHANGE_CHANNEL: &str = "docket_changes";
 
 /// The first wait before reconnecting; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -77,6 +80,13 @@ impl Signals<AnswerSignal> {
     /// Answer signals, on `docket_sessions`.
     pub(crate) fn answers(url: String) -> Self {
         Self::new(url, ANSWER_CHANNEL, parse_answer_signal)
+    }
+}
+
+impl Signals<CatalogChange> {
+    /// Catalog changes, on `docket_changes`.
+    pub(crate) fn changes(url: String) -> Self {
+        Self::new(url, CHANGE_CHANNEL, CatalogChange::from_payload)
     }
 }
 

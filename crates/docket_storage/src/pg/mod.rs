@@ -58,6 +58,7 @@ pub struct PgStore {
     signals: listen::Signals<docket_task::store::TaskSignal>,
     run_signals: listen::Signals<docket_catalog::scripts::RunSignal>,
     answer_signals: listen::Signals<docket_catalog::AnswerSignal>,
+    change_signals: listen::Signals<docket_catalog::CatalogChange>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -112,6 +113,7 @@ impl PgStore {
             signals: listen::Signals::tasks(url.to_owned()),
             run_signals: listen::Signals::runs(url.to_owned()),
             answer_signals: listen::Signals::answers(url.to_owned()),
+            change_signals: listen::Signals::changes(url.to_owned()),
         })
     }
 
@@ -258,6 +260,17 @@ impl CallCatalog for PgStore {
         limit: u32,
     ) -> Result<Vec<CallRecord>, CatalogError> {
         calls::recent(&mut *self.catalog_conn().await?, subject, limit).await
+    }
+}
+
+#[async_trait]
+impl docket_catalog::ChangeFeed for PgStore {
+    async fn publish(&self, change: docket_catalog::CatalogChange) -> Result<(), CatalogError> {
+        prompts::notify_change(&mut *self.catalog_conn().await?, &change.payload()).await
+    }
+
+    fn set_change_listener(&self, listener: docket_catalog::ChangeListener) {
+        self.change_signals.set_listener(listener);
     }
 }
 

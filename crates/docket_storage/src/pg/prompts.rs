@@ -107,3 +107,17 @@ pub(crate) async fn delete(conn: &mut AsyncPgConnection, name: &str) -> Result<b
         .map_err(catalog_query_error)
         .map(|deleted| deleted == 1)
 }
+
+/// Signals a catalog change (`prompts`, `assets:<owner>`) on `docket_changes`.
+pub(crate) async fn notify_change(
+    conn: &mut AsyncPgConnection,
+    payload: &str,
+) -> Result<(), CatalogError> {
+    statement("SELECT pg_notify($1, $2)")
+        .bind::<Text, _>(super::listen::CHANGE_CHANNEL)
+        .bind::<Text, _>(payload)
+        .execute(conn)
+        .await
+        .map_err(catalog_query_error)
+        .map(drop)
+}

@@ -78,6 +78,8 @@ pub struct SqliteStore {
     /// Hears answers to session questions: one process writes this file, so the
     /// signal is a call in this process.
     answer_listener: std::sync::Mutex<Option<AnswerListener>>,
+    /// Hears catalog changes: one process, so a call in this process.
+    change_listener: std::sync::Mutex<Option<docket_catalog::ChangeListener>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -114,6 +116,7 @@ impl SqliteStore {
             readers,
             writer,
             answer_listener: std::sync::Mutex::default(),
+            change_listener: std::sync::Mutex::default(),
         })
     }
 
@@ -381,6 +384,28 @@ impl CallCatalog for SqliteStore {
             .await
             .map_err(catalog_error)?;
         crate::rows::calls(rows)
+    }
+}
+
+#[async_trait]
+impl docket_catalog::ChangeFeed for SqliteStore {
+    async fn publish(&self, change: docket_catalog::CatalogChange) -> Result<(), CatalogError> {
+        let listener = self
+            .change_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(listener) = listener {
+            listener(change);
+        }
+        Ok(())
+    }
+
+    fn set_change_listener(&self, listener: docket_catalog::ChangeListener) {
+        *self
+            .change_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(listener);
     }
 }
 
