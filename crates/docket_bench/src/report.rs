@@ -628,40 +628,38 @@ fn embedded_rows(embedded: &Embedded) -> Vec<Vec<String>> {
 
 /// The followers table's rows.
 fn follower_rows(follower: &Follower) -> Vec<Vec<String>> {
-    let row = |name: &str, samples: &[Duration], extra: String| {
-        vec![
-            name.to_owned(),
-            ms(percentile(samples, 50.0)),
-            ms(percentile(samples, 99.0)),
-            extra,
-        ]
-    };
-    vec![
-        row(
+    latency_against_baseline(
+        (
             "listen on B: the end on A → `notifications/tasks` read",
             &follower.listen,
-            format!(
-                "{:.3}× / {:.3}× polling",
-                ratio(
-                    percentile(&follower.listen, 50.0),
-                    percentile(&follower.poll, 50.0)
-                ),
-                ratio(
-                    percentile(&follower.listen, 99.0),
-                    percentile(&follower.poll, 99.0)
-                )
-            ),
         ),
-        row(
-            "polling `tasks/get` on B — baseline",
-            &follower.poll,
-            "1.00×".to_owned(),
-        ),
-    ]
+        ("polling `tasks/get` on B — baseline", &follower.poll),
+        "polling",
+        3,
+    )
 }
 
 /// The cross-replica cancel table's rows.
 fn cancel_rows(cancel: &CrossReplicaCancel) -> Vec<Vec<String>> {
+    latency_against_baseline(
+        ("cancel through B → the work on A sees it", &cancel.cancel),
+        (
+            "bare pg_notify → LISTEN on another connection — baseline",
+            &cancel.notify,
+        ),
+        "NOTIFY",
+        2,
+    )
+}
+
+/// Two rows of p50 and p99: a path, with its ratios to the baseline (named
+/// `against`, to `digits` places), and the baseline itself.
+fn latency_against_baseline(
+    (name, samples): (&str, &[Duration]),
+    (baseline_name, baseline): (&str, &[Duration]),
+    against: &str,
+    digits: usize,
+) -> Vec<Vec<String>> {
     let row = |name: &str, samples: &[Duration], extra: String| {
         vec![
             name.to_owned(),
@@ -670,27 +668,14 @@ fn cancel_rows(cancel: &CrossReplicaCancel) -> Vec<Vec<String>> {
             extra,
         ]
     };
+    let at = |p: f64| ratio(percentile(samples, p), percentile(baseline, p));
     vec![
         row(
-            "cancel through B → the work on A sees it",
-            &cancel.cancel,
-            format!(
-                "{:.2}× / {:.2}× NOTIFY",
-                ratio(
-                    percentile(&cancel.cancel, 50.0),
-                    percentile(&cancel.notify, 50.0)
-                ),
-                ratio(
-                    percentile(&cancel.cancel, 99.0),
-                    percentile(&cancel.notify, 99.0)
-                )
-            ),
+            name,
+            samples,
+            format!("{:.digits$}× / {:.digits$}× {against}", at(50.0), at(99.0)),
         ),
-        row(
-            "bare pg_notify → LISTEN on another connection — baseline",
-            &cancel.notify,
-            "1.00×".to_owned(),
-        ),
+        row(baseline_name, baseline, "1.00×".to_owned()),
     ]
 }
 
