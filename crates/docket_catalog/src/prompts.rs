@@ -14,6 +14,9 @@ use crate::error::{CatalogError, require};
 /// Shared with everyone, as an entry of [`LibraryPrompt::shared_with`].
 pub const EVERYONE: &str = "*";
 
+/// How many arguments, scripts and sharing entries one prompt may have.
+const MAX_ITEMS: usize = 64;
+
 /// How many prompts a listing returns at most.
 pub const MAX_LISTED: u32 = 1000;
 
@@ -114,6 +117,12 @@ impl NewPrompt {
         require(
             self.template.len() <= 64 * 1024,
             "a prompt's template is at most 64 KiB",
+        )?;
+        require(
+            self.arguments.len() <= MAX_ITEMS
+                && self.scripts.len() <= MAX_ITEMS
+                && self.shared_with.len() <= MAX_ITEMS,
+            "a prompt has at most 64 arguments, 64 scripts and 64 entries it is shared with",
         )?;
         for (index, argument) in self.arguments.iter().enumerate() {
             require(
