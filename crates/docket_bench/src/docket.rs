@@ -42,39 +42,11 @@ pub(crate) struct DocketServer {
 }
 
 impl DocketServer {
-    /// Builds the app over `store` and serves it on 127.0.0.1, any free port.
-    ///
-    /// The configuration is the embedded default (anonymous callers are
-    /// administrators, audit on, 2 s heartbeats) with the rate limit off: the
-    /// benchmark sends thousands of calls a second as one identity, and a limit
-    /// is a policy, not a cost.
+    /// Builds the app over `store` (see [`build_app`]) and serves it on 127.0.0.1,
+    /// any free port.
     pub(crate) async fn start(store: Arc<dyn TaskStore>, gate: Gate) -> anyhow::Result<Self> {
         let store = Arc::new(CountingStore::new(store));
-        let mut config = Config::embedded_default();
-        config.rate_limit.requests_per_minute = 0;
-        let held = gate.clone();
-        let app = App::builder(config)
-            .task_store(Arc::clone(&store) as Arc<dyn TaskStore>)
-            .tool(
-                ToolSpec::new(BENCH_TOOL, BENCH_TOOL_DESCRIPTION, bench_tool_schema())
-                    .with_task_support(TaskSupport::Optional),
-                move |call: ToolCall| {
-                    let released = held.hold();
-                    async move {
-                        tokio::select! {
-                            () = released => {}
-                            () = call.cancel.cancelled() => {}
-                        }
-                        ToolOutcome::Result(CallToolResult::structured(json!({ "released": true })))
-                    }
-                },
-            )
-            .context("cannot register the benchmark tool")?
-            .build()
-            .context("cannot build the Docket app")?;
-        if !app.tasks_enabled() {
-            bail!("the Docket app has tasks turned off");
-        }
+        let app = build_app(Arc::clone(&store) as Arc<dyn TaskStore>, gate.clone())?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("cannot bind a loopback port for Docket")?;
@@ -158,6 +130,39 @@ impl DocketServer {
         }
         Ok(())
     }
+}
+
+/// The app both the served benchmark and the in-process work suite measure: the
+/// embedded default configuration (anonymous callers are administrators, audit on,
+/// 2 s heartbeats) with the rate limit off — the benchmark sends thousands of calls a
+/// second as one identity, and a limit is a policy, not a cost — over `store`, with
+/// the benchmark tool held by `gate`.
+pub(crate) fn build_app(store: Arc<dyn TaskStore>, gate: Gate) -> anyhow::Result<App> {
+    let mut config = Config::embedded_default();
+    config.rate_limit.requests_per_minute = 0;
+    let app = App::builder(config)
+        .task_store(store)
+        .tool(
+            ToolSpec::new(BENCH_TOOL, BENCH_TOOL_DESCRIPTION, bench_tool_schema())
+                .with_task_support(TaskSupport::Optional),
+            move |call: ToolCall| {
+                let released = gate.hold();
+                async move {
+                    tokio::select! {
+                        () = released => {}
+                        () = call.cancel.cancelled() => {}
+                    }
+                    ToolOutcome::Result(CallToolResult::structured(json!({ "released": true })))
+                }
+            },
+        )
+        .context("cannot register the benchmark tool")?
+        .build()
+        .context("cannot build the Docket app")?;
+    if !app.tasks_enabled() {
+        bail!("the Docket app has tasks turned off");
+    }
+    Ok(app)
 }
 
 /// The row a `tools/call bench_task {}` from the anonymous administrator creates.

@@ -25,6 +25,21 @@ pub(crate) struct Prepared {
     body: Bytes,
 }
 
+impl Prepared {
+    /// The request as an in-process `http::Request` to the MCP endpoint on a loopback
+    /// host, for handing to the service without a connection.
+    pub(crate) fn to_http(&self) -> http::Request<http_body_util::Full<Bytes>> {
+        let mut request = http::Request::new(http_body_util::Full::new(self.body.clone()));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::from_static(docket_server::MCP_PATH);
+        *request.headers_mut() = self.headers.clone();
+        request
+            .headers_mut()
+            .insert(http::header::HOST, HeaderValue::from_static("127.0.0.1"));
+        request
+    }
+}
+
 /// The `_meta` a client that declares the tasks extension sends on every request.
 fn meta() -> Value {
     json!({

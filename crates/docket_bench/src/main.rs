@@ -19,10 +19,13 @@
 //! The flood suite (`flood`) floods a `docket serve` process with reads, half-open
 //! sockets and task creations and compares its footprint before and after.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood] [--output FILE] [--commit SHA]
+//! The work suite (`work`) hands `tasks/get` to the service in process, over an
+//! in-memory store, and reports the MCP work of one call with nothing else measured.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
-//! [--export-rounds N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
+//! [--export-rounds N] [--work-calls N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
 //! (used as is, migrated), or else a fresh schema on the test server
 //! (`DOCKET_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
 
@@ -37,6 +40,7 @@ mod phases;
 mod report;
 mod scripts;
 mod system;
+mod work;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,6 +95,9 @@ pub(crate) struct Args {
     /// Rounds of the export benchmark (raw fetch, CSV, Parquet in each).
     #[arg(long, default_value_t = 3)]
     export_rounds: usize,
+    /// Calls per loop of the work suite.
+    #[arg(long, default_value_t = 50_000)]
+    work_calls: u32,
 }
 
 /// The benchmark suites.
@@ -108,6 +115,9 @@ enum Suite {
     /// Floods a `docket serve` process (reads, half-open sockets, task creations) and
     /// compares its memory and descriptors before and after.
     Flood,
+    /// One `tasks/get`'s MCP work in process: no network, no database, no load
+    /// generator (run it under callgrind for instruction counts).
+    Work,
 }
 
 fn main() -> ExitCode {
@@ -136,6 +146,10 @@ fn run() -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {}", path.display());
         }
+    }
+    if matches!(args.suite, Suite::All | Suite::Work) {
+        let results = work::run(args.work_calls)?;
+        println!("{}", results.text());
     }
     if matches!(args.suite, Suite::All | Suite::Scripts) {
         let docket_bin = args

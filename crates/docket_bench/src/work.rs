@@ -1,0 +1,159 @@
+//! The work suite: what one `tasks/get` costs Docket beyond its store read, with no
+//! network, no database and no load generator in the measurement.
+//!
+//! The request the load generator sends is handed to [`docket_server::McpService`] in
+//! process, over an in-memory store, on one thread; beside it, the same number of
+//! direct store reads, and the same number of requests built and dropped (what this
+//! harness itself spends). The difference is the MCP work of one call: everything the
+//! server does between the request's bytes and the answer's bytes but the read. Run
+//! under `valgrind --tool=callgrind`, the same code gives instruction counts that do
+//! not depend on what else the machine is doing (docs/benchmarks.md says how).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use docket_task::memory::MemoryStore;
+use docket_task::{TaskId, TaskStore};
+use http_body_util::BodyExt as _;
+use tower_service::Service as _;
+
+use crate::docket;
+use crate::gate::Gate;
+use crate::load;
+use crate::system::process_cpu;
+
+/// Calls made before measuring, so allocators and caches are warm.
+const WARMUP: u32 = 1_000;
+
+/// CPU per call of each loop.
+pub(crate) struct WorkResults {
+    /// Calls per loop.
+    pub(crate) calls: u32,
+    /// One `tasks/get` through the service, request building included.
+    pub(crate) service: Duration,
+    /// One direct `TaskStore::get` on the same store.
+    pub(crate) store: Duration,
+    /// Building one request and dropping it.
+    pub(crate) harness: Duration,
+}
+
+impl WorkResults {
+    /// What a call costs beyond the store read and the harness.
+    pub(crate) fn mcp_work(&self) -> Duration {
+        self.service.saturating_sub(self.store + self.harness)
+    }
+
+    /// The plain-text summary.
+    pub(crate) fn text(&self) -> String {
+        let micros = |duration: Duration| duration.as_secs_f64() * 1e6;
+        format!(
+            "tasks/get in process, {} calls each (CPU per call):\n  \
+             through McpService      {:>7.2} µs\n  \
+             TaskStore::get alone    {:>7.2} µs\n  \
+             request built, dropped  {:>7.2} µs\n  \
+             MCP work                {:>7.2} µs\n",
+            self.calls,
+            micros(self.service),
+            micros(self.store),
+            micros(self.harness),
+            micros(self.mcp_work()),
+        )
+    }
+}
+
+/// Measures `calls` gets of each kind on a current-thread runtime.
+pub(crate) fn run(calls: u32) -> anyhow::Result<WorkResults> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(measure(calls.max(1)))
+}
+
+async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
+    let store = Arc::new(MemoryStore::new());
+    let gate = Gate::new();
+    let app = docket::build_app(Arc::clone(&store) as Arc<dyn TaskStore>, gate.clone())?;
+    let runtime = app
+        .task_runtime()
+        .context("the Docket app has no task runtime")?;
+    let released = gate.hold();
+    let record = runtime
+        .spawn(docket::new_task(app.replica_id())?, move |_context| async move {
+            released.await;
+            docket_task::Outcome::Completed(serde_json::json!({}))
+        })
+        .await
+        .context("could not start a task")?;
+    let id = record.id;
+    let prepared = load::get_request(id.as_str())?;
+    let mut service = app.service();
+
+    let service_cpu = timed(calls, || {
+        let request = prepared.to_http();
+        let answer = service.call(request);
+        async move {
+            let Ok(response) = answer.await;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .context("cannot read an answer")?
+                .to_bytes();
+            if !status.is_success() || !contains(&body, b"\"status\":\"working\"") {
+                bail!(
+                    "tasks/get answered {status}: {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let store_cpu = timed(calls, || read(&store, &id)).await?;
+    let harness_cpu = timed(calls, || {
+        drop(prepared.to_http());
+        async { Ok(()) }
+    })
+    .await?;
+    gate.release();
+    Ok(WorkResults {
+        calls,
+        service: service_cpu,
+        store: store_cpu,
+        harness: harness_cpu,
+    })
+}
+
+async fn read(store: &MemoryStore, id: &TaskId) -> anyhow::Result<()> {
+    match store.get(id).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => bail!("the task is gone"),
+        Err(error) => bail!("the store failed: {error}"),
+    }
+}
+
+/// Runs `call` `WARMUP` times, then `calls` times, and returns the CPU per call of
+/// the measured ones.
+async fn timed<F, Fut>(calls: u32, mut call: F) -> anyhow::Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    for _ in 0..WARMUP {
+        call().await?;
+    }
+    let before = process_cpu();
+    for _ in 0..calls {
+        call().await?;
+    }
+    Ok(process_cpu().saturating_sub(before) / calls)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
