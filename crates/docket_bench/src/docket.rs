@@ -138,8 +138,18 @@ impl DocketServer {
 /// second as one identity, and a limit is a policy, not a cost — over `store`, with
 /// the benchmark tool held by `gate`.
 pub(crate) fn build_app(store: Arc<dyn TaskStore>, gate: Gate) -> anyhow::Result<App> {
+    build_app_with(store, gate, |_| {})
+}
+
+/// [`build_app`] with the configuration adjusted by `adjust` first.
+pub(crate) fn build_app_with(
+    store: Arc<dyn TaskStore>,
+    gate: Gate,
+    adjust: impl FnOnce(&mut Config),
+) -> anyhow::Result<App> {
     let mut config = Config::embedded_default();
     config.rate_limit.requests_per_minute = 0;
+    adjust(&mut config);
     let app = App::builder(config)
         .task_store(store)
         .tool(

@@ -2,6 +2,8 @@
 //! progress token every 2026-07-28 request carries, since there is no `initialize`.
 
 use serde::{Deserialize, Serialize};
+
+mod de;
 use serde_json::Value;
 
 use crate::JsonObject;
@@ -20,7 +22,7 @@ pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const PROGRESS_TOKEN_KEY: &str = "progressToken";
 
 /// The name and version of a client or server.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Implementation {
     /// Programmatic name.
     pub name: String,
@@ -45,7 +47,7 @@ impl Implementation {
 /// What a client declares it can do, for this one request.
 ///
 /// Unknown keys and sub-keys are kept, because clients send more than this server reads.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ClientCapabilities {
     /// Elicitation support; `{}` means form mode only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,7 +67,7 @@ pub struct ClientCapabilities {
 }
 
 /// The elicitation modes a client supports.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ElicitationCapability {
     /// Form mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]

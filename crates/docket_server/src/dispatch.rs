@@ -54,9 +54,17 @@ pub(crate) async fn dispatch(
     match request.method.as_str() {
         "server/discover" => Ok(Reply::Json(discover(app)?)),
         "tools/list" => Ok(Reply::Json(list_tools(app, &context)?)),
-        "tools/call" => call::call_tool(app, context, request.params).await,
+        // The big pipelines are boxed, so a request's future is as large as the
+        // method it runs, not as large as the largest method.
+        "tools/call" => Box::pin(call::call_tool(app, context, request.params)).await,
         crate::listen::METHOD if crate::listen::offered(app) => {
-            crate::listen::listen(app, context, &request.id, request.params).await
+            Box::pin(crate::listen::listen(
+                app,
+                context,
+                &request.id,
+                request.params,
+            ))
+            .await
         }
         method if app.state.features.serves(method) => {
             let persona = app.state.personas.resolve(&context.identity.roles);
@@ -65,13 +73,13 @@ pub(crate) async fn dispatch(
                 is_admin: persona.as_ref().is_some_and(|persona| persona.is_admin),
                 persona: persona.as_ref().map(|persona| persona.name.as_str()),
             };
-            crate::features::handle(
+            Box::pin(crate::features::handle(
                 &app.state.features,
                 &app.state.state_key,
                 &caller,
                 method,
                 request.params,
-            )
+            ))
             .await
         }
         method if tasks::METHODS.contains(&method) => {

@@ -633,7 +633,7 @@ where
     let method = request.method.clone();
     if legacy::is_legacy(&request.method, request.params.as_ref(), &parts.headers) {
         let id = request.id.clone();
-        let response = match legacy::handle(app, identity, parts.headers, request).await {
+        let response = match Box::pin(legacy::handle(app, identity, parts.headers, request)).await {
             Ok(answer) => legacy_response(app, id, answer),
             Err(refusal) => refusal_response(Some(id), refusal),
         };
