@@ -12,8 +12,8 @@
 //! change (`ChangeFeed`). Every message carries the subscription id (the listen
 //! request's id); on shutdown the stream ends with the closing response. Tools (and
 //! personas) never change while a server runs, so `toolsListChanged` is not
-//! honoured; nor `resourceSubscriptions` (assets and prompts do not change once
-//! written).
+//! honoured; nor `resourceSubscriptions` (an asset never changes once written; see
+//! docs/design.md, Following).
 
 use std::collections::{BTreeMap, BTreeSet};
 

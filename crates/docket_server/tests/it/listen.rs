@@ -363,7 +363,8 @@ async fn a_listener_hears_the_prompt_library_change_on_another_replica(backend: 
     let mut listening = listener
         .rpc(
             "subscriptions/listen",
-            json!({"notifications": {"promptsListChanged": true, "toolsListChanged": true}}),
+            json!({"notifications": {"promptsListChanged": true, "toolsListChanged": true,
+                                     "resourceSubscriptions": ["docket://assets/0"]}}),
         )
         .header("x-api-key", &key_of("alice"))
         .response()
@@ -372,7 +373,8 @@ async fn a_listener_hears_the_prompt_library_change_on_another_replica(backend: 
         message["method"] == "notifications/subscriptions/acknowledged"
     })
     .await;
-    // Only what is honoured: the prompt list, not the tool list (it never changes).
+    // Only what is honoured: the prompt list, not the tool list (it never changes)
+    // nor resource subscriptions (docs/design.md, Following).
     assert_eq!(
         acked[0]["params"]["notifications"],
         json!({"promptsListChanged": true}),

@@ -303,15 +303,23 @@ async fn exported_assets_are_their_owners_resources(backend: Backend) {
         .server
         .rpc(
             "subscriptions/listen",
-            json!({"notifications": {"resourcesListChanged": true}}),
+            json!({"notifications": {"resourcesListChanged": true,
+                                     "resourceSubscriptions": ["docket://assets/0"]}}),
         )
         .header("x-api-key", &key_of("alice"))
         .response()
         .await;
-    crate::support::read_until(&mut listening, |message| {
+    let acked = crate::support::read_until(&mut listening, |message| {
         message["method"] == "notifications/subscriptions/acknowledged"
     })
     .await;
+    // Resource subscriptions are not honoured: an asset never changes once written
+    // (docs/design.md, Following).
+    assert_eq!(
+        acked[0]["params"]["notifications"],
+        json!({"resourcesListChanged": true}),
+        "{acked:?}"
+    );
     let (_, small) = export(
         "SELECT orderkey FROM memory.default.orders ORDER BY orderkey",
         "csv",
