@@ -8,8 +8,8 @@
 //! the store: NOTIFY on PostgreSQL), script runs' ends included. A signal that
 //! finds the task as it was last sent sends nothing. It honours
 //! `promptsListChanged` (the prompt library changed) and `resourcesListChanged` (an
-//! asset of the caller's was recorded), announced by whichever replica made the
-//! change (`ChangeFeed`). Every message carries the subscription id (the listen
+//! asset of the caller's was recorded or deleted), announced by whichever replica
+//! made the change (`ChangeFeed`). Every message carries the subscription id (the listen
 //! request's id); on shutdown the stream ends with the closing response. Tools (and
 //! personas) never change while a server runs, so `toolsListChanged` is not
 //! honoured; nor `resourceSubscriptions` (an asset never changes once written; see

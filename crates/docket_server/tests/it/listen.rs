@@ -209,6 +209,14 @@ async fn stepping_replica(
 
 on_both_backends!(a_follower_hears_every_status_change_of_a_task_on_another_replica);
 
+/// What `reading` read, failing if it takes longer than a change can (keep-alives
+/// keep a quiet stream open, so a missing push would otherwise hang).
+async fn heard(reading: impl std::future::Future<Output = Vec<Value>>) -> Vec<Value> {
+    tokio::time::timeout(std::time::Duration::from_secs(30), reading)
+        .await
+        .expect("the change was pushed")
+}
+
 /// A listener hears each change of a task, not only its end: a new status message
 /// (written by a beat), the move to `input_required` and back, and the end — on
 /// PostgreSQL from the replica that runs the task while it listens on another.
@@ -247,9 +255,9 @@ async fn a_follower_hears_every_status_change_of_a_task_on_another_replica(backe
     )
     .response()
     .await;
-    let first = read_until(&mut listening, |message| {
+    let first = heard(read_until(&mut listening, |message| {
         message["method"] == "notifications/tasks"
-    })
+    }))
     .await;
     assert_eq!(
         first.last().expect("the task")["params"]["status"],
@@ -259,20 +267,20 @@ async fn a_follower_hears_every_status_change_of_a_task_on_another_replica(backe
     // Each step is released only once the one before was heard, so every change
     // is pushed on its own.
     step.notify_one();
-    let said = read_until(&mut listening, |message| {
+    let said = heard(read_until(&mut listening, |message| {
         message["method"] == "notifications/tasks"
             && message["params"]["statusMessage"] == "step one"
-    })
+    }))
     .await;
     let said = said.last().expect("the new message");
     assert_eq!(said["params"]["status"], "working", "{said}");
     assert_eq!(said["params"]["taskId"], task_id.as_str());
 
     step.notify_one();
-    let asked = read_until(&mut listening, |message| {
+    let asked = heard(read_until(&mut listening, |message| {
         message["method"] == "notifications/tasks"
             && message["params"]["status"] == "input_required"
-    })
+    }))
     .await;
     let asked = asked.last().expect("the question");
     assert!(
@@ -289,9 +297,9 @@ async fn a_follower_hears_every_status_change_of_a_task_on_another_replica(backe
     .send()
     .await;
     assert_eq!(status, 200, "{updated}");
-    let ended = read_until(&mut listening, |message| {
+    let ended = heard(read_until(&mut listening, |message| {
         message["method"] == "notifications/tasks" && message["params"]["status"] == "completed"
-    })
+    }))
     .await;
     let ended = ended.last().expect("the end");
     assert_eq!(
