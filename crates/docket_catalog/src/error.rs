@@ -17,6 +17,10 @@ pub enum CatalogError {
     /// A value to store is out of range (a negative size, an empty id).
     #[error("invalid catalog value: {0}")]
     Invalid(String),
+    /// The owner already holds as many rows of this kind as one owner may (the
+    /// limit given).
+    #[error("the owner already holds {0}, the most one owner may")]
+    LimitReached(u32),
 }
 
 /// Refuses a value before any store sees it, so the caller hears what is wrong

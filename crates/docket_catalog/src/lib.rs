@@ -18,7 +18,7 @@ pub use calls::{CallCatalog, CallKind, CallRecord, NewCallRecord};
 pub use changes::{CatalogChange, ChangeFeed, ChangeListener};
 pub use error::CatalogError;
 pub use page::PageCursor;
-pub use prompts::{LibraryPrompt, NewPrompt, PromptLibrary};
+pub use prompts::{LibraryPrompt, NewPrompt, PromptLibrary, PromptViewer};
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
 pub use sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};

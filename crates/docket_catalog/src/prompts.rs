@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::error::{CatalogError, require};
+use crate::page::PageCursor;
 
 /// Shared with everyone, as an entry of [`LibraryPrompt::shared_with`].
 pub const EVERYONE: &str = "*";
@@ -17,8 +18,8 @@ pub const EVERYONE: &str = "*";
 /// How many arguments, scripts and sharing entries one prompt may have.
 const MAX_ITEMS: usize = 64;
 
-/// How many prompts a listing returns at most.
-pub const MAX_LISTED: u32 = 1000;
+/// How many prompts one page of a listing holds at most.
+pub const MAX_PAGE: u32 = 200;
 
 /// One declared argument of a library prompt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +66,33 @@ impl LibraryPrompt {
             || self.shared_with.iter().any(|shared| {
                 shared == EVERYONE || persona.is_some_and(|persona| shared == persona)
             })
+    }
+
+    /// Where a page that ends with this prompt ends (its creation time and name).
+    pub fn cursor(&self) -> PageCursor {
+        PageCursor {
+            created_at: self.created_at,
+            id: self.name.clone(),
+        }
+    }
+}
+
+/// Who reads a listing of the library: it holds only the prompts they may see,
+/// by the rule of [`LibraryPrompt::visible_to`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptViewer<'a> {
+    /// Their subject: they see the prompts they own.
+    pub subject: &'a str,
+    /// Their persona's name: they see the prompts shared with it.
+    pub persona: Option<&'a str>,
+    /// Whether they are an administrator, who sees every prompt.
+    pub is_admin: bool,
+}
+
+impl PromptViewer<'_> {
+    /// Whether the viewer may see `prompt`.
+    pub fn sees(&self, prompt: &LibraryPrompt) -> bool {
+        prompt.visible_to(self.subject, self.persona, self.is_admin)
     }
 }
 
@@ -183,12 +211,18 @@ pub fn render(template: &str, value: impl Fn(&str) -> Option<String>) -> String 
 /// Where the prompt library is kept.
 #[async_trait]
 pub trait PromptLibrary: Send + Sync {
-    /// Stores a new prompt.
+    /// Stores a new prompt, unless its owner already owns `owner_limit` prompts
+    /// (checked and inserted atomically: concurrent creates never pass the limit).
     ///
     /// # Errors
     /// [`CatalogError::Invalid`] for what [`NewPrompt::validate`] refuses,
-    /// [`CatalogError::Duplicate`] for a name taken, [`CatalogError::Unavailable`].
-    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError>;
+    /// [`CatalogError::LimitReached`] with `owner_limit` when the owner has that
+    /// many, [`CatalogError::Duplicate`] for a name taken, [`CatalogError::Unavailable`].
+    async fn create_prompt(
+        &self,
+        prompt: NewPrompt,
+        owner_limit: u32,
+    ) -> Result<LibraryPrompt, CatalogError>;
 
     /// Replaces everything but the name, owner and creation time of the prompt
     /// `prompt.name`; `None` when there is none.
@@ -204,11 +238,18 @@ pub trait PromptLibrary: Send + Sync {
     /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
     async fn prompt(&self, name: &str) -> Result<Option<LibraryPrompt>, CatalogError>;
 
-    /// Every prompt by name, at most [`MAX_LISTED`].
+    /// A page of the prompts `viewer` may see, newest first (by creation time, then
+    /// name), strictly before `before` in that order, at most `limit` (and at most
+    /// [`MAX_PAGE`]). A page shorter than `limit` is the last.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
-    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError>;
+    async fn prompts(
+        &self,
+        viewer: &PromptViewer<'_>,
+        before: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<LibraryPrompt>, CatalogError>;
 
     /// Deletes the prompt `name`; whether there was one.
     ///

@@ -24,6 +24,8 @@ pub struct DueAsset {
     pub id: String,
     /// Its key in the object sink.
     pub storage_key: String,
+    /// Whose it is: their resource list changes when it is deleted.
+    pub owner: String,
 }
 
 /// Deletes, or names for deletion, what outlived its retention.

@@ -896,11 +896,14 @@ fn new_prompt(name: &str, owner: &str) -> crate::NewPrompt {
     }
 }
 
+/// A generous owner limit, for tests about other things.
+const ANY_NUMBER_OF_PROMPTS: u32 = 500;
+
 /// A prompt reads back exactly, names are unique, an update keeps the name, owner
-/// and creation time, a listing is by name, and a deleted prompt is gone.
+/// and creation time, a listing is newest first, and a deleted prompt is gone.
 pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLibrary>) {
     let created = store
-        .create_prompt(new_prompt("explore", "apikey:alice"))
+        .create_prompt(new_prompt("explore", "apikey:alice"), ANY_NUMBER_OF_PROMPTS)
         .await
         .expect("create");
     assert_eq!(created.owner, "apikey:alice");
@@ -909,14 +912,14 @@ pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLib
     assert_eq!(read, created);
     assert!(matches!(
         store
-            .create_prompt(new_prompt("explore", "apikey:bob"))
+            .create_prompt(new_prompt("explore", "apikey:bob"), ANY_NUMBER_OF_PROMPTS)
             .await,
         Err(CatalogError::Duplicate)
     ));
     let mut invalid = new_prompt("broken", "apikey:alice");
     invalid.template = "{{nope}}".to_owned();
     assert!(matches!(
-        store.create_prompt(invalid).await,
+        store.create_prompt(invalid, ANY_NUMBER_OF_PROMPTS).await,
         Err(CatalogError::Invalid(_))
     ));
     let mut change = new_prompt("explore", "apikey:someone-else");
@@ -939,11 +942,16 @@ pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLib
         None
     );
     store
-        .create_prompt(new_prompt("another", "apikey:bob"))
+        .create_prompt(new_prompt("another", "apikey:bob"), ANY_NUMBER_OF_PROMPTS)
         .await
         .expect("create");
+    let admin = crate::PromptViewer {
+        subject: "apikey:root",
+        persona: None,
+        is_admin: true,
+    };
     let names: Vec<String> = store
-        .prompts()
+        .prompts(&admin, None, 10)
         .await
         .expect("list")
         .into_iter()
@@ -955,12 +963,140 @@ pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLib
     assert_eq!(store.prompt("explore").await.expect("read"), None);
 }
 
+/// One owner creates at most the limit given, even when the creates race; others
+/// are not held back by it, and a deleted prompt frees its place.
+pub async fn prompts_per_owner_stop_at_the_limit(store: Arc<dyn crate::PromptLibrary>) {
+    let limit = 4;
+    let racing: Vec<_> = (0..7)
+        .map(|index| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .create_prompt(new_prompt(&format!("mine-{index}"), "apikey:alice"), limit)
+                    .await
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for outcome in racing {
+        match outcome.await.expect("joined") {
+            Ok(_) => created += 1,
+            Err(CatalogError::LimitReached(said)) => assert_eq!(said, limit),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(created, limit, "exactly the limit is created");
+    store
+        .create_prompt(new_prompt("theirs", "apikey:bob"), limit)
+        .await
+        .expect("another owner is not held back");
+    let admin = crate::PromptViewer {
+        subject: "apikey:root",
+        persona: None,
+        is_admin: true,
+    };
+    let victim = store
+        .prompts(&admin, None, 100)
+        .await
+        .expect("list")
+        .into_iter()
+        .find(|prompt| prompt.owner == "apikey:alice")
+        .expect("one of alice's");
+    assert!(store.delete_prompt(&victim.name).await.expect("delete"));
+    store
+        .create_prompt(new_prompt("mine-again", "apikey:alice"), limit)
+        .await
+        .expect("a deleted prompt frees its place");
+}
+
+/// A listing holds exactly what the viewer may see ([`crate::LibraryPrompt::visible_to`]),
+/// newest first, and its pages, followed by their cursors, hold each such prompt
+/// once.
+pub async fn prompt_pages_hold_what_the_viewer_sees(store: Arc<dyn crate::PromptLibrary>) {
+    let shared = |name: &str, owner: &str, with: &[&str]| {
+        let mut prompt = new_prompt(name, owner);
+        prompt.shared_with = with.iter().map(|entry| (*entry).to_owned()).collect();
+        prompt
+    };
+    for prompt in [
+        shared("alice-own", "apikey:alice", &[]),
+        shared("for-analysts", "apikey:bob", &["analyst"]),
+        shared("for-everyone", "apikey:bob", &[crate::prompts::EVERYONE]),
+        shared("bob-own", "apikey:bob", &[]),
+        shared("for-auditors", "apikey:carol", &["auditor", "ops"]),
+        shared("for-both", "apikey:carol", &["ops", "analyst"]),
+        shared("alice-shared", "apikey:alice", &["auditor"]),
+    ] {
+        store
+            .create_prompt(prompt, ANY_NUMBER_OF_PROMPTS)
+            .await
+            .expect("create");
+    }
+    let viewers = [
+        crate::PromptViewer {
+            subject: "apikey:alice",
+            persona: Some("analyst"),
+            is_admin: false,
+        },
+        crate::PromptViewer {
+            subject: "apikey:dave",
+            persona: None,
+            is_admin: false,
+        },
+        crate::PromptViewer {
+            subject: "apikey:erin",
+            persona: Some("auditor"),
+            is_admin: false,
+        },
+        crate::PromptViewer {
+            subject: "apikey:root",
+            persona: Some("admin"),
+            is_admin: true,
+        },
+    ];
+    let admin = viewers[3];
+    let everything = store.prompts(&admin, None, 100).await.expect("list");
+    assert_eq!(everything.len(), 7);
+    for viewer in viewers {
+        let expected: Vec<String> = everything
+            .iter()
+            .filter(|prompt| viewer.sees(prompt))
+            .map(|prompt| prompt.name.clone())
+            .collect();
+        let mut paged = Vec::new();
+        let mut before = None;
+        loop {
+            let page = store
+                .prompts(&viewer, before.as_ref(), 2)
+                .await
+                .expect("a page");
+            assert!(page.len() <= 2);
+            paged.extend(page.iter().map(|prompt| prompt.name.clone()));
+            match page.last() {
+                Some(last) if page.len() == 2 => before = Some(last.cursor()),
+                _ => break,
+            }
+        }
+        assert_eq!(paged, expected, "{viewer:?}");
+    }
+    let positions: Vec<_> = everything
+        .iter()
+        .map(|prompt| (prompt.created_at, prompt.name.clone()))
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] > pair[1]),
+        "newest first: {positions:?}"
+    );
+}
+
 /// Generates one `#[tokio::test]` per property of a [`crate::PromptLibrary`].
 #[macro_export]
 macro_rules! prompt_library_suite {
     ($make:expr) => {
         $crate::catalog_suite!(@tests $make;
             prompts_read_back_update_and_delete,
+            prompts_per_owner_stop_at_the_limit,
+            prompt_pages_hold_what_the_viewer_sees,
         );
     };
 }

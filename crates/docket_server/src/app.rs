@@ -330,44 +330,38 @@ impl AppBuilder {
                 },
             );
         }
+        features.set_completion_timeout(config.server.completion_timeout);
         if let Some(library) = prompt_library {
             features.set_library(Arc::clone(&library))?;
-            // The built-in prompts' arguments a server can suggest: its Trino
-            // connections, and the export formats this build writes.
-            let connections: Vec<String> = config
-                .connections
-                .iter()
-                .filter(|(_, connection)| connection.kind == crate::config::ConnectionKind::Trino)
-                .map(|(name, _)| name.clone())
-                .collect();
-            for (prompt, argument, values) in [
-                ("explore_table", "connection", connections),
-                (
-                    "export_query",
-                    "format",
-                    docket_export::format::Format::available()
-                        .map(|format| format.as_str().to_owned())
-                        .collect(),
-                ),
-            ] {
+            // The built-in prompts' and the library prompts' arguments, completed by
+            // what their names say they hold: connections, formats, Trino names,
+            // scripts.
+            let completions = Arc::new(crate::completions::PlatformCompletions::new(
+                trino_connections.clone(),
+                docket_export::format::Format::available()
+                    .map(|format| format.as_str().to_owned())
+                    .collect(),
+                scripts
+                    .as_ref()
+                    .filter(|_| config.scripts.enabled && store.is_some())
+                    .map(Arc::clone),
+            ));
+            for (prompt, script_argument) in crate::features::BUILT_IN_PROMPTS {
+                let completions = Arc::clone(&completions);
                 features.add_completion(
                     docket_protocol::completion::CompletionReference::Prompt {
-                        name: prompt.to_owned(),
+                        name: (*prompt).to_owned(),
                     },
                     move |request: crate::CompletionRequest| {
-                        let suggestions = if request.argument == argument {
-                            values
-                                .iter()
-                                .filter(|value| value.starts_with(request.value.as_str()))
-                                .cloned()
-                                .collect()
-                        } else {
-                            Vec::new()
-                        };
-                        std::future::ready(suggestions)
+                        let completions = Arc::clone(&completions);
+                        async move { completions.suggest(&request, *script_argument).await }
                     },
                 );
             }
+            features.set_library_completion(move |request: crate::CompletionRequest| {
+                let completions = Arc::clone(&completions);
+                async move { completions.suggest(&request, None).await }
+            });
             let reserved = features.registered_prompt_names();
             tools::prompts::register(
                 &mut registry,
@@ -375,6 +369,7 @@ impl AppBuilder {
                     library,
                     reserved,
                     changes: Arc::clone(&change_feed),
+                    max_per_owner: config.server.max_prompts_per_owner,
                 }),
             )?;
         }

@@ -67,12 +67,7 @@ pub(crate) async fn dispatch(
             .await
         }
         method if app.state.features.serves(method) => {
-            let persona = app.state.personas.resolve(&context.identity.roles);
-            let caller = crate::features::Caller {
-                context: &context,
-                is_admin: persona.as_ref().is_some_and(|persona| persona.is_admin),
-                persona: persona.as_ref().map(|persona| persona.name.as_str()),
-            };
+            let caller = crate::features::Caller::new(&context, &app.state.personas);
             Box::pin(crate::features::handle(
                 &app.state.features,
                 &app.state.state_key,

@@ -18,6 +18,7 @@ mod asset_resources;
 mod assets;
 mod audit;
 mod call;
+mod completions;
 mod dispatch;
 mod error;
 mod features;

@@ -2,18 +2,20 @@
 //! the client asked to hear. Docket honours the tasks extension's `taskIds`: the
 //! acknowledgement comes first (naming what is honoured: the ids the caller may
 //! follow; others, unknown or not theirs alike, are left out), then each followed
-//! task as it is now, then `notifications/tasks` with the whole task each time one
-//! ends — wherever it ended (the task runtime hears other replicas through the
-//! store: NOTIFY on PostgreSQL), script runs included. It honours
+//! task as it is now, then `notifications/tasks` with the whole task each time it
+//! changes — it ends, begins or stops waiting for input, or has a new status
+//! message — wherever it changed (the task runtime hears other replicas through
+//! the store: NOTIFY on PostgreSQL), script runs' ends included. A signal that
+//! finds the task as it was last sent sends nothing. It honours
 //! `promptsListChanged` (the prompt library changed) and `resourcesListChanged` (an
-//! asset of the caller's was recorded), announced by whichever replica made the
-//! change (`ChangeFeed`). Every message carries the subscription id (the listen
+//! asset of the caller's was recorded or deleted), announced by whichever replica
+//! made the change (`ChangeFeed`). Every message carries the subscription id (the listen
 //! request's id); on shutdown the stream ends with the closing response. Tools (and
 //! personas) never change while a server runs, so `toolsListChanged` is not
-//! honoured; nor `resourceSubscriptions` (assets and prompts do not change once
-//! written).
+//! honoured; nor `resourceSubscriptions` (an asset never changes once written; see
+//! docs/design.md, Following).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use docket_catalog::CatalogChange;
 use docket_protocol::jsonrpc::RequestId;
@@ -100,13 +102,16 @@ pub(crate) async fn listen(
     let task_changes = app.task_runtime().map(|runtime| runtime.watch());
     let run_ends = app.run_bridge().map(|bridge| bridge.watch_ended());
     let mut followed = BTreeSet::new();
-    let mut current = Vec::new();
+    let mut current = BTreeMap::new();
     if let Some(surface) = &app.state.tasks {
         for task_id in asked {
             match tasks::find(surface, &context, is_admin, &task_id).await {
                 Ok((found, view)) => {
                     followed.insert(task_id.clone());
-                    current.push(task_message(found.record, view, &subscription));
+                    current.insert(
+                        task_id.clone(),
+                        task_message(found.record, view, &subscription),
+                    );
                 }
                 // A store that cannot be read is said, not taken for "not yours".
                 Err(error @ McpError::Unavailable(_)) => return Err(error),
@@ -148,12 +153,16 @@ pub(crate) async fn listen(
         if items.send(StreamItem::Message(acknowledged)).await.is_err() {
             return;
         }
-        for message in current {
-            if items.send(StreamItem::Message(message)).await.is_err() {
+        for message in current.values() {
+            if items
+                .send(StreamItem::Message(message.clone()))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
-        let stream = Stream {
+        let mut stream = Stream {
             app,
             context,
             is_admin,
@@ -161,6 +170,7 @@ pub(crate) async fn listen(
             followed,
             lists,
             items,
+            sent: current,
         };
         stream.run(task_changes, run_ends, list_changes).await;
     });
@@ -183,13 +193,16 @@ struct Stream {
     followed: BTreeSet<String>,
     lists: Lists,
     items: mpsc::Sender<StreamItem>,
+    /// The message last sent for each followed task, so a repeated signal (this
+    /// replica's and the database's for one change) sends nothing new.
+    sent: BTreeMap<String, Value>,
 }
 
 impl Stream {
     /// Pushes each followed task that changes until the client goes away or the
     /// server shuts down.
     async fn run(
-        self,
+        &mut self,
         mut task_changes: Option<broadcast::Receiver<TaskId>>,
         mut run_ends: Option<broadcast::Receiver<String>>,
         mut list_changes: Option<broadcast::Receiver<CatalogChange>>,
@@ -260,14 +273,19 @@ impl Stream {
         true
     }
 
-    /// Sends the task as it is now; false when the client went away.
-    async fn push(&self, id: &str) -> bool {
+    /// Sends the task as it is now, unless it is as last sent; false when the
+    /// client went away.
+    async fn push(&mut self, id: &str) -> bool {
         let Some(surface) = &self.app.state.tasks else {
             return true;
         };
         match tasks::find(surface, &self.context, self.is_admin, id).await {
             Ok((found, view)) => {
                 let message = task_message(found.record, view, &self.subscription);
+                if self.sent.get(id) == Some(&message) {
+                    return true;
+                }
+                self.sent.insert(id.to_owned(), message.clone());
                 self.items.send(StreamItem::Message(message)).await.is_ok()
             }
             // Gone (expired) or the store is away: nothing to say now.

@@ -29,6 +29,8 @@ pub enum Refusal {
     ReadOnly,
     /// The name is taken.
     AlreadyExists,
+    /// The caller already holds as many of these as one identity may.
+    LimitReached,
     /// Nothing by that name or id is visible to the caller.
     NotFound,
     /// The feature needs configuration this server does not have.
@@ -72,6 +74,7 @@ impl Refusal {
             Self::InvalidScript => "invalid_script",
             Self::ReadOnly => "read_only",
             Self::AlreadyExists => "already_exists",
+            Self::LimitReached => "limit_reached",
             Self::NotFound => "not_found",
             Self::NotConfigured => "not_configured",
             Self::UserDeclined => "user_declined",
@@ -98,7 +101,8 @@ impl Refusal {
             | Self::InvalidQuery
             | Self::InvalidScript
             | Self::ReadOnly
-            | Self::AlreadyExists => "client_input",
+            | Self::AlreadyExists
+            | Self::LimitReached => "client_input",
             Self::NotFound => "not_found",
             Self::NotConfigured => "feature_unavailable",
             Self::UserDeclined => "user_declined",

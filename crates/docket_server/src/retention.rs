@@ -90,8 +90,11 @@ where
 }
 
 /// Deletes `due` assets: bytes first, then the row. Bytes already gone are fine.
+/// Each owner whose assets went is told once, on every replica, that their resource
+/// list changed.
 async fn delete_assets(assets: &Assets, due: Vec<DueAsset>) -> u64 {
     let mut deleted = 0;
+    let mut owners = std::collections::BTreeSet::new();
     for asset in due {
         match assets.sink.delete(&asset.storage_key).await {
             Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
@@ -101,8 +104,20 @@ async fn delete_assets(assets: &Assets, due: Vec<DueAsset>) -> u64 {
             }
         }
         match assets.store.delete(&asset.id).await {
-            Ok(_) => deleted += 1,
+            Ok(_) => {
+                deleted += 1;
+                owners.insert(asset.owner);
+            }
             Err(error) => tracing::warn!(%error, asset = asset.id, "could not delete an asset"),
+        }
+    }
+    for owner in owners {
+        if let Err(error) = assets
+            .changes
+            .publish(docket_catalog::CatalogChange::Assets { owner })
+            .await
+        {
+            tracing::warn!(%error, "could not announce that assets were deleted");
         }
     }
     deleted

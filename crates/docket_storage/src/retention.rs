@@ -31,6 +31,8 @@ struct DueAssetRow {
     id: String,
     #[diesel(sql_type = Text)]
     storage_key: String,
+    #[diesel(sql_type = Text)]
+    owner: String,
 }
 
 /// The rows as the trait returns them.
@@ -39,6 +41,7 @@ fn due(rows: Vec<DueAssetRow>) -> Vec<DueAsset> {
         .map(|row| DueAsset {
             id: row.id,
             storage_key: row.storage_key,
+            owner: row.owner,
         })
         .collect()
 }
@@ -155,7 +158,7 @@ impl Retention for PgStore {
     ) -> Result<Vec<DueAsset>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
         statement(
-            "SELECT id, storage_key FROM assets \
+            "SELECT id, storage_key, owner FROM assets \
               WHERE created_at < now() - $1 * interval '1 second' \
               ORDER BY created_at LIMIT $2",
         )
@@ -170,7 +173,7 @@ impl Retention for PgStore {
     async fn assets_without_their_task(&self, limit: u32) -> Result<Vec<DueAsset>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
         statement(
-            "SELECT id, storage_key FROM assets a \
+            "SELECT id, storage_key, owner FROM assets a \
               WHERE a.task_id IS NOT NULL \
                 AND NOT EXISTS (SELECT 1 FROM call_tasks t WHERE t.task_id = a.task_id) \
                 AND NOT EXISTS (SELECT 1 FROM script_runs r WHERE r.id = a.task_id) \
@@ -218,7 +221,7 @@ impl Retention for SqliteStore {
         self.read(move |conn| {
             diesel::RunQueryDsl::load::<DueAssetRow>(
                 statement(
-                    "SELECT id, storage_key FROM assets \
+                    "SELECT id, storage_key, owner FROM assets \
                       WHERE created_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
                       ORDER BY created_at LIMIT ?2",
                 )
@@ -236,7 +239,7 @@ impl Retention for SqliteStore {
         self.read(move |conn| {
             diesel::RunQueryDsl::load::<DueAssetRow>(
                 statement(
-                    "SELECT id, storage_key FROM assets a \
+                    "SELECT id, storage_key, owner FROM assets a \
                       WHERE a.task_id IS NOT NULL \
                         AND NOT EXISTS (SELECT 1 FROM call_tasks t WHERE t.task_id = a.task_id) \
                         AND NOT EXISTS (SELECT 1 FROM script_runs r WHERE r.id = a.task_id) \

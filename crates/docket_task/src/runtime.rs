@@ -130,6 +130,8 @@ pub struct TaskContext {
     input_ready: Arc<Notify>,
     store: Arc<dyn TaskStore>,
     poll: Duration,
+    /// Tells this replica's followers that the task now waits for input.
+    changes: tokio::sync::broadcast::Sender<TaskId>,
 }
 
 impl TaskContext {
@@ -167,6 +169,9 @@ impl TaskContext {
         if !recorded {
             return Err(InputError::Ended);
         }
+        // Followers here hear of `input_required` at once; other replicas' through
+        // the store (NOTIFY on PostgreSQL).
+        let _ = self.changes.send(self.id.clone());
         let mut answers = Map::new();
         loop {
             let taken = self
@@ -218,9 +223,11 @@ impl TaskRuntime {
         runtime
     }
 
-    /// Tells of every task whose status changed (ended) on this replica, or on
-    /// another whose store signals it (PostgreSQL), so followers need not poll. A
-    /// receiver that falls behind misses changes (`Lagged`) and should read again.
+    /// Tells of every task that changed on this replica — it ended, began to wait
+    /// for input, or its status message was stored by a beat — or on another whose
+    /// store signals it (PostgreSQL), so followers need not poll. A receiver may hear
+    /// of one change more than once; one that falls behind misses changes
+    /// (`Lagged`) and should read again.
     pub fn watch(&self) -> tokio::sync::broadcast::Receiver<TaskId> {
         self.changes.subscribe()
     }
@@ -315,6 +322,7 @@ impl TaskRuntime {
             input_ready,
             store: Arc::clone(&self.store),
             poll: self.config.heartbeat_interval,
+            changes: self.changes.clone(),
         };
         let runtime = Arc::clone(self);
         self.tracker.spawn(async move {
@@ -424,8 +432,9 @@ impl TaskRuntime {
 
     /// One heartbeat: a single store statement that stamps this replica (its
     /// tasks are as alive as it is), stores the status messages that changed
-    /// since the last beat, and learns which of its tasks another replica asked
-    /// to cancel. Its cost does not grow with the number of tasks running here.
+    /// since the last beat (and tells followers of them), and learns which of its
+    /// tasks another replica asked to cancel. Its cost does not grow with the
+    /// number of tasks running here.
     ///
     /// # Errors
     /// When the store fails; the next beat tries again (and sends the messages
@@ -453,6 +462,9 @@ impl TaskRuntime {
                 if let Some(task) = running.get(&beat.id) {
                     *lock(&task.sent_message) = beat.status_message;
                 }
+                // A new status message is a change followers here hear of at once;
+                // other replicas' hear it through the store.
+                let _ = self.changes.send(beat.id);
             }
         }
         self.fail_abandoned().await;

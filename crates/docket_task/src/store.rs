@@ -10,6 +10,10 @@
 //! - [`TaskStore::heartbeat`] stamps ALL of a replica's running tasks in one
 //!   statement and returns those with a cancel requested.
 //! - Times that decide staleness and expiry come from the database clock.
+//! - A store that signals other replicas ([`TaskStore::set_signal_listener`]) sends
+//!   [`TaskSignal::Changed`] for every change a follower would see: an ending, a
+//!   status message a beat stored, and a move to or from `input_required`. The
+//!   runtime tells this replica's followers itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -187,7 +191,8 @@ pub enum TaskSignal {
     Cancel(TaskId),
     /// Input responses arrived.
     Input(TaskId),
-    /// The task's status changed (it ended): followers read it again.
+    /// The task changed (it ended, began or stopped waiting for input, or has a new
+    /// status message): followers read it again.
     Changed(TaskId),
 }
 

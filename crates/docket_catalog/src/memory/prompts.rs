@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{lock, now};
-use crate::CatalogError;
-use crate::prompts::{LibraryPrompt, MAX_LISTED, NewPrompt, PromptLibrary};
+use crate::prompts::{LibraryPrompt, MAX_PAGE, NewPrompt, PromptLibrary, PromptViewer};
+use crate::{CatalogError, PageCursor};
 
 /// A [`PromptLibrary`] in memory.
 #[derive(Debug, Default)]
@@ -24,9 +24,20 @@ impl MemoryPrompts {
 
 #[async_trait]
 impl PromptLibrary for MemoryPrompts {
-    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError> {
+    async fn create_prompt(
+        &self,
+        prompt: NewPrompt,
+        owner_limit: u32,
+    ) -> Result<LibraryPrompt, CatalogError> {
         prompt.validate()?;
         let mut prompts = lock(&self.prompts);
+        let owned = prompts
+            .values()
+            .filter(|stored| stored.owner == prompt.owner)
+            .count();
+        if owned >= usize::try_from(owner_limit).unwrap_or(usize::MAX) {
+            return Err(CatalogError::LimitReached(owner_limit));
+        }
         if prompts.contains_key(&prompt.name) {
             return Err(CatalogError::Duplicate);
         }
@@ -68,12 +79,25 @@ impl PromptLibrary for MemoryPrompts {
         Ok(lock(&self.prompts).get(name).cloned())
     }
 
-    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError> {
-        Ok(lock(&self.prompts)
+    async fn prompts(
+        &self,
+        viewer: &PromptViewer<'_>,
+        before: Option<&PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<LibraryPrompt>, CatalogError> {
+        let position = |prompt: &LibraryPrompt| (prompt.created_at, prompt.name.clone());
+        let mut visible: Vec<LibraryPrompt> = lock(&self.prompts)
             .values()
-            .take(usize::try_from(MAX_LISTED).unwrap_or(usize::MAX))
+            .filter(|prompt| viewer.sees(prompt))
+            .filter(|prompt| {
+                before
+                    .is_none_or(|cursor| position(prompt) < (cursor.created_at, cursor.id.clone()))
+            })
             .cloned()
-            .collect())
+            .collect();
+        visible.sort_by_key(|prompt| std::cmp::Reverse(position(prompt)));
+        visible.truncate(usize::try_from(limit.min(MAX_PAGE)).unwrap_or(usize::MAX));
+        Ok(visible)
     }
 
     async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {

@@ -153,6 +153,12 @@ impl Config {
         if self.server.max_sessions_per_identity == 0 {
             problems.push("server.max_sessions_per_identity: must be at least 1".into());
         }
+        if self.server.max_prompts_per_owner == 0 {
+            problems.push("server.max_prompts_per_owner: must be at least 1".into());
+        }
+        if self.server.completion_timeout.is_zero() {
+            problems.push("server.completion_timeout: must be longer than zero".into());
+        }
         if self.server.session_idle_timeout.is_zero() {
             problems.push("server.session_idle_timeout: must be longer than zero".into());
         }

@@ -97,6 +97,13 @@ pub struct ServerConfig {
     /// Sessions one identity may hold at once; opening one more ends that
     /// identity's least recently used session (never anyone else's).
     pub max_sessions_per_identity: u32,
+    /// Prompts one identity may keep in the prompt library (`manage_prompt
+    /// create` is refused beyond it, naming the limit).
+    pub max_prompts_per_owner: u32,
+    /// How long `completion/complete` waits for suggestions (names a Trino
+    /// connection lists, for example); after it, it suggests nothing.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub completion_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +122,8 @@ impl Default for ServerConfig {
             session_idle_timeout: crate::legacy::DEFAULT_IDLE_TIMEOUT,
             max_sessions_per_identity: crate::legacy::DEFAULT_SESSIONS_PER_IDENTITY,
             max_resource_read_bytes: 10 << 20,
+            max_prompts_per_owner: 500,
+            completion_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -134,6 +143,8 @@ impl fmt::Debug for ServerConfig {
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("max_sessions_per_identity", &self.max_sessions_per_identity)
             .field("max_resource_read_bytes", &self.max_resource_read_bytes)
+            .field("max_prompts_per_owner", &self.max_prompts_per_owner)
+            .field("completion_timeout", &self.completion_timeout)
             .field(
                 "request_state_secret",
                 &self.request_state_secret.as_ref().map(|_| "<redacted>"),

@@ -14,6 +14,15 @@ pub(crate) const EXPORT_QUERY: &str = "export_query";
 /// Writes a managed script.
 pub(crate) const WRITE_SCRIPT: &str = "write_script";
 
+/// The built-in prompts, each with the argument that names a script besides those
+/// named like one (`write_script`'s `name`: the script to write, or to rewrite):
+/// the platform completes their arguments.
+pub(crate) const BUILT_IN_PROMPTS: &[(&str, Option<&str>)] = &[
+    (EXPLORE_TABLE, None),
+    (EXPORT_QUERY, None),
+    (WRITE_SCRIPT, Some("name")),
+];
+
 /// What a built-in prompt says for a request.
 pub(crate) type Text = fn(&PromptRequest) -> String;
 
@@ -43,6 +52,16 @@ pub(crate) fn prompts() -> Vec<(PromptSpec, Text)> {
                 "format",
                 "csv, json, jsonl or parquet (default csv).",
                 false,
+            )
+            .with_argument(
+                "connection",
+                "The Trino connection (default: the default one).",
+                false,
+            )
+            .with_argument(
+                "schema",
+                "Where the data lives, as catalog.schema (optional).",
+                false,
             ),
             export_query,
         ),
@@ -52,7 +71,11 @@ pub(crate) fn prompts() -> Vec<(PromptSpec, Text)> {
                 "Write, check and save a managed Starlark script.",
             )
             .with_argument("goal", "What the script should do.", true)
-            .with_argument("name", "The name to save it under.", false),
+            .with_argument(
+                "name",
+                "The name to save it under (an existing script's to rewrite it).",
+                false,
+            ),
             write_script,
         ),
     ]
@@ -81,9 +104,18 @@ fn explore_table(request: &PromptRequest) -> String {
 fn export_query(request: &PromptRequest) -> String {
     let question = given(request, "question", "");
     let format = given(request, "format", "csv");
+    let connection = given(request, "connection", "the default connection");
+    let place = match request
+        .arguments
+        .get("schema")
+        .filter(|schema| !schema.trim().is_empty())
+    {
+        Some(schema) => format!("in {schema} "),
+        None => String::new(),
+    };
     format!(
-        "Answer this with an export: {question}. First find the tables with \
-         trino_browse and trino_describe_table, and check the statement with trino_query \
+        "Answer this with an export: {question}. First find the tables {place}on {connection} \
+         with trino_browse and trino_describe_table, and check the statement with trino_query \
          and a small LIMIT. Then run trino_export with format {format}, a clear name and an \
          idempotency_key, and give the download URL and the row count."
     )

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::auth::Identity;
+use crate::persona::Persona;
 
 /// One `completion/complete` for an argument of a registered prompt or a variable
 /// of a registered resource template.
@@ -20,9 +21,14 @@ pub struct CompletionRequest {
     pub context: BTreeMap<String, String>,
     /// Who asks.
     pub identity: Arc<Identity>,
+    /// Their persona, when one applies to them: a provider that suggests names
+    /// from a connection checks that the persona may use it before it asks.
+    pub persona: Option<Arc<Persona>>,
 }
 
-/// What a provider's future resolves to: suggestions, best first (at most 100 are sent).
+/// What a provider's future resolves to: suggestions, best first (at most 100 are
+/// sent; a provider that takes longer than `server.completion_timeout` suggests
+/// nothing).
 pub type CompletionFuture = Pin<Box<dyn Future<Output = Vec<String>> + Send>>;
 
 /// Suggests values. Closures `Fn(CompletionRequest) -> impl Future` are providers.

@@ -13,6 +13,7 @@ mod template;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use docket_catalog::{LibraryPrompt, PromptLibrary};
 use docket_protocol::JsonObject;
@@ -31,6 +32,7 @@ use docket_protocol::result::{CacheScope, ResultType};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub(crate) use builtin::BUILT_IN_PROMPTS;
 pub use completion::{CompletionFuture, CompletionProvider, CompletionRequest};
 pub use prompts::{PromptFuture, PromptHandler, PromptOutcome, PromptRequest, PromptSpec};
 pub(crate) use resources::{ListFuture, ResourceLister};
@@ -39,6 +41,7 @@ pub use resources::{
 };
 
 use crate::error::McpError;
+use crate::persona::{Persona, Personas};
 use crate::registry::{InputRound, RegistryError};
 use crate::reply::{Reply, to_value};
 use crate::request::RequestContext;
@@ -50,6 +53,12 @@ const LIST_TTL_MS: u64 = 60 * 1000;
 
 /// How many suggestions one completion answer carries at most.
 const MAX_COMPLETIONS: usize = 100;
+
+/// How long a completion provider may take when none is configured.
+const DEFAULT_COMPLETION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How many library prompts one page of `prompts/list` holds.
+const PROMPTS_PAGE: u32 = 100;
 
 /// The resources methods.
 const RESOURCE_METHODS: &[&str] = &[
@@ -73,6 +82,10 @@ pub(crate) struct Features {
     lister: Option<Arc<dyn ResourceLister>>,
     /// The prompt library: prompts users keep, after the registered ones.
     library: Option<Arc<dyn PromptLibrary>>,
+    /// Completes the arguments of library prompts (which register no provider).
+    library_completion: Option<Arc<dyn CompletionProvider>>,
+    /// How long a provider may take; `None` is [`DEFAULT_COMPLETION_TIMEOUT`].
+    completion_timeout: Option<Duration>,
 }
 
 /// Who asks, as the features decide what they may see.
@@ -81,8 +94,25 @@ pub(crate) struct Caller<'a> {
     pub(crate) context: &'a RequestContext,
     /// Whether their persona makes them an administrator.
     pub(crate) is_admin: bool,
+    /// Their persona, when they have one.
+    pub(crate) persona: Option<Arc<Persona>>,
+}
+
+impl<'a> Caller<'a> {
+    /// The caller of `context`, with the persona `personas` resolve for them.
+    pub(crate) fn new(context: &'a RequestContext, personas: &Personas) -> Self {
+        let persona = personas.resolve(&context.identity.roles);
+        Self {
+            context,
+            is_admin: persona.as_ref().is_some_and(|persona| persona.is_admin),
+            persona,
+        }
+    }
+
     /// Their persona's name, when they have one.
-    pub(crate) persona: Option<&'a str>,
+    fn persona_name(&self) -> Option<&str> {
+        self.persona.as_ref().map(|persona| persona.name.as_str())
+    }
 }
 
 impl Features {
@@ -159,6 +189,16 @@ impl Features {
         }
         self.library = Some(library);
         Ok(())
+    }
+
+    /// Sets what completes the arguments of library prompts.
+    pub(crate) fn set_library_completion(&mut self, provider: impl CompletionProvider) {
+        self.library_completion = Some(Arc::new(provider));
+    }
+
+    /// Sets how long a completion provider may take before it is given up on.
+    pub(crate) fn set_completion_timeout(&mut self, timeout: Duration) {
+        self.completion_timeout = Some(timeout);
     }
 
     /// The names registered (and built-in) prompts hold.
@@ -264,8 +304,7 @@ pub(crate) async fn handle(
         }
         "prompts/list" => {
             let ListParams { cursor } = parse(params, method)?;
-            single_page(cursor.as_deref())?;
-            list_prompts(features, caller).await
+            list_prompts(features, caller, cursor.as_deref()).await
         }
         "prompts/get" => {
             let params: GetPromptParams = parse(params, method)?;
@@ -386,31 +425,49 @@ async fn read(
     }
 }
 
-/// `prompts/list`: the registered prompts, then the library's the caller may see.
-async fn list_prompts(features: &Features, caller: &Caller<'_>) -> Result<Value, McpError> {
-    let mut prompts: Vec<Prompt> = features
-        .prompts
-        .values()
-        .map(|(spec, _)| spec.to_wire())
-        .collect();
-    if let Some(library) = &features.library {
-        let kept = library.prompts().await.map_err(library_unavailable)?;
-        prompts.extend(
-            kept.iter()
-                .filter(|prompt| {
-                    prompt.visible_to(
-                        &caller.context.identity.subject,
-                        caller.persona,
-                        caller.is_admin,
-                    )
-                })
-                .map(library_wire),
-        );
+/// `prompts/list`: the registered prompts, then the library's the caller may see,
+/// a page at a time, newest first; a cursor continues the library's pages.
+async fn list_prompts(
+    features: &Features,
+    caller: &Caller<'_>,
+    cursor: Option<&str>,
+) -> Result<Value, McpError> {
+    let mut prompts: Vec<Prompt> = Vec::new();
+    if cursor.is_none() {
+        prompts.extend(features.prompts.values().map(|(spec, _)| spec.to_wire()));
     }
+    let next_cursor = match &features.library {
+        Some(library) => {
+            let before = cursor
+                .map(|token| {
+                    docket_catalog::PageCursor::decode(token).ok_or_else(|| {
+                        McpError::InvalidParams("invalid cursor: not one this server gave".into())
+                    })
+                })
+                .transpose()?;
+            let viewer = docket_catalog::PromptViewer {
+                subject: &caller.context.identity.subject,
+                persona: caller.persona_name(),
+                is_admin: caller.is_admin,
+            };
+            let page = library
+                .prompts(&viewer, before.as_ref(), PROMPTS_PAGE)
+                .await
+                .map_err(library_unavailable)?;
+            prompts.extend(page.iter().map(library_wire));
+            (page.len() == PROMPTS_PAGE as usize)
+                .then(|| page.last().map(|prompt| prompt.cursor().encode()))
+                .flatten()
+        }
+        None => {
+            single_page(cursor)?;
+            None
+        }
+    };
     to_value(&ListPromptsResult {
         result_type: ResultType::Complete,
         prompts,
-        next_cursor: None,
+        next_cursor,
         ttl_ms: LIST_TTL_MS,
         // With the library, what is listed depends on who asks.
         cache_scope: if features.library.is_some() {
@@ -459,7 +516,7 @@ async fn visible_library_prompt(
     Ok(found.filter(|prompt| {
         prompt.visible_to(
             &caller.context.identity.subject,
-            caller.persona,
+            caller.persona_name(),
             caller.is_admin,
         )
     }))
@@ -605,9 +662,11 @@ async fn get_prompt(
     }
 }
 
-/// `completion/complete`: the provider registered for the reference, or no
-/// suggestions for a known prompt or template without one; an unknown reference
-/// is refused.
+/// `completion/complete`: the provider registered for the reference (for a library
+/// prompt, the library's), or no suggestions for a known prompt or template
+/// without one; an unknown reference is refused. A provider that takes longer than
+/// the completion timeout suggests nothing (a completion is a hint, and an
+/// upstream that is slow now must not hold the client's input).
 async fn complete(
     features: &Features,
     caller: &Caller<'_>,
@@ -636,7 +695,13 @@ async fn complete(
         .completions
         .iter()
         .find(|(reference, _)| reference == &params.reference)
-        .map(|(_, provider)| Arc::clone(provider));
+        .map(|(_, provider)| Arc::clone(provider))
+        .or_else(|| match &params.reference {
+            CompletionReference::Prompt { name } if !features.prompts.contains_key(name) => {
+                features.library_completion.clone()
+            }
+            _ => None,
+        });
     let mut values = match provider {
         Some(provider) => {
             let context_arguments = params
@@ -653,14 +718,23 @@ async fn complete(
                         .collect()
                 })
                 .unwrap_or_default();
-            provider
-                .complete(CompletionRequest {
-                    argument: params.argument.name.clone(),
-                    value: params.argument.value.clone(),
-                    context: context_arguments,
-                    identity: Arc::clone(&context.identity),
-                })
-                .await
+            let request = CompletionRequest {
+                argument: params.argument.name.clone(),
+                value: params.argument.value.clone(),
+                context: context_arguments,
+                identity: Arc::clone(&context.identity),
+                persona: caller.persona.clone(),
+            };
+            let timeout = features
+                .completion_timeout
+                .unwrap_or(DEFAULT_COMPLETION_TIMEOUT);
+            match tokio::time::timeout(timeout, provider.complete(request)).await {
+                Ok(values) => values,
+                Err(_) => {
+                    tracing::debug!(argument = %params.argument.name, "a completion took too long");
+                    Vec::new()
+                }
+            }
         }
         None => Vec::new(),
     };

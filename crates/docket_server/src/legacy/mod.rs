@@ -324,12 +324,7 @@ async fn serve(
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
                 feature if app.state.features.serves(feature) => {
-                    let persona = app.state.personas.resolve(&context.identity.roles);
-                    let caller = crate::features::Caller {
-                        context: &context,
-                        is_admin: persona.as_ref().is_some_and(|persona| persona.is_admin),
-                        persona: persona.as_ref().map(|persona| persona.name.as_str()),
-                    };
+                    let caller = crate::features::Caller::new(&context, &app.state.personas);
                     crate::features::handle(
                         &app.state.features,
                         &app.state.state_key,

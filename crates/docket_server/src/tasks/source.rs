@@ -118,6 +118,9 @@ impl TaskSource for CallTasks {
             .await
             .map_err(store_failure)?;
         self.runtime.signal(TaskSignal::Input(id.clone()));
+        // What it asks for changed, and it may be working again: followers here
+        // read it again (other replicas' hear it through the store).
+        self.runtime.signal(TaskSignal::Changed(id.clone()));
         Ok(())
     }
 }

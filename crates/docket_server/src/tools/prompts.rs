@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use docket_catalog::prompts::PromptArgumentSpec;
-use docket_catalog::{CatalogError, LibraryPrompt, NewPrompt, PromptLibrary};
+use docket_catalog::{
+    CatalogError, LibraryPrompt, NewPrompt, PageCursor, PromptLibrary, PromptViewer,
+};
 use docket_protocol::tools::CallToolResult;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
@@ -18,6 +20,9 @@ use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSp
 /// The commands, as the unknown-command answer lists them.
 const COMMANDS: &[&str] = &["create", "update", "get", "list", "delete"];
 
+/// Prompts `list` returns when the call names no limit.
+const DEFAULT_PAGE: u64 = 50;
+
 /// What `manage_prompt` needs.
 pub(crate) struct PromptDeps {
     /// The library.
@@ -26,6 +31,8 @@ pub(crate) struct PromptDeps {
     pub(crate) reserved: Vec<String>,
     /// Where a change to the library is announced, to listeners on every replica.
     pub(crate) changes: Arc<dyn docket_catalog::ChangeFeed>,
+    /// Prompts one identity may own (`server.max_prompts_per_owner`).
+    pub(crate) max_per_owner: u32,
 }
 
 /// Registers `manage_prompt`.
@@ -54,7 +61,10 @@ pub(crate) fn register(
                 "arguments": {"type": "array", "items": argument},
                 "scripts": {"type": "array", "items": {"type": "string"}},
                 "shared_with": {"type": "array", "items": {"type": "string"},
-                                "description": "persona names, or \"*\" for everyone; empty keeps it yours"}
+                                "description": "persona names, or \"*\" for everyone; empty keeps it yours"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": docket_catalog::prompts::MAX_PAGE,
+                          "description": "list: prompts per page (default 50)"},
+                "cursor": {"type": "string", "description": "list: next_cursor from the previous page"}
             }, "required": ["command"], "additionalProperties": false}),
         ),
         move |call: ToolCall| {
@@ -118,21 +128,7 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
         _ => not_found(name),
     };
     match command {
-        "list" => match deps.library.prompts().await {
-            Ok(prompts) => {
-                let listed: Vec<Value> = prompts
-                    .iter()
-                    .filter(|prompt| visible(prompt))
-                    .map(|prompt| {
-                        json!({"name": prompt.name, "owner": prompt.owner,
-                               "description": prompt.description,
-                               "shared_with": prompt.shared_with})
-                    })
-                    .collect();
-                CallToolResult::structured(json!({ "prompts": listed }))
-            }
-            Err(err) => unavailable(&err),
-        },
+        "list" => list(deps, call).await,
         "get" => {
             let Some(name) = name else {
                 return missing_name();
@@ -174,8 +170,15 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
                 Ok(prompt) => prompt,
                 Err(refused) => return refused,
             };
-            match deps.library.create_prompt(prompt).await {
+            match deps.library.create_prompt(prompt, deps.max_per_owner).await {
                 Ok(created) => CallToolResult::structured(prompt_json(&created)),
+                Err(CatalogError::LimitReached(limit)) => Refusal::LimitReached.result(
+                    &format!(
+                        "you already keep {limit} prompts, the most one identity may \
+                         (server.max_prompts_per_owner)"
+                    ),
+                    "Delete prompts you no longer need, or update one instead.",
+                ),
                 Err(CatalogError::Duplicate) => Refusal::AlreadyExists.result(
                     &format!("a prompt named {name:?} exists"),
                     "Choose another name, or update it if it is yours.",
@@ -212,6 +215,52 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
             &format!("unknown command {other:?}"),
             &format!("Use one of: {}.", COMMANDS.join(", ")),
         ),
+    }
+}
+
+/// `list`: a page of the prompts the caller may see, newest first, and the cursor
+/// of the next page while there may be one.
+async fn list(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
+    let limit = call
+        .arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_PAGE)
+        .clamp(1, u64::from(docket_catalog::prompts::MAX_PAGE));
+    let limit = u32::try_from(limit).unwrap_or(docket_catalog::prompts::MAX_PAGE);
+    let before = match call.arguments.get("cursor").and_then(Value::as_str) {
+        Some(token) => match PageCursor::decode(token) {
+            Some(cursor) => Some(cursor),
+            None => {
+                return Refusal::InvalidArguments.result(
+                    "the cursor is not valid",
+                    "Use next_cursor from the previous list.",
+                );
+            }
+        },
+        None => None,
+    };
+    let viewer = PromptViewer {
+        subject: &call.identity.subject,
+        persona: Some(&call.persona.name),
+        is_admin: call.persona.is_admin,
+    };
+    match deps.library.prompts(&viewer, before.as_ref(), limit).await {
+        Ok(prompts) => {
+            let next_cursor = (prompts.len() == limit as usize)
+                .then(|| prompts.last().map(|prompt| prompt.cursor().encode()))
+                .flatten();
+            let listed: Vec<Value> = prompts
+                .iter()
+                .map(|prompt| {
+                    json!({"name": prompt.name, "owner": prompt.owner,
+                           "description": prompt.description,
+                           "shared_with": prompt.shared_with})
+                })
+                .collect();
+            CallToolResult::structured(json!({ "prompts": listed, "next_cursor": next_cursor }))
+        }
+        Err(err) => unavailable(&err),
     }
 }
 

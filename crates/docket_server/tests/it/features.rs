@@ -499,3 +499,140 @@ async fn the_prompt_library_is_kept_and_offered_to_those_it_is_shared_with(backe
     let (_, listed) = rpc(&server, "bob", "prompts/list", json!({})).await;
     assert!(!names(&listed).contains(&"weekly".to_owned()));
 }
+
+on_both_backends!(the_prompt_library_is_listed_a_page_at_a_time_and_capped_per_owner);
+
+/// `prompts/list` and `manage_prompt list` page through the library with cursors,
+/// each prompt once; one identity keeps at most `server.max_prompts_per_owner`
+/// prompts, and the refusal names the limit.
+async fn the_prompt_library_is_listed_a_page_at_a_time_and_capped_per_owner(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let yaml = "server: { max_prompts_per_owner: 102 }\n\
+                rate_limit: { requests_per_minute: 100000, burst: 1000 }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let app = App::builder(config)
+        .prompt_library(store.prompt_library())
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let manage = |user: &'static str, arguments: Value| {
+        let server = &server;
+        async move {
+            let (_, body) = server
+                .rpc(
+                    "tools/call",
+                    json!({"name": "manage_prompt", "arguments": arguments}),
+                )
+                .header("x-api-key", &key_of(user))
+                .send()
+                .await;
+            body["result"].clone()
+        }
+    };
+    let create = |user: &'static str, name: String| {
+        manage(
+            user,
+            json!({"command": "create", "name": name, "description": "d", "template": "t"}),
+        )
+    };
+    for index in 0..102 {
+        let created = create("alice", format!("p{index:03}")).await;
+        assert_ne!(created["isError"], true, "{created}");
+    }
+    let refused = create("alice", "one-too-many".to_owned()).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"], "limit_reached",
+        "{refused}"
+    );
+    let said = refused["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("102"), "the refusal names the limit: {said}");
+    let theirs = create("bob", "bobs".to_owned()).await;
+    assert_ne!(
+        theirs["isError"], true,
+        "another owner is not held back: {theirs}"
+    );
+
+    // prompts/list: the built-in prompts and the first page, then the rest.
+    let mut listed = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(cursor) => json!({"cursor": cursor}),
+            None => json!({}),
+        };
+        let (_, page) = server
+            .rpc("prompts/list", params)
+            .header("x-api-key", &key_of("alice"))
+            .send()
+            .await;
+        pages += 1;
+        listed.extend(
+            page["result"]["prompts"]
+                .as_array()
+                .expect("prompts")
+                .iter()
+                .filter_map(|prompt| prompt["name"].as_str().map(str::to_owned)),
+        );
+        match page["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 2, "102 of alice's prompts take two pages of 100");
+    let mut distinct = listed.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), listed.len(), "each prompt once");
+    assert_eq!(
+        listed.len(),
+        3 + 102,
+        "the built-in prompts and alice's own"
+    );
+    assert!(!listed.contains(&"bobs".to_owned()), "bob's is not shared");
+    let (_, bad) = server
+        .rpc("prompts/list", json!({"cursor": "not-a-cursor"}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+
+    // manage_prompt list: pages of the size asked for, newest first.
+    let mut names = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let mut arguments = json!({"command": "list", "limit": 40});
+        if let Some(token) = cursor.as_str() {
+            arguments["cursor"] = json!(token);
+        }
+        let page = manage("alice", arguments).await;
+        let prompts = page["structuredContent"]["prompts"]
+            .as_array()
+            .expect("prompts")
+            .clone();
+        assert!(prompts.len() <= 40, "{page}");
+        names.extend(
+            prompts
+                .iter()
+                .filter_map(|prompt| prompt["name"].as_str().map(str::to_owned)),
+        );
+        cursor = page["structuredContent"]["next_cursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    assert_eq!(names.len(), 102, "{names:?}");
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("p101"),
+        "newest first"
+    );
+}

@@ -2,6 +2,7 @@
 
 mod api;
 mod auth;
+mod completions;
 mod features;
 mod http;
 mod legacy;

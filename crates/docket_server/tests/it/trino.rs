@@ -2,7 +2,7 @@
 //! on SQLite and on PostgreSQL and files in a temporary folder: queries, read-only
 //! refusals, exports direct and as tasks, cancellation reaching Trino, caps,
 //! idempotency, consent (threshold and `consent: always`), the connection timeout
-//! against the export timeout, and downloads.
+//! against the export timeout, downloads, and the retention pass.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -303,15 +303,23 @@ async fn exported_assets_are_their_owners_resources(backend: Backend) {
         .server
         .rpc(
             "subscriptions/listen",
-            json!({"notifications": {"resourcesListChanged": true}}),
+            json!({"notifications": {"resourcesListChanged": true,
+                                     "resourceSubscriptions": ["docket://assets/0"]}}),
         )
         .header("x-api-key", &key_of("alice"))
         .response()
         .await;
-    crate::support::read_until(&mut listening, |message| {
+    let acked = crate::support::read_until(&mut listening, |message| {
         message["method"] == "notifications/subscriptions/acknowledged"
     })
     .await;
+    // Resource subscriptions are not honoured: an asset never changes once written
+    // (docs/design.md, Following).
+    assert_eq!(
+        acked[0]["params"]["notifications"],
+        json!({"resourcesListChanged": true}),
+        "{acked:?}"
+    );
     let (_, small) = export(
         "SELECT orderkey FROM memory.default.orders ORDER BY orderkey",
         "csv",
@@ -943,6 +951,20 @@ async fn the_retention_pass_deletes_audit_calls_and_assets_with_their_bytes(back
         stored.server.download_as("alice", &kept).await.status(),
         200
     );
+    // Its owner, listening, hears that their resource list changed.
+    let mut listening = stored
+        .server
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"resourcesListChanged": true}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .response()
+        .await;
+    crate::support::read_until(&mut listening, |message| {
+        message["method"] == "notifications/subscriptions/acknowledged"
+    })
+    .await;
     let report = app
         .delete_expired(docket_server::RetentionAges {
             assets: Some(Duration::ZERO),
@@ -950,6 +972,15 @@ async fn the_retention_pass_deletes_audit_calls_and_assets_with_their_bytes(back
         })
         .await;
     assert_eq!(report.assets, 1, "{report:?}");
+    // Keep-alives keep a quiet stream open: the guard makes a missing notice fail.
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        crate::support::read_until(&mut listening, |message| {
+            message["method"] == "notifications/resources/list_changed"
+        }),
+    )
+    .await
+    .expect("the owner heard that their resource list changed");
     assert!(files().is_empty());
     assert_eq!(
         stored.server.download_as("alice", &kept).await.status(),

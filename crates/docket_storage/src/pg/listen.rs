@@ -3,9 +3,11 @@
 //! session's questions on `docket_sessions`, catalog changes on `docket_changes` (each store keeps one [`Signals`] per
 //! channel, and listens only on those it was asked to).
 //!
-//! `request_cancel` and `answer_input` run `pg_notify('docket_tasks',
-//! '<kind>:<task id>')` in their own transaction, so the notification goes out
-//! when, and only if, the change commits. Each store that registers a listener
+//! `request_cancel` (`cancel:`), `answer_input` (`input:` and `changed:`),
+//! `require_input`, `finish` and `heartbeat` (`changed:`, the latter for each
+//! status message it writes) run `pg_notify('docket_tasks', '<kind>:<task id>')`
+//! in their own transaction, so the notification goes out when, and only if, the
+//! change commits. Each store that registers a listener
 //! starts one background task holding a dedicated connection (outside the pool:
 //! a pooled connection would be handed to other work and its `LISTEN` lost) that
 //! runs `LISTEN docket_tasks` and hands every notification to the listener. If

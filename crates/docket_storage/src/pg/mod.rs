@@ -276,9 +276,13 @@ impl docket_catalog::ChangeFeed for PgStore {
 
 #[async_trait]
 impl PromptLibrary for PgStore {
-    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError> {
+    async fn create_prompt(
+        &self,
+        prompt: NewPrompt,
+        owner_limit: u32,
+    ) -> Result<LibraryPrompt, CatalogError> {
         prompt.validate()?;
-        prompts::insert(&mut *self.catalog_conn().await?, &prompt).await
+        prompts::insert(&mut *self.catalog_conn().await?, &prompt, owner_limit).await
     }
 
     async fn update_prompt(
@@ -293,8 +297,13 @@ impl PromptLibrary for PgStore {
         prompts::get(&mut *self.catalog_conn().await?, name).await
     }
 
-    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError> {
-        prompts::list(&mut *self.catalog_conn().await?).await
+    async fn prompts(
+        &self,
+        viewer: &docket_catalog::PromptViewer<'_>,
+        before: Option<&docket_catalog::PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<LibraryPrompt>, CatalogError> {
+        prompts::list(&mut *self.catalog_conn().await?, viewer, before, limit).await
     }
 
     async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {

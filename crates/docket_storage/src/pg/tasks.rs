@@ -214,7 +214,18 @@ async fn lock_input_state(
         .map_err(TxError::Store)
 }
 
-/// Adds input requests under the row lock; false if the task is gone or ended.
+/// Sends `payload` on [`CHANNEL`] when the transaction commits.
+async fn notify(conn: &mut AsyncPgConnection, payload: &str) -> Result<(), TxError> {
+    statement("SELECT pg_notify($1, $2)")
+        .bind::<Text, _>(CHANNEL)
+        .bind::<Text, _>(payload)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Adds input requests under the row lock and signals `changed:<id>`; false if
+/// the task is gone or ended.
 pub(crate) async fn require_input(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
@@ -240,6 +251,8 @@ pub(crate) async fn require_input(
             .bind::<Jsonb, _>(state.requested_keys_json())
             .execute(conn)
             .await?;
+            // Followers on every replica read it again when this commits.
+            notify(conn, &format!("changed:{id}")).await?;
             Ok::<_, TxError>(true)
         })
         .await?;
@@ -247,7 +260,8 @@ pub(crate) async fn require_input(
 }
 
 /// Applies answers under the row lock and, when one landed, notifies the replica
-/// running the task in the same transaction.
+/// running the task (`input:<id>`) and every follower (`changed:<id>`) in the same
+/// transaction.
 pub(crate) async fn answer_input(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
@@ -280,11 +294,9 @@ pub(crate) async fn answer_input(
         .execute(conn)
         .await?;
         if stamped {
-            statement("SELECT pg_notify($1, $2)")
-                .bind::<Text, _>(CHANNEL)
-                .bind::<Text, _>(format!("input:{id}"))
-                .execute(conn)
-                .await?;
+            notify(conn, &format!("input:{id}")).await?;
+            // What the task asks for changed (and it may be working again).
+            notify(conn, &format!("changed:{id}")).await?;
         }
         Ok::<_, TxError>(())
     })

@@ -411,11 +411,16 @@ impl docket_catalog::ChangeFeed for SqliteStore {
 
 #[async_trait]
 impl PromptLibrary for SqliteStore {
-    async fn create_prompt(&self, prompt: NewPrompt) -> Result<LibraryPrompt, CatalogError> {
+    async fn create_prompt(
+        &self,
+        prompt: NewPrompt,
+        owner_limit: u32,
+    ) -> Result<LibraryPrompt, CatalogError> {
         prompt.validate()?;
-        self.write(move |conn| prompts::insert(conn, &prompt))
+        self.write(move |conn| prompts::insert(conn, &prompt, owner_limit))
             .await
             .map_err(catalog_error)?
+            .ok_or(CatalogError::LimitReached(owner_limit))?
             .into_prompt()
     }
 
@@ -440,13 +445,34 @@ impl PromptLibrary for SqliteStore {
             .transpose()
     }
 
-    async fn prompts(&self) -> Result<Vec<LibraryPrompt>, CatalogError> {
-        self.read(prompts::list)
-            .await
-            .map_err(catalog_error)?
-            .into_iter()
-            .map(prompts::PromptRow::into_prompt)
-            .collect()
+    async fn prompts(
+        &self,
+        viewer: &docket_catalog::PromptViewer<'_>,
+        before: Option<&docket_catalog::PageCursor>,
+        limit: u32,
+    ) -> Result<Vec<LibraryPrompt>, CatalogError> {
+        let before = assets::cursor(before)?;
+        let (subject, persona, is_admin) = (
+            viewer.subject.to_owned(),
+            viewer.persona.map(str::to_owned),
+            viewer.is_admin,
+        );
+        self.read(move |conn| {
+            let viewer = docket_catalog::PromptViewer {
+                subject: &subject,
+                persona: persona.as_deref(),
+                is_admin,
+            };
+            let before = before
+                .as_ref()
+                .map(|(created_at, name)| (created_at.as_str(), name.as_str()));
+            prompts::list(conn, &viewer, before, limit)
+        })
+        .await
+        .map_err(catalog_error)?
+        .into_iter()
+        .map(prompts::PromptRow::into_prompt)
+        .collect()
     }
 
     async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {

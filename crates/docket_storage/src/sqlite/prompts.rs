@@ -2,9 +2,9 @@
 //! The row as read is [`rows::PromptRow`].
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Text};
-use docket_catalog::NewPrompt;
-use docket_catalog::prompts::MAX_LISTED;
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
+use docket_catalog::prompts::MAX_PAGE;
+use docket_catalog::{NewPrompt, PromptViewer};
 
 use super::sql::now;
 use crate::columns::TextColumns;
@@ -14,13 +14,21 @@ use crate::statement::statement;
 /// A library prompt as read.
 pub(crate) type PromptRow = rows::PromptRow<TextColumns>;
 
-/// Stores a new prompt.
-pub(crate) fn insert(conn: &mut SqliteConnection, prompt: &NewPrompt) -> QueryResult<PromptRow> {
+/// Stores a new prompt unless its owner already owns `owner_limit`; `None` when
+/// they do. One statement, and SQLite runs one writer at a time: racing creates
+/// never pass the limit.
+pub(crate) fn insert(
+    conn: &mut SqliteConnection,
+    prompt: &NewPrompt,
+    owner_limit: u32,
+) -> QueryResult<Option<PromptRow>> {
     let (arguments, scripts, shared_with) = rows::prompt_lists(prompt);
     statement(concat!(
         "INSERT INTO prompt_library \
          (name, owner, description, template, arguments, scripts, shared_with) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING ",
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+          WHERE (SELECT count(*) FROM prompt_library WHERE owner = ?2) < ?8 \
+         RETURNING ",
         prompt_columns!()
     ))
     .bind::<Text, _>(&prompt.name)
@@ -30,7 +38,9 @@ pub(crate) fn insert(conn: &mut SqliteConnection, prompt: &NewPrompt) -> QueryRe
     .bind::<Text, _>(arguments)
     .bind::<Text, _>(scripts)
     .bind::<Text, _>(shared_with)
+    .bind::<BigInt, _>(i64::from(owner_limit))
     .get_result(conn)
+    .optional()
 }
 
 /// Replaces everything but the name, owner and creation time.
@@ -68,14 +78,31 @@ pub(crate) fn get(conn: &mut SqliteConnection, name: &str) -> QueryResult<Option
     .optional()
 }
 
-/// Every prompt by name, at most [`MAX_LISTED`].
-pub(crate) fn list(conn: &mut SqliteConnection) -> QueryResult<Vec<PromptRow>> {
+/// A page of the prompts `viewer` may see, newest first, strictly before `before`
+/// (a creation time in the stored form, and a name). Who sees what is
+/// [`docket_catalog::LibraryPrompt::visible_to`], in SQL.
+pub(crate) fn list(
+    conn: &mut SqliteConnection,
+    viewer: &PromptViewer<'_>,
+    before: Option<(&str, &str)>,
+    limit: u32,
+) -> QueryResult<Vec<PromptRow>> {
     statement(concat!(
         "SELECT ",
         prompt_columns!(),
-        " FROM prompt_library ORDER BY name LIMIT ?1"
+        " FROM prompt_library \
+          WHERE (?1 OR owner = ?2 OR EXISTS ( \
+                   SELECT 1 FROM json_each(prompt_library.shared_with) AS shared \
+                    WHERE shared.value = '*' OR shared.value = ?3)) \
+            AND (?4 IS NULL OR created_at < ?4 OR (created_at = ?4 AND name < ?5)) \
+          ORDER BY created_at DESC, name DESC LIMIT ?6"
     ))
-    .bind::<BigInt, _>(i64::from(MAX_LISTED))
+    .bind::<Bool, _>(viewer.is_admin)
+    .bind::<Text, _>(viewer.subject)
+    .bind::<Nullable<Text>, _>(viewer.persona)
+    .bind::<Nullable<Text>, _>(before.map(|(created_at, _)| created_at))
+    .bind::<Nullable<Text>, _>(before.map(|(_, name)| name))
+    .bind::<BigInt, _>(i64::from(limit.min(MAX_PAGE)))
     .load(conn)
 }
 

@@ -4,7 +4,9 @@
 -- to the stored one writes nothing, and last_updated_at moves only with a
 -- change), and returns the replica's running tasks with a cancel pending, read
 -- through the partial index call_tasks_pending_cancel. Data-modifying CTEs run
--- to completion whether or not the final SELECT reads them.
+-- to completion whether or not the final SELECT reads them, RETURNING included:
+-- each message written signals `changed:<task id>` on docket_tasks, so followers
+-- on every replica read the task again when this commits.
 -- The beat commits asynchronously (synchronous_commit off for this transaction
 -- only): on an idle server the WAL flush of a lone commit costs milliseconds,
 -- more than everything else here, and what a beat writes may be lost in a
@@ -26,6 +28,7 @@ WITH alive AS (
        AND task.status IN ('working', 'input_required')
        AND beat.status_message IS NOT NULL
        AND beat.status_message IS DISTINCT FROM task.status_message
+    RETURNING pg_notify('docket_tasks', 'changed:' || task.task_id)
 )
 SELECT task_id
   FROM call_tasks

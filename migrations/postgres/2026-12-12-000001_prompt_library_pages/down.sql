@@ -1,0 +1,2 @@
+DROP INDEX prompt_library_owner;
+DROP INDEX prompt_library_newest;
