@@ -170,6 +170,11 @@ impl McpClient {
         Ok(body)
     }
 
+    /// Sends `request` and returns the answer's bytes as they came.
+    pub(crate) async fn answer(&self, request: &Prepared) -> anyhow::Result<Bytes> {
+        self.send(request).await
+    }
+
     /// Sends `request` and checks that the answer is a result of `result_type`
     /// (a substring test: parsing every answer would load the generator more
     /// than the servers).

@@ -31,6 +31,7 @@
 
 mod counting;
 mod docket;
+mod echo;
 mod exports;
 mod flood;
 mod gate;

@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::Args;
 use crate::docket::{DocketServer, new_task};
+use crate::echo::EchoServer;
 use crate::gate::Gate;
 use crate::load::{self, McpClient, Prepared, ResultType, Samples};
 use crate::peer::PeerServer;
@@ -86,6 +87,9 @@ struct Bench {
     /// since the run is shorter than its retention.
     peer_created: AtomicUsize,
 }
+
+/// `tasks/get` calls handed to the service in process for the MCP-work measurement.
+const WORK_CALLS: u32 = 50_000;
 
 /// Runs every phase and returns the numbers, on `database_url` when given, else
 /// on a fresh schema of `test_server`.
@@ -167,6 +171,8 @@ pub(crate) async fn run(
     let (latency, docket_ids, peer_ids) = bench.latency(args.samples).await?;
     eprintln!("tasks/get throughput ({} clients)", args.clients);
     let get_throughput = bench.get_throughput(&docket_ids, &peer_ids).await?;
+    eprintln!("tasks/get MCP work in process ({WORK_CALLS} calls)");
+    let mcp_work = crate::work::measure(WORK_CALLS).await?;
     eprintln!("create throughput ({} clients)", args.clients);
     let create_throughput = bench.create_throughput().await?;
     eprintln!("cross-replica cancel ({CANCEL_SAMPLES} cancels, as many NOTIFY round trips)");
@@ -214,6 +220,7 @@ pub(crate) async fn run(
         },
         latency,
         get_throughput,
+        mcp_work,
         create_throughput,
         cancel,
         follower,
@@ -356,6 +363,10 @@ impl Bench {
                 .map(|id| TaskId::from_stored(id.clone()))
                 .collect(),
         );
+        // The same requests answered with Docket's answer, byte for byte, by a listener
+        // that does nothing else.
+        let answer = self.docket_client()?.answer(&docket_requests[0]).await?;
+        let echo = EchoServer::start(answer).await?;
         let mut result = GetThroughput {
             tasks: docket_ids.len(),
             ..GetThroughput::default()
@@ -372,6 +383,9 @@ impl Bench {
                 .merge(self.bare_selects(&task_ids).await?);
             result.store_get.merge(self.store_gets(&task_ids).await?);
             result.http_floor.merge(self.http_floor().await?);
+            result
+                .same_size_floor
+                .merge(self.http_gets(&echo.url(), &docket_requests).await?);
         }
         Ok(result)
     }

@@ -27,6 +27,7 @@ use crate::system::process_cpu;
 const WARMUP: u32 = 1_000;
 
 /// CPU per call of each loop.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct WorkResults {
     /// Calls per loop.
     pub(crate) calls: u32,
@@ -68,10 +69,13 @@ pub(crate) fn run(calls: u32) -> anyhow::Result<WorkResults> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(measure(calls.max(1)))
+    runtime.block_on(measure(calls))
 }
 
-async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
+/// Measures `calls` gets of each kind on the current runtime (the tasks suite calls it
+/// between its phases, when nothing else runs in this process).
+pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
+    let calls = calls.max(1);
     let store = Arc::new(MemoryStore::new());
     let gate = Gate::new();
     // The loops below never yield, so no heartbeat runs while they do: the task must
