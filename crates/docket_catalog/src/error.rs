@@ -17,6 +17,10 @@ pub enum CatalogError {
     /// A value to store is out of range (a negative size, an empty id).
     #[error("invalid catalog value: {0}")]
     Invalid(String),
+    /// A change was made against a version that is no longer the newest
+    /// (compare-and-set): the row is now at this version.
+    #[error("the row changed since it was read; it is now at version {0}")]
+    Stale(i32),
 }
 
 /// Refuses a value before any store sees it, so the caller hears what is wrong

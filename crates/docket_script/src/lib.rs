@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub mod authoring;
 pub mod child;
 mod convert;
 mod date;
