@@ -3,7 +3,8 @@
 //! expressions, unknown zones and arguments the script does not take, and
 //! shows the next fire times; `schedule_list`, `schedule_enable` and
 //! `schedule_disable` are the owner's and administrators'; a fire runs the
-//! script with trigger `schedule`, `${fire_date}` bound; after an outage the
+//! script with trigger `schedule`, `${fire_date}` bound and `run.fire_time`
+//! pinned; after an outage the
 //! latest fire runs once and the missed ones are counted; a disabled script's
 //! schedule fires no more. (Two replicas firing one schedule, overlaps and
 //! the daylight-saving rule are tested in `docket_run_bridge` and
@@ -118,7 +119,7 @@ impl Fixture {
     }
 }
 
-const DAY_SCRIPT: &str = "print(\"day\", run.params[\"day\"])\n";
+const DAY_SCRIPT: &str = "print(\"day\", run.params[\"day\"], \"fired\", run.fire_time)\n";
 
 async fn create(f: &Fixture, name: &str) {
     f.ok(
@@ -309,7 +310,10 @@ async fn a_schedule_fires_on_the_driven_clock_and_recovers_from_an_outage_once(b
         .await;
     assert_eq!(runs[0]["trigger"], "schedule");
     assert_eq!(runs[0]["fire_time"], "2026-06-01T04:00:00Z");
-    assert_eq!(runs[0]["log"], "day 2026-06-01\n");
+    assert_eq!(
+        runs[0]["log"],
+        "day 2026-06-01 fired 2026-06-01T04:00:00Z\n"
+    );
     let read = f
         .ok(
             "alice",
