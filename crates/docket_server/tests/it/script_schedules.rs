@@ -46,6 +46,7 @@ on_both_backends!(
 async fn fixture(backend: Backend) -> Option<Fixture> {
     let mut config = Config::from_yaml(
         "scripts: { heartbeat_interval: 100ms, schedules: { interval: 10s } }\n\
+         rate_limit: { requests_per_minute: 100000, burst: 10000 }\n\
          personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] }, connections: { allow: [\"*\"] } }\n",
         &|_| None,
     )
@@ -119,7 +120,10 @@ impl Fixture {
     }
 }
 
-const DAY_SCRIPT: &str = "print(\"day\", run.params[\"day\"], \"fired\", run.fire_time)\n";
+/// Prints what a scheduled run sees: its bound day, its fire time, and the
+/// roles it acts with (its version author's).
+const DAY_SCRIPT: &str = "me = platform.call(\"platform_info\", {})\n\
+     print(\"day\", run.params[\"day\"], \"fired\", run.fire_time, \"as\", me[\"identity\"][\"roles\"])\n";
 
 async fn create(f: &Fixture, name: &str) {
     f.ok(
@@ -305,15 +309,17 @@ async fn a_schedule_fires_on_the_driven_clock_and_recovers_from_an_outage_once(b
     f.clock.advance(Duration::from_secs(60));
     let runs = f
         .runs_until("minutely", "the 04:00 fire's run", |runs| {
-            runs.len() == 1 && runs[0]["status"] == "succeeded"
+            runs.len() == 1 && runs[0]["finished_at"].is_string()
         })
         .await;
+    assert_eq!(runs[0]["status"], "succeeded", "{}", runs[0]);
     assert_eq!(runs[0]["trigger"], "schedule");
     assert_eq!(runs[0]["fire_time"], "2026-06-01T04:00:00Z");
     assert_eq!(
         runs[0]["log"],
-        "day 2026-06-01 fired 2026-06-01T04:00:00Z\n"
+        "day 2026-06-01 fired 2026-06-01T04:00:00Z as [\"analyst\"]\n"
     );
+    assert_eq!(runs[0]["tool_calls"], 1);
     let read = f
         .ok(
             "alice",
@@ -327,9 +333,13 @@ async fn a_schedule_fires_on_the_driven_clock_and_recovers_from_an_outage_once(b
     f.clock.advance(Duration::from_secs(600));
     let runs = f
         .runs_until("minutely", "the run after the outage", |runs| {
-            runs.len() == 2 && runs.iter().all(|run| run["status"] == "succeeded")
+            runs.len() == 2 && runs.iter().all(|run| run["finished_at"].is_string())
         })
         .await;
+    assert!(
+        runs.iter().all(|run| run["status"] == "succeeded"),
+        "{runs:?}"
+    );
     assert_eq!(runs[0]["fire_time"], "2026-06-01T04:10:00Z");
     let schedule = f
         .ok(
