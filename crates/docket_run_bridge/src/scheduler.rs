@@ -125,15 +125,28 @@ impl Scheduler {
         now: time::OffsetDateTime,
         report: &mut TickReport,
     ) -> Result<bool, CatalogError> {
-        let cadence = match Cadence::parse(&schedule.cron, &schedule.timezone) {
-            Ok(cadence) => cadence,
+        let due = match Cadence::parse(&schedule.cron, &schedule.timezone) {
+            Ok(cadence) => cadence
+                .due(schedule.next_fire_at, now)
+                .map(|due| (cadence, due)),
             Err(error) => {
-                tracing::warn!(%error, script = script.id, "a stored schedule does not parse; it is skipped");
-                return Ok(false);
+                tracing::warn!(%error, script = script.id, "a stored schedule does not parse");
+                None
             }
         };
-        let Some(due) = cadence.due(schedule.next_fire_at, now) else {
-            return Ok(false);
+        let Some((cadence, due)) = due else {
+            // A due schedule with no fire to make (its expression no longer
+            // parses, or never fires again) would be read by every pass, ahead
+            // of the others: it is disabled, and says so in schedule_list.
+            tracing::warn!(
+                script = script.id,
+                cron = schedule.cron,
+                "a schedule has no next fire time; it is disabled"
+            );
+            self.store
+                .set_schedule_enabled(&script.id, false, schedule.next_fire_at)
+                .await?;
+            return Ok(true);
         };
         let runnable = script.enabled && script.status == ScriptStatus::Active;
         let run = if runnable {

@@ -640,6 +640,7 @@ both_backends!(
     two_replicas_fire_each_time_once_through_a_simulated_hour,
     a_disabled_script_stops_its_schedule,
     the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker,
+    a_schedule_that_cannot_fire_is_disabled,
 );
 
 mod schedules {
@@ -886,6 +887,49 @@ mod schedules {
         assert_eq!(report.missed, 0);
     }
 
+    pub(super) async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {
+        let clock = Arc::new(ManualClock::new(START));
+        let scheduler = Scheduler::new(
+            Arc::clone(&h.store),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+            "a",
+        );
+        let (script, _) = h
+            .store
+            .create_script(new_script("alice", "stored-elsewhere"))
+            .await
+            .expect("create");
+        // An expression that no longer parses (stored by another version, say).
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "every full moon".into(),
+                timezone: "UTC".into(),
+                args: json!({}),
+                next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+        clock.advance(Duration::from_secs(60));
+        let report = scheduler.tick().await.expect("tick");
+        assert!(report.queued.is_empty());
+        let schedule = h
+            .store
+            .schedule(&script.id)
+            .await
+            .expect("read")
+            .expect("set");
+        assert!(!schedule.enabled, "it no longer blocks the due schedules");
+        assert!(
+            h.store
+                .due_schedules(clock.now(), 10)
+                .await
+                .expect("due")
+                .is_empty()
+        );
+    }
+
     pub(super) async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
         let clock = Arc::new(ManualClock::new(START));
         let bridge = docket_run_bridge::RunBridge::with_clock(
@@ -970,4 +1014,8 @@ async fn a_disabled_script_stops_its_schedule(h: Harness) {
 
 async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
     schedules::the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h).await;
+}
+
+async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {
+    schedules::a_schedule_that_cannot_fire_is_disabled(h).await;
 }
