@@ -15,6 +15,11 @@
 //! fenced by `(id, lease owner, attempt)`: a worker that lost its lease writes
 //! nothing.
 //!
+//! Schedules (`schedule`): at most one per script, fired through
+//! [`ScriptStore::fire_schedule`], which makes each fire time one run (trigger
+//! `schedule`) or one `skipped_overlap` record, once, however many replicas
+//! fire it.
+//!
 //! Authorisation is not here: the store answers for any id or owner it is given.
 //! Failures reuse [`CatalogError`].
 
