@@ -21,6 +21,10 @@ pub enum CatalogError {
     /// limit given).
     #[error("the owner already holds {0}, the most one owner may")]
     LimitReached(u32),
+    /// A change was made against a version that is no longer the newest
+    /// (compare-and-set): the row is now at this version.
+    #[error("the row changed since it was read; it is now at version {0}")]
+    Stale(i32),
 }
 
 /// Refuses a value before any store sees it, so the caller hears what is wrong

@@ -37,6 +37,8 @@ pub(crate) fn record_run(audit: Option<Arc<dyn TaskStore>>, run: &Run, duration_
                 "owner": run.script_owner,
                 "requested_by": run.requested_by,
                 "attempt": run.attempt,
+                "trigger": run.trigger.as_str(),
+                "fire_time": run.fire_time.and_then(|at| at.format(&time::format_description::well_known::Rfc3339).ok()),
             }),
         },
         success: run.status == RunStatus::Succeeded,

@@ -10,9 +10,11 @@ use docket_catalog::scripts::{CancelOutcome, NewRun, Run, RunSignal, ScriptStore
 use docket_task::TaskStore;
 use tokio::task::JoinSet;
 
+use crate::clock::{Clock, SystemClock};
 use crate::config::{BridgeConfig, BridgeError};
 use crate::replica::{Replica, StopReason, lock};
 use crate::runner::ScriptRunner;
+use crate::scheduler::Scheduler;
 
 /// How many ended runs one retention statement deletes at most.
 const RETENTION_BATCH: u32 = 1000;
@@ -21,6 +23,7 @@ const RETENTION_BATCH: u32 = 1000;
 pub struct RunBridge {
     replica: Arc<Replica>,
     tasks: Mutex<JoinSet<()>>,
+    scheduler: Arc<Scheduler>,
 }
 
 impl std::fmt::Debug for RunBridge {
@@ -41,10 +44,37 @@ impl RunBridge {
         runner: Arc<dyn ScriptRunner>,
         config: BridgeConfig,
     ) -> Arc<Self> {
+        Self::with_clock(store, audit, runner, config, Arc::new(SystemClock))
+    }
+
+    /// [`RunBridge::new`] with the clock its scheduler reads (a
+    /// [`ManualClock`](crate::clock::ManualClock) in tests).
+    pub fn with_clock(
+        store: Arc<dyn ScriptStore>,
+        audit: Option<Arc<dyn TaskStore>>,
+        runner: Arc<dyn ScriptRunner>,
+        config: BridgeConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Self> {
+        let replica = Arc::new(Replica::new(store, audit, runner, config));
+        let scheduler = Scheduler::new(
+            Arc::clone(&replica.store),
+            clock,
+            replica.config.replica_id.clone(),
+        )
+        .waking(Arc::clone(&replica.wake));
         Arc::new(Self {
-            replica: Arc::new(Replica::new(store, audit, runner, config)),
+            replica,
             tasks: Mutex::new(JoinSet::new()),
+            scheduler: Arc::new(scheduler),
         })
+    }
+
+    /// This replica's scheduler (its loop runs from [`RunBridge::start`] when
+    /// [`BridgeConfig::schedule_interval`] is set; tests may call
+    /// [`Scheduler::tick`] themselves).
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
     }
 
     /// The store the bridge works on.
@@ -80,6 +110,9 @@ impl RunBridge {
             tasks.spawn(Arc::clone(&self.replica).work(worker));
         }
         tasks.spawn(Arc::clone(self).maintain());
+        if let Some(interval) = self.replica.config.schedule_interval {
+            tasks.spawn(Arc::clone(&self.scheduler).run(interval, self.replica.stop.clone()));
+        }
     }
 
     /// Queues a run (committed before this returns) and wakes a worker.
@@ -190,9 +223,25 @@ impl RunBridge {
         }
     }
 
-    /// Deletes every run that finished more than `run_retention` ago; how many.
-    /// Safe on every replica at once.
+    /// Deletes every run that finished more than `run_retention` ago, and the
+    /// schedule fire records older than that; how many runs. Safe on every
+    /// replica at once.
     pub async fn delete_expired_runs(&self) -> usize {
+        loop {
+            match self
+                .replica
+                .store
+                .delete_old_fires(self.replica.config.run_retention, RETENTION_BATCH)
+                .await
+            {
+                Ok(count) if count >= u64::from(RETENTION_BATCH) => {}
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "the schedule fire retention pass failed");
+                    break;
+                }
+            }
+        }
         let mut deleted = 0;
         loop {
             match self

@@ -35,11 +35,15 @@ pub struct BridgeConfig {
     pub run_retention: Duration,
     /// How often the retention pass runs.
     pub maintenance_interval: Duration,
+    /// How often this replica's scheduler looks for due schedules; `None`
+    /// runs no scheduler here (other replicas' fire the schedules).
+    pub schedule_interval: Option<Duration>,
 }
 
 impl BridgeConfig {
     /// Defaults for `replica_id`: two workers, a 30 s lease renewed every 2 s,
-    /// a 5 s poll, 3 retries from 1 s, 2 reclaims, runs kept 365 days, retention hourly.
+    /// a 5 s poll, 3 retries from 1 s, 2 reclaims, runs kept 365 days, retention hourly,
+    /// a scheduler pass every 15 s.
     pub fn new(replica_id: impl Into<String>) -> Self {
         Self {
             replica_id: replica_id.into(),
@@ -52,6 +56,7 @@ impl BridgeConfig {
             retry_backoff: Duration::from_secs(1),
             run_retention: Duration::from_secs(365 * 86_400),
             maintenance_interval: Duration::from_secs(3600),
+            schedule_interval: Some(Duration::from_secs(15)),
         }
     }
 }

@@ -2,9 +2,12 @@
 
 mod audit;
 mod bridge;
+pub mod cadence;
+pub mod clock;
 mod config;
 mod replica;
 mod runner;
+mod scheduler;
 pub mod task;
 mod worker;
 
@@ -12,3 +15,4 @@ pub use audit::RUN_SCRIPT_TOOL;
 pub use bridge::RunBridge;
 pub use config::{BridgeConfig, BridgeError};
 pub use runner::{SandboxRunner, ScriptRunner};
+pub use scheduler::{Scheduler, TickReport};

@@ -57,7 +57,7 @@ pub(crate) struct Replica {
     pub(crate) runner: Arc<dyn ScriptRunner>,
     pub(crate) config: BridgeConfig,
     /// Wakes idle workers (a local enqueue, a NOTIFY from another replica).
-    pub(crate) wake: Notify,
+    pub(crate) wake: Arc<Notify>,
     /// Wakes waiters when a run ends on this replica.
     pub(crate) ended: Notify,
     /// Names each run that ended, here or (through the store) on another replica.
@@ -82,7 +82,7 @@ impl Replica {
             audit,
             runner,
             config,
-            wake: Notify::new(),
+            wake: Arc::new(Notify::new()),
             ended: Notify::new(),
             finished: tokio::sync::broadcast::channel(FINISHED_BUFFER).0,
             executing: Mutex::new(HashMap::new()),

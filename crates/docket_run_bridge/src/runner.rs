@@ -62,6 +62,10 @@ impl ScriptRunner for SandboxRunner {
         let input = ScriptInput {
             run_id: run.id.clone(),
             params: run.params.as_object().cloned().unwrap_or_default(),
+            fire_time: run.fire_time.and_then(|at| {
+                at.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            }),
         };
         let host = (self.host_for)(run, version);
         self.isolation

@@ -637,4 +637,385 @@ both_backends!(
     two_replicas_share_one_queue_and_run_each_run_once,
     retention_deletes_runs_after_they_finished,
     a_run_reads_as_its_task,
+    two_replicas_fire_each_time_once_through_a_simulated_hour,
+    a_disabled_script_stops_its_schedule,
+    the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker,
+    a_schedule_that_cannot_fire_is_disabled,
 );
+
+mod schedules {
+    //! Schedules over real stores with a driven clock: two replicas'
+    //! schedulers firing one schedule through a simulated hour produce one
+    //! fire per fire time, record overlaps, and recover from an outage with
+    //! one fire and the count missed.
+
+    use std::collections::{BTreeMap, HashSet};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use docket_catalog::scripts::testing::{new_script, succeeded};
+    use docket_catalog::scripts::{
+        FireStatus, NewSchedule, RunFilter, RunStatus, RunTrigger, ScriptChange, ScriptStore,
+    };
+    use docket_run_bridge::Scheduler;
+    use docket_run_bridge::cadence::Cadence;
+    use docket_run_bridge::clock::{Clock, ManualClock};
+    use serde_json::json;
+    use time::OffsetDateTime;
+    use time::macros::datetime;
+
+    use super::Harness;
+
+    const START: OffsetDateTime = datetime!(2026-06-01 03:59:30 UTC);
+
+    /// Ends every queued run of the store, as a worker would.
+    async fn finish_queued(store: &Arc<dyn ScriptStore>) -> usize {
+        let mut finished = 0;
+        while let Some(run) = store
+            .claim("test-worker", Duration::from_secs(600))
+            .await
+            .expect("claim")
+        {
+            let lease = run.lease().expect("leased");
+            assert!(
+                store
+                    .finish(&lease, succeeded(json!({})))
+                    .await
+                    .expect("finish")
+            );
+            finished += 1;
+        }
+        finished
+    }
+
+    pub(super) async fn two_replicas_fire_each_time_once_through_a_simulated_hour(h: Harness) {
+        let clock = Arc::new(ManualClock::new(START));
+        let replica_a = Scheduler::new(
+            h.database.connect().await.script_store(),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+            "a",
+        );
+        let replica_b = Scheduler::new(
+            h.database.connect().await.script_store(),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+            "b",
+        );
+        let (script, _) = h
+            .store
+            .create_script(new_script("alice", "minutely"))
+            .await
+            .expect("create");
+        let cadence = Cadence::parse("* * * * *", "UTC").expect("cron");
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "* * * * *".into(),
+                timezone: "UTC".into(),
+                args: json!({"day": "${fire_date}"}),
+                next_fire_at: cadence.first_after(clock.now()).expect("fires"),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+
+        // Each loop minute m moves the clock past the fire time 04:00 + (m - 1)
+        // minutes. The run of 04:19 stays open through loop minutes 20 and 21,
+        // so the fires of 04:20 and 04:21 overlap it. In loop minutes 40 to 49
+        // no replica runs (an outage): at minute 50 the fire of 04:49 stands
+        // for the ten before it.
+        let (mut queued, mut skipped, mut lost, mut missed) = (0, 0, 0, 0);
+        for minute in 1..=60 {
+            clock.advance(Duration::from_secs(60));
+            if (40..50).contains(&minute) {
+                continue;
+            }
+            let (a, b) = tokio::join!(replica_a.tick(), replica_b.tick());
+            for report in [a.expect("tick a"), b.expect("tick b")] {
+                queued += report.queued.len();
+                skipped += report.skipped_overlap;
+                lost += report.lost;
+                missed += report.missed;
+                for run in &report.queued {
+                    assert_eq!(run.trigger, RunTrigger::Schedule);
+                    assert_eq!(run.params, json!({"day": "2026-06-01"}));
+                    assert_eq!(run.requested_by, "");
+                }
+            }
+            if !(20..22).contains(&minute) {
+                finish_queued(&h.store).await;
+            }
+        }
+        // 60 fire times, 10 of them missed during the outage: 50 fires.
+        assert_eq!(queued + skipped, 50, "one fire per fire time");
+        assert_eq!(skipped, 2, "04:20 and 04:21 overlapped the run of 04:19");
+        assert_eq!(missed, 10);
+        assert!(lost <= 50, "the replica that lost a race wrote nothing");
+
+        let fires = h
+            .store
+            .schedule_fires(&script.id, 1000)
+            .await
+            .expect("fires");
+        assert_eq!(fires.len(), 50);
+        let times: HashSet<OffsetDateTime> = fires.iter().map(|fire| fire.fire_time).collect();
+        assert_eq!(times.len(), 50, "each fire time is recorded once");
+        let by_time: BTreeMap<OffsetDateTime, _> = fires
+            .iter()
+            .map(|fire| (fire.fire_time, (fire.status, fire.missed)))
+            .collect();
+        let at = |minute: i64| datetime!(2026-06-01 04:00 UTC) + time::Duration::minutes(minute);
+        assert_eq!(by_time[&at(19)].0, FireStatus::Queued);
+        assert_eq!(by_time[&at(20)].0, FireStatus::SkippedOverlap);
+        assert_eq!(by_time[&at(21)].0, FireStatus::SkippedOverlap);
+        assert_eq!(by_time[&at(22)].0, FireStatus::Queued);
+        assert!(
+            !by_time.contains_key(&at(45)),
+            "missed fire times do not fire"
+        );
+        assert_eq!(by_time[&at(49)], (FireStatus::Queued, 10));
+        assert!(
+            fires
+                .iter()
+                .all(|fire| ["a", "b"].contains(&fire.fired_by.as_str()))
+        );
+
+        let runs = h
+            .store
+            .list_runs(
+                &RunFilter {
+                    script_id: Some(script.id.clone()),
+                    ..RunFilter::default()
+                },
+                50,
+            )
+            .await
+            .expect("runs");
+        assert_eq!(runs.len(), 48, "one run per queued fire");
+        let run_times: HashSet<OffsetDateTime> =
+            runs.iter().filter_map(|run| run.fire_time).collect();
+        assert_eq!(run_times.len(), 48, "no fire time has two runs");
+        assert!(runs.iter().all(|run| run.status == RunStatus::Succeeded));
+        let schedule = h
+            .store
+            .schedule(&script.id)
+            .await
+            .expect("read")
+            .expect("set");
+        assert_eq!(schedule.missed_fires, 10);
+        assert_eq!(schedule.last_fire_at, Some(at(59)));
+        assert_eq!(schedule.next_fire_at, at(60));
+    }
+
+    pub(super) async fn a_disabled_script_stops_its_schedule(h: Harness) {
+        let clock = Arc::new(ManualClock::new(START));
+        let scheduler = Scheduler::new(
+            Arc::clone(&h.store),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+            "a",
+        );
+        let (script, _) = h
+            .store
+            .create_script(new_script("alice", "paused"))
+            .await
+            .expect("create");
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "*/5 * * * *".into(),
+                timezone: "Europe/Berlin".into(),
+                args: json!({}),
+                next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+        h.store
+            .update_script(
+                &script.id,
+                ScriptChange {
+                    enabled: Some(false),
+                    editor: "alice".into(),
+                    ..ScriptChange::default()
+                },
+            )
+            .await
+            .expect("disable")
+            .expect("exists");
+        clock.advance(Duration::from_secs(20 * 60));
+        let report = scheduler.tick().await.expect("tick");
+        assert!(report.queued.is_empty());
+        assert_eq!(report.advanced, 1);
+        let schedule = h
+            .store
+            .schedule(&script.id)
+            .await
+            .expect("read")
+            .expect("set");
+        assert_eq!(schedule.next_fire_at, datetime!(2026-06-01 04:20 UTC));
+        assert_eq!(
+            schedule.missed_fires, 0,
+            "a stopped schedule misses nothing"
+        );
+        assert!(
+            h.store
+                .schedule_fires(&script.id, 10)
+                .await
+                .expect("fires")
+                .is_empty()
+        );
+        // Enabled again, it fires at the next regular time, not the past ones.
+        h.store
+            .update_script(
+                &script.id,
+                ScriptChange {
+                    enabled: Some(true),
+                    editor: "alice".into(),
+                    ..ScriptChange::default()
+                },
+            )
+            .await
+            .expect("enable")
+            .expect("exists");
+        assert!(scheduler.tick().await.expect("tick").queued.is_empty());
+        clock.advance(Duration::from_secs(60));
+        let report = scheduler.tick().await.expect("tick");
+        assert_eq!(report.queued.len(), 1);
+        assert_eq!(
+            report.queued[0].fire_time,
+            Some(datetime!(2026-06-01 04:20 UTC))
+        );
+        assert_eq!(report.missed, 0);
+    }
+
+    pub(super) async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {
+        let clock = Arc::new(ManualClock::new(START));
+        let scheduler = Scheduler::new(
+            Arc::clone(&h.store),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+            "a",
+        );
+        let (script, _) = h
+            .store
+            .create_script(new_script("alice", "stored-elsewhere"))
+            .await
+            .expect("create");
+        // An expression that no longer parses (stored by another version, say).
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "every full moon".into(),
+                timezone: "UTC".into(),
+                args: json!({}),
+                next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+        clock.advance(Duration::from_secs(60));
+        let report = scheduler.tick().await.expect("tick");
+        assert!(report.queued.is_empty());
+        let schedule = h
+            .store
+            .schedule(&script.id)
+            .await
+            .expect("read")
+            .expect("set");
+        assert!(!schedule.enabled, "it no longer blocks the due schedules");
+        assert!(
+            h.store
+                .due_schedules(clock.now(), 10)
+                .await
+                .expect("due")
+                .is_empty()
+        );
+    }
+
+    pub(super) async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
+        let clock = Arc::new(ManualClock::new(START));
+        let bridge = docket_run_bridge::RunBridge::with_clock(
+            h.database.connect().await.script_store(),
+            Some(Arc::clone(&h.audit)),
+            Arc::clone(&h.runner) as Arc<dyn docket_run_bridge::ScriptRunner>,
+            docket_run_bridge::BridgeConfig {
+                schedule_interval: Some(Duration::from_secs(10)),
+                ..Harness::config("looping")
+            },
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        );
+        bridge.start();
+        let mut script = new_script("alice", "looped");
+        script.source = "ok".into();
+        let (script, _) = h.store.create_script(script).await.expect("create");
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "* * * * *".into(),
+                timezone: "UTC".into(),
+                args: json!({}),
+                next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+        clock.advance(Duration::from_secs(45));
+        let run = super::patiently("the scheduled run", async {
+            loop {
+                let runs = h
+                    .store
+                    .list_runs(
+                        &RunFilter {
+                            script_id: Some(script.id.clone()),
+                            status: Some(RunStatus::Succeeded),
+                            ..RunFilter::default()
+                        },
+                        10,
+                    )
+                    .await
+                    .expect("runs");
+                if let Some(run) = runs.into_iter().next() {
+                    return run;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(run.trigger, RunTrigger::Schedule);
+        assert_eq!(run.fire_time, Some(datetime!(2026-06-01 04:00 UTC)));
+        // Its audit row says it was scheduled.
+        let row = super::patiently("the run's audit row", async {
+            loop {
+                let rows = h
+                    .audit
+                    .audit_for_tool("run_script", 10)
+                    .await
+                    .expect("audit");
+                if let Some(row) = rows
+                    .into_iter()
+                    .find(|row| row.context.arguments["run_id"] == json!(run.id))
+                {
+                    return row;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(row.context.arguments["trigger"], json!("schedule"));
+        bridge.shutdown(Duration::ZERO).await;
+    }
+}
+
+async fn two_replicas_fire_each_time_once_through_a_simulated_hour(h: Harness) {
+    schedules::two_replicas_fire_each_time_once_through_a_simulated_hour(h).await;
+}
+
+async fn a_disabled_script_stops_its_schedule(h: Harness) {
+    schedules::a_disabled_script_stops_its_schedule(h).await;
+}
+
+async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
+    schedules::the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h).await;
+}
+
+async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {
+    schedules::a_schedule_that_cannot_fire_is_disabled(h).await;
+}

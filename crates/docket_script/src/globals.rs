@@ -538,8 +538,16 @@ pub(crate) fn build(input: &ScriptInput) -> Globals {
                 "run_id",
                 JsonValue(serde_json::Value::String(input.run_id.clone())),
             ),
-            // Runs here are started, not scheduled, so there is no fire time to pin.
-            ("fire_time", JsonValue(serde_json::Value::Null)),
+            // The fire time a scheduled run is for, pinned; `None` for a run someone started.
+            (
+                "fire_time",
+                JsonValue(
+                    input
+                        .fire_time
+                        .clone()
+                        .map_or(serde_json::Value::Null, serde_json::Value::String),
+                ),
+            ),
             (
                 "params",
                 JsonValue(serde_json::Value::Object(input.params.clone())),

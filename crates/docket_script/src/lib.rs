@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub mod authoring;
 pub mod child;
 mod convert;
 mod date;
@@ -66,6 +67,9 @@ pub struct ScriptInput {
     pub run_id: String,
     /// `run.params`: the bound parameters.
     pub params: serde_json::Map<String, serde_json::Value>,
+    /// `run.fire_time`: the fire time a scheduled run is for, as an RFC 3339 UTC timestamp
+    /// (`None` for a run someone started).
+    pub fire_time: Option<String>,
 }
 
 /// The platform a script talks to through `platform.*`. Each method is one host call; it runs on

@@ -63,6 +63,7 @@ async fn run_on(
             .as_object()
             .cloned()
             .unwrap_or_default(),
+        fire_time: None,
     };
     let report = tokio::time::timeout(
         HANG_GUARD,

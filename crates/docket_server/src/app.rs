@@ -66,6 +66,7 @@ pub struct AppBuilder {
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
     change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
+    schedule_clock: Arc<dyn docket_run_bridge::clock::Clock>,
 }
 
 /// Where exports write, as given to [`AppBuilder::assets`].
@@ -92,6 +93,7 @@ impl App {
             features: crate::features::Features::default(),
             prompt_library: None,
             change_feed: None,
+            schedule_clock: Arc::new(docket_run_bridge::clock::SystemClock),
         }
     }
 }
@@ -242,6 +244,14 @@ impl AppBuilder {
         self
     }
 
+    /// The clock the script scheduler reads and sleeps on: the system's by
+    /// default; tests pass a [`ManualClock`](docket_run_bridge::clock::ManualClock)
+    /// to fire an hour of schedules without waiting for it.
+    pub fn schedule_clock(mut self, clock: Arc<dyn docket_run_bridge::clock::Clock>) -> Self {
+        self.schedule_clock = clock;
+        self
+    }
+
     /// How often an SSE response sends a keep-alive comment; the write also detects
     /// a client that went away. Tests shorten it.
     pub fn sse_keepalive(mut self, interval: Duration) -> Self {
@@ -269,6 +279,7 @@ impl AppBuilder {
             mut features,
             prompt_library,
             change_feed,
+            schedule_clock,
         } = self;
         let change_feed = change_feed.unwrap_or_else(|| {
             Arc::new(docket_catalog::memory::MemoryChangeFeed::new())
@@ -446,6 +457,7 @@ impl AppBuilder {
                     &replica_id,
                     &app_cell,
                     script_isolation,
+                    schedule_clock,
                 );
                 tools::scripts::register(&mut registry, Arc::clone(&deps))?;
                 // A run is its own task: `tasks/*` finds run ids in `script_runs`.
@@ -519,6 +531,7 @@ fn script_tools(
     replica_id: &str,
     app_cell: &Arc<OnceLock<std::sync::Weak<AppState>>>,
     isolation: Isolation,
+    schedule_clock: Arc<dyn docket_run_bridge::clock::Clock>,
 ) -> Arc<ScriptTools> {
     let settings = &config.scripts;
     let run_limits = Limits {
@@ -550,7 +563,7 @@ fn script_tools(
     };
     let runner = SandboxRunner::new(run_limits, isolation.clone(), host_for);
     let run_retention = Duration::from_secs(u64::from(settings.run_retention_days) * 86_400);
-    let bridge = RunBridge::new(
+    let bridge = RunBridge::with_clock(
         Arc::clone(&store),
         audit,
         Arc::new(runner),
@@ -565,8 +578,13 @@ fn script_tools(
             max_platform_retries: settings.max_platform_retries,
             max_reclaims: settings.max_reclaims,
             run_retention,
+            schedule_interval: settings
+                .schedules
+                .enabled
+                .then_some(settings.schedules.interval),
             ..BridgeConfig::new(replica_id)
         },
+        schedule_clock,
     );
     Arc::new(ScriptTools {
         store,

@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 use super::{after, before, lock, now, page};
 use crate::CatalogError;
 use crate::scripts::{
-    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, RunStatus, Script,
+    CancelOutcome, Fire, FireOutcome, FireRecord, FireStatus, Lease, NewRun, NewSchedule,
+    NewScript, Renewal, Run, RunEnding, RunFilter, RunStatus, RunTrigger, Schedule, Script,
     ScriptChange, ScriptStatus, ScriptStore, ScriptVersion,
 };
 
@@ -30,6 +31,10 @@ struct State {
     /// By script id and version number.
     versions: HashMap<(String, i32), ScriptVersion>,
     runs: HashMap<String, QueuedRun>,
+    /// By script id.
+    schedules: HashMap<String, Schedule>,
+    /// By script id and fire time: the unique key of a fire.
+    fires: HashMap<(String, OffsetDateTime), FireRecord>,
 }
 
 impl State {
@@ -64,6 +69,44 @@ impl State {
             queued.not_before = after(now, delay);
         }
         true
+    }
+}
+
+/// A run as queued now.
+fn queued_run(
+    run: NewRun,
+    now: OffsetDateTime,
+    trigger: RunTrigger,
+    fire_time: Option<OffsetDateTime>,
+) -> Run {
+    Run {
+        id: run.id,
+        script_id: run.script_id,
+        script_name: run.script_name,
+        script_owner: run.script_owner,
+        version: run.version,
+        status: RunStatus::Queued,
+        params: run.params,
+        requested_by: run.requested_by,
+        trigger,
+        fire_time,
+        attempt: 0,
+        platform_faults: 0,
+        reclaims: 0,
+        lease_owner: None,
+        lease_expires_at: None,
+        cancel_requested_at: None,
+        host_calls: 0,
+        result: None,
+        error: None,
+        error_kind: None,
+        log: None,
+        log_truncated: false,
+        metrics: json!({}),
+        created_at: now,
+        started_at: None,
+        finished_at: None,
+        updated_at: now,
     }
 }
 
@@ -133,6 +176,11 @@ impl ScriptStore for MemoryScripts {
         let Some(number) = state.scripts.get(id).map(|script| script.version) else {
             return Ok(None);
         };
+        if let Some(base) = change.base_version
+            && base != number
+        {
+            return Err(CatalogError::Stale(number));
+        }
         let Some(current) = state.versions.get(&(id.to_owned(), number)).cloned() else {
             return Err(CatalogError::Corrupt(format!(
                 "script {id} has no version {number}"
@@ -208,6 +256,8 @@ impl ScriptStore for MemoryScripts {
         // Its versions and runs go with it, as the tables' cascade does.
         state.versions.retain(|(script_id, _), _| script_id != id);
         state.runs.retain(|_, queued| queued.run.script_id != id);
+        state.schedules.remove(id);
+        state.fires.retain(|(script_id, _), _| script_id != id);
         Ok(existed)
     }
 
@@ -235,33 +285,7 @@ impl ScriptStore for MemoryScripts {
             )));
         }
         let now = now();
-        let queued = Run {
-            id: run.id.clone(),
-            script_id: run.script_id,
-            script_name: run.script_name,
-            script_owner: run.script_owner,
-            version: run.version,
-            status: RunStatus::Queued,
-            params: run.params,
-            requested_by: run.requested_by,
-            attempt: 0,
-            platform_faults: 0,
-            reclaims: 0,
-            lease_owner: None,
-            lease_expires_at: None,
-            cancel_requested_at: None,
-            host_calls: 0,
-            result: None,
-            error: None,
-            error_kind: None,
-            log: None,
-            log_truncated: false,
-            metrics: json!({}),
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-            updated_at: now,
-        };
+        let queued = queued_run(run.clone(), now, RunTrigger::Tool, None);
         state.runs.insert(
             run.id,
             QueuedRun {
@@ -293,6 +317,7 @@ impl ScriptStore for MemoryScripts {
                     run.requested_by == *subject || run.script_owner == *subject
                 })
             })
+            .filter(|run| filter.status.is_none_or(|status| run.status == status))
             .filter(|run| {
                 filter.before.as_ref().is_none_or(|cursor| {
                     (run.created_at, run.id.as_str()) < (cursor.created_at, cursor.id.as_str())
@@ -439,5 +464,186 @@ impl ScriptStore for MemoryScripts {
             state.runs.remove(id);
         }
         Ok(due)
+    }
+
+    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
+        schedule.validate()?;
+        let mut state = lock(&self.state);
+        let Some(script) = state.scripts.get(&schedule.script_id).cloned() else {
+            return Err(CatalogError::Invalid(format!(
+                "there is no script {} to schedule",
+                schedule.script_id
+            )));
+        };
+        let now = now();
+        let created_at = state
+            .schedules
+            .get(&script.id)
+            .map_or(now, |existing| existing.created_at);
+        let saved = Schedule {
+            script_id: script.id.clone(),
+            script_name: script.name,
+            script_owner: script.owner,
+            cron: schedule.cron,
+            timezone: schedule.timezone,
+            args: schedule.args,
+            enabled: true,
+            next_fire_at: schedule.next_fire_at,
+            last_fire_at: None,
+            missed_fires: 0,
+            set_by: schedule.set_by,
+            created_at,
+            updated_at: now,
+        };
+        state.schedules.insert(script.id, saved.clone());
+        Ok(saved)
+    }
+
+    async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError> {
+        Ok(lock(&self.state).schedules.get(script_id).cloned())
+    }
+
+    async fn list_schedules(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, CatalogError> {
+        let mut schedules: Vec<Schedule> = lock(&self.state)
+            .schedules
+            .values()
+            .filter(|schedule| owner.is_none_or(|owner| schedule.script_owner == owner))
+            .cloned()
+            .collect();
+        schedules.sort_by(|a, b| {
+            (&a.script_name, &a.script_owner).cmp(&(&b.script_name, &b.script_owner))
+        });
+        schedules.truncate(page(limit));
+        Ok(schedules)
+    }
+
+    async fn set_schedule_enabled(
+        &self,
+        script_id: &str,
+        enabled: bool,
+        next_fire_at: OffsetDateTime,
+    ) -> Result<Option<Schedule>, CatalogError> {
+        let mut state = lock(&self.state);
+        let Some(schedule) = state.schedules.get_mut(script_id) else {
+            return Ok(None);
+        };
+        if enabled && !schedule.enabled {
+            schedule.next_fire_at = next_fire_at;
+        }
+        schedule.enabled = enabled;
+        schedule.updated_at = now();
+        Ok(Some(schedule.clone()))
+    }
+
+    async fn due_schedules(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<(Schedule, Script)>, CatalogError> {
+        let state = lock(&self.state);
+        let mut due: Vec<(Schedule, Script)> = state
+            .schedules
+            .values()
+            .filter(|schedule| schedule.enabled && schedule.next_fire_at <= now)
+            .filter_map(|schedule| {
+                let script = state.scripts.get(&schedule.script_id)?;
+                Some((schedule.clone(), script.clone()))
+            })
+            .collect();
+        due.sort_by_key(|(schedule, _)| schedule.next_fire_at);
+        due.truncate(page(limit));
+        Ok(due)
+    }
+
+    async fn fire_schedule(&self, fire: Fire) -> Result<FireOutcome, CatalogError> {
+        fire.validate()?;
+        let mut state = lock(&self.state);
+        let now = now();
+        let Some(schedule) = state.schedules.get_mut(&fire.script_id) else {
+            return Ok(FireOutcome::Lost);
+        };
+        let key = (fire.script_id.clone(), fire.fire_time);
+        if !schedule.enabled
+            || schedule.next_fire_at != fire.expected_next_fire_at
+            || (fire.run.is_some() && state.fires.contains_key(&key))
+        {
+            return Ok(FireOutcome::Lost);
+        }
+        let Some(schedule) = state.schedules.get_mut(&fire.script_id) else {
+            return Ok(FireOutcome::Lost);
+        };
+        schedule.next_fire_at = fire.next_fire_at;
+        schedule.updated_at = now;
+        let Some(run) = fire.run else {
+            return Ok(FireOutcome::Advanced);
+        };
+        schedule.last_fire_at = Some(fire.fire_time);
+        schedule.missed_fires += fire.missed;
+        let overlapping = state.runs.values().any(|queued| {
+            queued.run.script_id == fire.script_id
+                && queued.run.trigger == RunTrigger::Schedule
+                && !queued.run.status.is_terminal()
+        });
+        let mut record = FireRecord {
+            script_id: fire.script_id,
+            fire_time: fire.fire_time,
+            status: FireStatus::SkippedOverlap,
+            run_id: None,
+            missed: fire.missed,
+            fired_by: fire.fired_by,
+            created_at: now,
+        };
+        if overlapping {
+            state.fires.insert(key, record);
+            return Ok(FireOutcome::SkippedOverlap);
+        }
+        let queued = queued_run(run, now, RunTrigger::Schedule, Some(fire.fire_time));
+        record.status = FireStatus::Queued;
+        record.run_id = Some(queued.id.clone());
+        state.fires.insert(key, record);
+        state.runs.insert(
+            queued.id.clone(),
+            QueuedRun {
+                run: queued.clone(),
+                not_before: now,
+            },
+        );
+        Ok(FireOutcome::Queued(Box::new(queued)))
+    }
+
+    async fn schedule_fires(
+        &self,
+        script_id: &str,
+        limit: u32,
+    ) -> Result<Vec<FireRecord>, CatalogError> {
+        let mut fires: Vec<FireRecord> = lock(&self.state)
+            .fires
+            .values()
+            .filter(|fire| fire.script_id == script_id)
+            .cloned()
+            .collect();
+        fires.sort_by_key(|fire| std::cmp::Reverse(fire.fire_time));
+        fires.truncate(page(limit));
+        Ok(fires)
+    }
+
+    async fn delete_old_fires(&self, retention: Duration, limit: u32) -> Result<u64, CatalogError> {
+        let mut state = lock(&self.state);
+        let cutoff = before(now(), retention);
+        let due: Vec<(String, OffsetDateTime)> = state
+            .fires
+            .iter()
+            .filter(|(_, fire)| fire.created_at < cutoff)
+            .map(|(key, _)| key.clone())
+            .take(page(limit))
+            .collect();
+        for key in &due {
+            state.fires.remove(key);
+        }
+        Ok(u64::try_from(due.len()).unwrap_or(u64::MAX))
     }
 }

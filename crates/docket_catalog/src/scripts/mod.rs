@@ -15,11 +15,19 @@
 //! fenced by `(id, lease owner, attempt)`: a worker that lost its lease writes
 //! nothing.
 //!
+//! Schedules (`schedule`): at most one per script, fired through
+//! [`ScriptStore::fire_schedule`], which makes each fire time one run (trigger
+//! `schedule`) or one `skipped_overlap` record, once, however many replicas
+//! fire it.
+//!
 //! Authorisation is not here: the store answers for any id or owner it is given.
 //! Failures reuse [`CatalogError`].
 
+mod schedule;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+pub use schedule::{Fire, FireOutcome, FireRecord, FireStatus, NewSchedule, RunTrigger, Schedule};
 
 use std::fmt;
 use std::sync::Arc;
@@ -80,6 +88,11 @@ pub struct ScriptChange {
     /// The roles the editor holds, which the new version carries only when the
     /// change brings new source.
     pub editor_roles: Vec<String>,
+    /// The version the change was made against: when given and the script is
+    /// no longer at it, nothing changes and the store answers
+    /// [`CatalogError::Stale`] (a patch computed on an old source must not
+    /// overwrite a newer one).
+    pub base_version: Option<i32>,
 }
 
 /// Whether a script may still be run.
@@ -277,8 +290,12 @@ pub struct Run {
     pub status: RunStatus,
     /// The bound parameters.
     pub params: Value,
-    /// Who asked for it.
+    /// Who asked for it (empty for a scheduled run).
     pub requested_by: String,
+    /// How it came to be.
+    pub trigger: RunTrigger,
+    /// The fire time it runs for, when a schedule queued it.
+    pub fire_time: Option<OffsetDateTime>,
     /// How many times a worker claimed it (the fencing token).
     pub attempt: i32,
     /// Platform faults so far (retried failures of the platform; not reclaims).
@@ -404,6 +421,8 @@ pub struct RunFilter {
     pub visible_to: Option<String>,
     /// Only runs strictly before this position, newest first (the next page).
     pub before: Option<PageCursor>,
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
 }
 
 /// What the script tools and the run bridge need from a database.
@@ -554,6 +573,82 @@ pub trait ScriptStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<String>, CatalogError>;
 
+    /// Sets `schedule` as its script's one schedule (replacing any), enabled,
+    /// with its missed-fire count at 0.
+    ///
+    /// # Errors
+    /// [`CatalogError::Invalid`], or [`CatalogError::Unavailable`] (also when
+    /// the script does not exist).
+    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError>;
+
+    /// The schedule of this script.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
+    async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError>;
+
+    /// At most `limit` schedules of `owner`'s scripts (everyone's with
+    /// `None`), by script name.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
+    async fn list_schedules(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, CatalogError>;
+
+    /// Enables or disables a script's schedule; enabling sets the fire time it
+    /// waits for (fires that passed while it was disabled are not missed: it
+    /// was told not to fire). `None` when the script has no schedule.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
+    async fn set_schedule_enabled(
+        &self,
+        script_id: &str,
+        enabled: bool,
+        next_fire_at: OffsetDateTime,
+    ) -> Result<Option<Schedule>, CatalogError>;
+
+    /// At most `limit` enabled schedules whose `next_fire_at` is at or before
+    /// `now`, with their scripts, soonest first.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
+    async fn due_schedules(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<(Schedule, Script)>, CatalogError>;
+
+    /// Fires a schedule once: in one transaction, advances it from
+    /// `expected_next_fire_at` to `next_fire_at` (adding `missed`) only if it
+    /// still waits for `expected_next_fire_at`, records the fire under the
+    /// unique (script, fire time), and queues the run — or records
+    /// `skipped_overlap` when the schedule's previous run is still queued or
+    /// running. Whoever loses a race writes nothing.
+    ///
+    /// # Errors
+    /// [`CatalogError::Invalid`], [`CatalogError::Unavailable`].
+    async fn fire_schedule(&self, fire: Fire) -> Result<FireOutcome, CatalogError>;
+
+    /// The newest `limit` fires of a script's schedule, newest first.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
+    async fn schedule_fires(
+        &self,
+        script_id: &str,
+        limit: u32,
+    ) -> Result<Vec<FireRecord>, CatalogError>;
+
+    /// Deletes at most `limit` fire records older than `retention`; how many.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`].
+    async fn delete_old_fires(&self, retention: Duration, limit: u32) -> Result<u64, CatalogError>;
+
     /// Installs the listener for run signals from other replicas. The default
     /// does nothing: on one replica there is no one to hear from.
     fn set_run_listener(&self, listener: RunSignalListener) {
@@ -589,6 +684,21 @@ impl ScriptChange {
     /// `current` source again. Only new source makes the editor an author.
     pub fn new_source(&self, current: &str) -> Option<&str> {
         self.source.as_deref().filter(|source| *source != current)
+    }
+}
+
+impl Fire {
+    /// Checks what every store refuses, with a message that says why.
+    ///
+    /// # Errors
+    /// [`CatalogError::Invalid`] naming the rule the value breaks.
+    pub fn validate(&self) -> Result<(), CatalogError> {
+        require(self.missed >= 0, "a missed count is not negative")?;
+        require(
+            self.fire_time >= self.expected_next_fire_at && self.next_fire_at > self.fire_time,
+            "a fire is at or after the time the schedule waits for, and before the next",
+        )?;
+        self.run.as_ref().map_or(Ok(()), NewRun::validate)
     }
 }
 

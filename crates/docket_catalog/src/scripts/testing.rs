@@ -13,9 +13,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use time::OffsetDateTime;
+use time::macros::datetime;
+
 use super::{
-    CancelOutcome, NewRun, NewScript, Renewal, Run, RunEnding, RunErrorKind, RunFilter, RunStatus,
-    ScriptChange, ScriptStatus, ScriptStore,
+    CancelOutcome, Fire, FireOutcome, FireStatus, NewRun, NewSchedule, NewScript, Renewal, Run,
+    RunEnding, RunErrorKind, RunFilter, RunStatus, RunTrigger, ScriptChange, ScriptStatus,
+    ScriptStore,
 };
 use crate::{CatalogError, generate_id};
 
@@ -122,6 +126,19 @@ pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
         .expect("exists");
     assert_eq!(changed.version, 2);
     assert!(!changed.enabled);
+    // A change made against version 1 no longer applies: nothing is saved.
+    let stale = store
+        .update_script(
+            &script.id,
+            ScriptChange {
+                source: Some("result = 3".into()),
+                base_version: Some(1),
+                editor: "admin".into(),
+                ..ScriptChange::default()
+            },
+        )
+        .await;
+    assert_eq!(stale, Err(CatalogError::Stale(2)));
     assert_eq!(changed.description, new.description);
     assert_eq!(v2.source, "result = 2");
     assert_eq!(v2.author, "admin", "new source makes its editor the author");
@@ -713,6 +730,330 @@ pub async fn runs_list_by_script_and_visibility(store: Arc<dyn ScriptStore>) {
         .expect("list");
     assert_eq!(everyone.len(), 2);
     assert_eq!(everyone[0].id, other.id);
+    // By status: every run here is queued, none has succeeded.
+    let queued = RunFilter {
+        status: Some(RunStatus::Queued),
+        ..by_script.clone()
+    };
+    assert_eq!(store.list_runs(&queued, 10).await.expect("list").len(), 2);
+    let succeeded = RunFilter {
+        status: Some(RunStatus::Succeeded),
+        ..by_script
+    };
+    assert!(
+        store
+            .list_runs(&succeeded, 10)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+}
+
+/// A schedule of `script` waiting for `next_fire_at`.
+fn new_schedule(script: &super::Script, next_fire_at: OffsetDateTime) -> NewSchedule {
+    NewSchedule {
+        script_id: script.id.clone(),
+        cron: "* * * * *".into(),
+        timezone: "Europe/Berlin".into(),
+        args: json!({"day": "${fire_date}"}),
+        next_fire_at,
+        set_by: script.owner.clone(),
+    }
+}
+
+/// The fire of `script`'s schedule at `fire_time`, one minute apart.
+fn fire_at(script: &super::Script, fire_time: OffsetDateTime, replica: &str) -> Fire {
+    Fire {
+        script_id: script.id.clone(),
+        expected_next_fire_at: fire_time,
+        fire_time,
+        missed: 0,
+        next_fire_at: fire_time + time::Duration::minutes(1),
+        fired_by: replica.into(),
+        run: Some(new_run(script, "")),
+    }
+}
+
+/// A schedule is one per script: set replaces it, list and read show it,
+/// enable and disable switch it (enabling sets the time it waits for), and
+/// it goes with its script.
+pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
+    let (script, _) = store
+        .create_script(new_script("alice", "nightly"))
+        .await
+        .expect("create");
+    let (other, _) = store
+        .create_script(new_script("bob", "hourly"))
+        .await
+        .expect("create");
+    assert_eq!(store.schedule(&script.id).await.expect("read"), None);
+    let first = datetime!(2026-06-01 04:00 UTC);
+    let set = store
+        .set_schedule(new_schedule(&script, first))
+        .await
+        .expect("set");
+    assert_eq!(set.script_name, "nightly");
+    assert_eq!(set.script_owner, "alice");
+    assert!(set.enabled);
+    assert_eq!(set.next_fire_at, first);
+    assert_eq!(set.args, json!({"day": "${fire_date}"}));
+    let replaced = store
+        .set_schedule(NewSchedule {
+            cron: "@daily".into(),
+            ..new_schedule(&script, first + time::Duration::days(1))
+        })
+        .await
+        .expect("replace");
+    assert_eq!(replaced.cron, "@daily");
+    assert_eq!(replaced.created_at, set.created_at);
+    store
+        .set_schedule(new_schedule(&other, first))
+        .await
+        .expect("set");
+    let mine = store.list_schedules(Some("alice"), 10).await.expect("list");
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].cron, "@daily");
+    assert_eq!(store.list_schedules(None, 10).await.expect("list").len(), 2);
+
+    let off = store
+        .set_schedule_enabled(&script.id, false, first)
+        .await
+        .expect("disable")
+        .expect("exists");
+    assert!(!off.enabled);
+    assert!(
+        store
+            .due_schedules(first + time::Duration::days(30), 10)
+            .await
+            .expect("due")
+            .iter()
+            .all(|(schedule, _)| schedule.script_id != script.id),
+        "a disabled schedule is never due"
+    );
+    let later = datetime!(2026-07-01 04:00 UTC);
+    let on = store
+        .set_schedule_enabled(&script.id, true, later)
+        .await
+        .expect("enable")
+        .expect("exists");
+    assert!(on.enabled);
+    assert_eq!(on.next_fire_at, later);
+    // Enabling an enabled schedule does not move it.
+    let again = store
+        .set_schedule_enabled(&script.id, true, later + time::Duration::days(1))
+        .await
+        .expect("enable")
+        .expect("exists");
+    assert_eq!(again.next_fire_at, later);
+    assert_eq!(
+        store
+            .set_schedule_enabled("no-such-script", true, later)
+            .await
+            .expect("enable"),
+        None
+    );
+    assert!(matches!(
+        store
+            .set_schedule(new_schedule(&script, first))
+            .await
+            .map(|_| ()),
+        Ok(())
+    ));
+    let missing = super::Script {
+        id: "no-such-script".into(),
+        ..script.clone()
+    };
+    assert!(
+        store
+            .set_schedule(new_schedule(&missing, first))
+            .await
+            .is_err()
+    );
+    assert!(store.delete_script(&script.id).await.expect("delete"));
+    assert_eq!(store.schedule(&script.id).await.expect("read"), None);
+}
+
+/// A fire happens once: of two fires for the same time only one writes, it
+/// queues a run with trigger `schedule` and its fire time, and the schedule
+/// moves on; a fire while that run is open is recorded `skipped_overlap`; a
+/// fire without a run only advances; missed fires add up.
+pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
+    let (script, _) = store
+        .create_script(new_script("alice", "minutely"))
+        .await
+        .expect("create");
+    let first = datetime!(2026-06-01 04:00 UTC);
+    store
+        .set_schedule(new_schedule(&script, first))
+        .await
+        .expect("set");
+    let due = store.due_schedules(first, 10).await.expect("due");
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].1.id, script.id);
+    assert!(
+        store
+            .due_schedules(first - time::Duration::seconds(1), 10)
+            .await
+            .expect("due")
+            .is_empty()
+    );
+
+    let (one, two) = tokio::join!(
+        store.fire_schedule(fire_at(&script, first, "a")),
+        store.fire_schedule(fire_at(&script, first, "b")),
+    );
+    let outcomes = [one.expect("fire"), two.expect("fire")];
+    let queued: Vec<&Run> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            FireOutcome::Queued(run) => Some(run.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(queued.len(), 1, "{outcomes:?}");
+    assert!(outcomes.contains(&FireOutcome::Lost), "{outcomes:?}");
+    let run = queued[0].clone();
+    assert_eq!(run.trigger, RunTrigger::Schedule);
+    assert_eq!(run.fire_time, Some(first));
+    assert_eq!(run.status, RunStatus::Queued);
+    let schedule = store
+        .schedule(&script.id)
+        .await
+        .expect("read")
+        .expect("set");
+    assert_eq!(schedule.next_fire_at, first + time::Duration::minutes(1));
+    assert_eq!(schedule.last_fire_at, Some(first));
+    // A fire for a time already fired (the schedule set back to it) writes nothing.
+    store
+        .set_schedule(new_schedule(&script, first))
+        .await
+        .expect("set back");
+    assert_eq!(
+        store
+            .fire_schedule(fire_at(&script, first, "c"))
+            .await
+            .expect("fire"),
+        FireOutcome::Lost
+    );
+    assert_eq!(
+        store
+            .schedule(&script.id)
+            .await
+            .expect("read")
+            .expect("set")
+            .next_fire_at,
+        first
+    );
+    store
+        .set_schedule(new_schedule(&script, first + time::Duration::minutes(1)))
+        .await
+        .expect("set forward");
+
+    // The run is still queued: the next fire overlaps it, and says so.
+    let second = first + time::Duration::minutes(1);
+    let overlapping = Fire {
+        missed: 2,
+        ..fire_at(&script, second, "a")
+    };
+    assert_eq!(
+        store.fire_schedule(overlapping).await.expect("fire"),
+        FireOutcome::SkippedOverlap
+    );
+    let schedule = store
+        .schedule(&script.id)
+        .await
+        .expect("read")
+        .expect("set");
+    assert_eq!(schedule.missed_fires, 2);
+    assert_eq!(schedule.next_fire_at, second + time::Duration::minutes(1));
+
+    // Once it ended, the next fire queues again.
+    let claimed = store.claim("w", LONG).await.expect("claim").expect("run");
+    assert_eq!(claimed.id, run.id);
+    let lease = claimed.lease().expect("leased");
+    assert!(
+        store
+            .finish(&lease, succeeded(json!({})))
+            .await
+            .expect("finish")
+    );
+    let third = second + time::Duration::minutes(1);
+    assert!(matches!(
+        store
+            .fire_schedule(fire_at(&script, third, "b"))
+            .await
+            .expect("fire"),
+        FireOutcome::Queued(_)
+    ));
+    // A fire with no run (the script is disabled) only moves the schedule on.
+    let fourth = third + time::Duration::minutes(1);
+    assert_eq!(
+        store
+            .fire_schedule(Fire {
+                run: None,
+                missed: 5,
+                ..fire_at(&script, fourth, "a")
+            })
+            .await
+            .expect("fire"),
+        FireOutcome::Advanced
+    );
+    let schedule = store
+        .schedule(&script.id)
+        .await
+        .expect("read")
+        .expect("set");
+    assert_eq!(schedule.next_fire_at, fourth + time::Duration::minutes(1));
+    assert_eq!(
+        schedule.missed_fires, 2,
+        "an advance without a run misses nothing"
+    );
+
+    let fires = store.schedule_fires(&script.id, 10).await.expect("fires");
+    let summary: Vec<(OffsetDateTime, FireStatus, i64)> = fires
+        .iter()
+        .map(|fire| (fire.fire_time, fire.status, fire.missed))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (third, FireStatus::Queued, 0),
+            (second, FireStatus::SkippedOverlap, 2),
+            (first, FireStatus::Queued, 0),
+        ]
+    );
+    assert_eq!(fires[2].run_id.as_deref(), Some(run.id.as_str()));
+    assert_eq!(fires[1].run_id, None);
+    // Scheduled runs list like any run, and by status.
+    let scheduled = store
+        .list_runs(
+            &RunFilter {
+                script_id: Some(script.id.clone()),
+                status: Some(RunStatus::Succeeded),
+                ..RunFilter::default()
+            },
+            10,
+        )
+        .await
+        .expect("list");
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(scheduled[0].trigger, RunTrigger::Schedule);
+    // Fire records have a retention: none is old yet.
+    assert_eq!(
+        store
+            .delete_old_fires(Duration::from_secs(3600), 100)
+            .await
+            .expect("retention"),
+        0
+    );
+    tokio::time::sleep(TICK).await;
+    assert_eq!(
+        store
+            .delete_old_fires(Duration::ZERO, 100)
+            .await
+            .expect("retention"),
+        3
+    );
 }
 
 /// Generates one `#[tokio::test]` per [`ScriptStore`] property in
@@ -732,6 +1073,8 @@ macro_rules! script_store_suite {
             cancels_end_queued_runs_and_mark_running_ones,
             retention_deletes_only_ended_runs,
             runs_list_by_script_and_visibility,
+            schedules_are_one_per_script,
+            a_fire_time_fires_once,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -897,6 +1240,60 @@ impl ScriptStore for FlakyScripts {
     ) -> Result<Vec<String>, CatalogError> {
         self.check()?;
         self.inner.delete_finished_runs(retention, limit).await
+    }
+    async fn set_schedule(
+        &self,
+        schedule: super::NewSchedule,
+    ) -> Result<super::Schedule, CatalogError> {
+        self.check()?;
+        self.inner.set_schedule(schedule).await
+    }
+    async fn schedule(&self, script_id: &str) -> Result<Option<super::Schedule>, CatalogError> {
+        self.check()?;
+        self.inner.schedule(script_id).await
+    }
+    async fn list_schedules(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<super::Schedule>, CatalogError> {
+        self.check()?;
+        self.inner.list_schedules(owner, limit).await
+    }
+    async fn set_schedule_enabled(
+        &self,
+        script_id: &str,
+        enabled: bool,
+        next_fire_at: time::OffsetDateTime,
+    ) -> Result<Option<super::Schedule>, CatalogError> {
+        self.check()?;
+        self.inner
+            .set_schedule_enabled(script_id, enabled, next_fire_at)
+            .await
+    }
+    async fn due_schedules(
+        &self,
+        now: time::OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<(super::Schedule, super::Script)>, CatalogError> {
+        self.check()?;
+        self.inner.due_schedules(now, limit).await
+    }
+    async fn fire_schedule(&self, fire: super::Fire) -> Result<super::FireOutcome, CatalogError> {
+        self.check()?;
+        self.inner.fire_schedule(fire).await
+    }
+    async fn schedule_fires(
+        &self,
+        script_id: &str,
+        limit: u32,
+    ) -> Result<Vec<super::FireRecord>, CatalogError> {
+        self.check()?;
+        self.inner.schedule_fires(script_id, limit).await
+    }
+    async fn delete_old_fires(&self, retention: Duration, limit: u32) -> Result<u64, CatalogError> {
+        self.check()?;
+        self.inner.delete_old_fires(retention, limit).await
     }
     fn set_run_listener(&self, listener: super::RunSignalListener) {
         self.inner.set_run_listener(listener);

@@ -26,6 +26,8 @@ pub(crate) enum ToChild {
         source: String,
         run_id: String,
         params: Map<String, Value>,
+        #[serde(default)]
+        fire_time: Option<String>,
         limits: WireLimits,
     },
     /// The answer to the host call numbered `call`.
@@ -269,6 +271,21 @@ mod tests {
             .block_on(read::<ToChild>(&mut frame.as_slice()))
             .expect("reads")
             .expect("one message")
+    }
+
+    #[test]
+    fn a_scheduled_runs_fire_time_crosses_to_the_child() {
+        let start = ToChild::Start {
+            source: "print(run.fire_time)".into(),
+            run_id: "run-1".into(),
+            params: Map::new(),
+            fire_time: Some("2026-06-01T04:00:00Z".into()),
+            limits: WireLimits::from(&Limits::run()),
+        };
+        let ToChild::Start { fire_time, .. } = round_trip(&start) else {
+            panic!("not a start");
+        };
+        assert_eq!(fire_time.as_deref(), Some("2026-06-01T04:00:00Z"));
     }
 
     #[test]

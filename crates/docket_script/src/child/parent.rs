@@ -83,6 +83,7 @@ pub(super) async fn run(
         source,
         run_id: input.run_id,
         params: input.params,
+        fire_time: input.fire_time,
         limits: WireLimits::from(&limits),
     };
     match frame::encode(&start) {

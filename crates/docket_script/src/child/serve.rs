@@ -52,10 +52,15 @@ async fn serve_pipes() -> u8 {
             source,
             run_id,
             params,
+            fire_time,
             limits,
         })) => (
             source,
-            ScriptInput { run_id, params },
+            ScriptInput {
+                run_id,
+                params,
+                fire_time,
+            },
             Limits::from(&limits),
         ),
         Ok(None) => return PARENT_GONE,

@@ -121,6 +121,12 @@ impl Config {
         if self.scripts.heartbeat_interval.is_zero() {
             problems.push("scripts.heartbeat_interval: must be greater than zero".into());
         }
+        if self.scripts.schedules.interval < std::time::Duration::from_secs(1) {
+            problems.push(
+                "scripts.schedules.interval: must be at least 1s (a schedule fires at most once a minute)"
+                    .into(),
+            );
+        }
         if self.tasks.poll_interval_ms == 0 {
             problems.push("tasks.poll_interval_ms: must be greater than zero".into());
         }
@@ -489,6 +495,25 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(config.tasks.heartbeat_interval, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_scheduler_interval_has_a_floor_and_schedules_parse() {
+        let err = Config::from_yaml("scripts: { schedules: { interval: 0s } }\n", &env)
+            .expect_err("invalid");
+        assert!(
+            err.problems
+                .iter()
+                .any(|p| p.starts_with("scripts.schedules.interval")),
+            "{err}"
+        );
+        let config = Config::from_yaml(
+            "scripts: { schedules: { enabled: false, interval: 30s } }\n",
+            &env,
+        )
+        .expect("valid");
+        assert!(!config.scripts.schedules.enabled);
+        assert_eq!(config.scripts.schedules.interval, Duration::from_secs(30));
     }
 
     #[test]

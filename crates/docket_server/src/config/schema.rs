@@ -276,6 +276,30 @@ pub struct ScriptsConfig {
     /// How long `run_script` waits for the run when `wait_seconds` is not given.
     #[serde(deserialize_with = "deserialize_duration")]
     pub default_wait: Duration,
+    /// This replica's scheduler.
+    pub schedules: ScheduleConfig,
+}
+
+/// The `scripts.schedules:` section.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ScheduleConfig {
+    /// Whether this replica runs the scheduler. Any number of replicas may:
+    /// each fire time still becomes one run.
+    pub enabled: bool,
+    /// How often the scheduler looks for due schedules; a fire is at most
+    /// this late.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub interval: Duration,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: Duration::from_secs(15),
+        }
+    }
 }
 
 impl Default for ScriptsConfig {
@@ -291,6 +315,7 @@ impl Default for ScriptsConfig {
             max_steps: 20_000_000,
             timeout: Duration::from_secs(600),
             default_wait: Duration::from_secs(120),
+            schedules: ScheduleConfig::default(),
         }
     }
 }

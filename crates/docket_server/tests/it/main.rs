@@ -8,6 +8,8 @@ mod http;
 mod legacy;
 mod listen;
 mod pipeline;
+mod script_authoring;
+mod script_schedules;
 mod scripts;
 mod service;
 mod support;

@@ -682,6 +682,43 @@ async fn run_script_is_refused_inside_a_run(backend: Backend) {
             .is_some_and(|error| error.contains("never change what exists")),
         "{result}"
     );
+    // Patching and scheduling change what will execute: refused too; reading is not.
+    for (name, call) in [
+        (
+            "patcher",
+            "platform.call('manage_script', {'command': 'patch', 'name': 'target', 'edits': [{'op': 'append', 'text': 'print(2)'}]})",
+        ),
+        (
+            "scheduler",
+            "platform.call('manage_script', {'command': 'schedule_set', 'name': 'target', 'cron': '* * * * *'})",
+        ),
+        (
+            "unscheduler",
+            "platform.call('manage_script', {'command': 'schedule_disable', 'name': 'target'})",
+        ),
+    ] {
+        f.create("alice", name, call).await;
+        let result = f.call("alice", "run_script", json!({"name": name})).await;
+        assert!(
+            result["structuredContent"]["error"]
+                .as_str()
+                .is_some_and(|error| error.contains("never change what exists")),
+            "{name}: {result}"
+        );
+    }
+    f.create(
+        "alice",
+        "reader",
+        "print(len(platform.call('manage_script', {'command': 'help'})['commands']))",
+    )
+    .await;
+    let result = f
+        .call("alice", "run_script", json!({"name": "reader"}))
+        .await;
+    assert_eq!(
+        result["structuredContent"]["status"], "succeeded",
+        "{result}"
+    );
 }
 
 async fn a_run_is_its_task(backend: Backend) {

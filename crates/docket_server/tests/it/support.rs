@@ -248,6 +248,17 @@ pub(crate) struct StoredServer {
 impl StoredServer {
     /// Builds an app from `config` over `database` and serves it.
     pub(crate) async fn start(config: Config, database: &TestDatabase, scripts: bool) -> Self {
+        Self::start_with(config, database, scripts, |builder| builder).await
+    }
+
+    /// [`StoredServer::start`], with `customize` applied to the builder last
+    /// (a test's scheduler clock, say).
+    pub(crate) async fn start_with(
+        config: Config,
+        database: &TestDatabase,
+        scripts: bool,
+        customize: impl FnOnce(docket_server::AppBuilder) -> docket_server::AppBuilder,
+    ) -> Self {
         let store = database.connect().await;
         let files = std::env::temp_dir().join(format!(
             "docket-assets-{}",
@@ -260,7 +271,7 @@ impl StoredServer {
         if scripts {
             builder = builder.scripts(store.script_store());
         }
-        let app = builder
+        let app = customize(builder)
             .assets(
                 store.asset_store(),
                 Some(store.call_catalog()),

@@ -12,6 +12,7 @@ mod connection;
 mod listen;
 mod migrations;
 mod prompts;
+mod schedules;
 mod scripts;
 mod sessions;
 mod tasks;

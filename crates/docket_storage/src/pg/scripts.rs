@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 
 use super::PgStore;
 use super::listen::run_channel;
+use super::schedules;
 use crate::columns::PgColumns;
 use crate::error::catalog_query_error;
 use crate::scripts::rows::{
@@ -22,8 +23,9 @@ use crate::shared;
 use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
-    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, RunSignalListener,
-    Script, ScriptChange, ScriptStore, ScriptVersion,
+    CancelOutcome, Fire, FireOutcome, FireRecord, Lease, NewRun, NewSchedule, NewScript, Renewal,
+    Run, RunEnding, RunFilter, RunSignalListener, Schedule, Script, ScriptChange, ScriptStore,
+    ScriptVersion,
 };
 
 /// The fence every write of a lease holder carries ($1 id, $2 owner, $3 attempt).
@@ -136,6 +138,11 @@ impl ScriptStore for PgStore {
                 else {
                     return Ok(None);
                 };
+                if let Some(base) = change.base_version
+                    && base != current.version
+                {
+                    return Ok(Some(Err(current.version)));
+                }
                 let description = change.description.as_ref().unwrap_or(&current.description);
                 let params = change.params.as_ref().unwrap_or(&current.params);
                 // Only new source changes whose roles the version carries.
@@ -174,12 +181,15 @@ impl ScriptStore for PgStore {
                 .bind::<Nullable<Text>, _>(change.status.map(|status| status.as_str()))
                 .get_result::<ScriptRow>(conn)
                 .await?;
-                Ok::<_, diesel::result::Error>(Some((script_row, version_row)))
+                Ok::<_, diesel::result::Error>(Some(Ok((script_row, version_row))))
             })
             .await
             .map_err(catalog_query_error)?;
-        rows.map(|(script, version)| Ok((script.try_into()?, version.try_into()?)))
-            .transpose()
+        match rows {
+            None => Ok(None),
+            Some(Err(current)) => Err(CatalogError::Stale(current)),
+            Some(Ok((script, version))) => Ok(Some((script.try_into()?, version.try_into()?))),
+        }
     }
 
     async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
@@ -321,6 +331,7 @@ impl ScriptStore for PgStore {
              WHERE ($1::text IS NULL OR script_id = $1) \
                AND ($2::text IS NULL OR requested_by = $2 OR script_owner = $2) \
                AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4)) \
+               AND ($6::text IS NULL OR status = $6) \
              ORDER BY created_at DESC, id DESC LIMIT $5"
         ))
         .bind::<Nullable<Text>, _>(&filter.script_id)
@@ -328,6 +339,7 @@ impl ScriptStore for PgStore {
         .bind::<Nullable<Timestamptz>, _>(filter.before.as_ref().map(|cursor| cursor.created_at))
         .bind::<Nullable<Text>, _>(filter.before.as_ref().map(|cursor| &cursor.id))
         .bind::<BigInt, _>(shared::limit(limit))
+        .bind::<Nullable<Text>, _>(filter.status.map(|status| status.as_str()))
         .load::<RunRow>(&mut *self.catalog_conn().await?)
         .await
         .map_err(catalog_query_error)?;
@@ -490,6 +502,55 @@ impl ScriptStore for PgStore {
         .await
         .map_err(catalog_query_error)?;
         Ok(rows.into_iter().map(|row| row.id).collect())
+    }
+
+    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
+        schedules::set_schedule(self, schedule).await
+    }
+
+    async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError> {
+        schedules::schedule(self, script_id).await
+    }
+
+    async fn list_schedules(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, CatalogError> {
+        schedules::list_schedules(self, owner, limit).await
+    }
+
+    async fn set_schedule_enabled(
+        &self,
+        script_id: &str,
+        enabled: bool,
+        next_fire_at: OffsetDateTime,
+    ) -> Result<Option<Schedule>, CatalogError> {
+        schedules::set_schedule_enabled(self, script_id, enabled, next_fire_at).await
+    }
+
+    async fn due_schedules(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<(Schedule, Script)>, CatalogError> {
+        schedules::due_schedules(self, now, limit).await
+    }
+
+    async fn fire_schedule(&self, fire: Fire) -> Result<FireOutcome, CatalogError> {
+        schedules::fire_schedule(self, fire).await
+    }
+
+    async fn schedule_fires(
+        &self,
+        script_id: &str,
+        limit: u32,
+    ) -> Result<Vec<FireRecord>, CatalogError> {
+        schedules::schedule_fires(self, script_id, limit).await
+    }
+
+    async fn delete_old_fires(&self, retention: Duration, limit: u32) -> Result<u64, CatalogError> {
+        schedules::delete_old_fires(self, retention, limit).await
     }
 
     fn set_run_listener(&self, listener: RunSignalListener) {

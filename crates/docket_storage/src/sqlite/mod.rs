@@ -24,6 +24,7 @@ mod audit;
 mod calls;
 mod migrations;
 mod prompts;
+mod schedules;
 mod scripts;
 mod sessions;
 mod sql;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::SqliteStore;
+use super::schedules;
 use super::sql::{modifier, now, time};
 use crate::columns::TextColumns;
 use crate::error::catalog_error;
@@ -24,8 +25,8 @@ use crate::shared;
 use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
-    CancelOutcome, Lease, NewRun, NewScript, Renewal, Run, RunEnding, RunFilter, Script,
-    ScriptChange, ScriptStore, ScriptVersion,
+    CancelOutcome, Fire, FireOutcome, FireRecord, Lease, NewRun, NewSchedule, NewScript, Renewal,
+    Run, RunEnding, RunFilter, Schedule, Script, ScriptChange, ScriptStore, ScriptVersion,
 };
 
 /// The fence every write of a lease holder carries (?1 id, ?2 owner, ?3 attempt).
@@ -142,6 +143,11 @@ impl ScriptStore for SqliteStore {
                     else {
                         return Ok(None);
                     };
+                    if let Some(base) = change.base_version
+                        && base != current.version
+                    {
+                        return Ok(Some(Err(current.version)));
+                    }
                     let current_params: Value =
                         serde_json::from_str(&current.params).unwrap_or(Value::Array(Vec::new()));
                     let description = change.description.as_ref().unwrap_or(&current.description);
@@ -184,13 +190,16 @@ impl ScriptStore for SqliteStore {
                     .bind::<Nullable<Bool>, _>(change.enabled)
                     .bind::<Nullable<Text>, _>(change.status.map(|status| status.as_str()))
                     .get_result::<ScriptRow>(conn)?;
-                    Ok(Some((script_row, version_row)))
+                    Ok(Some(Ok((script_row, version_row))))
                 })
             })
             .await
             .map_err(catalog_error)?;
-        rows.map(|(script, version)| Ok((script.try_into()?, version.try_into()?)))
-            .transpose()
+        match rows {
+            None => Ok(None),
+            Some(Err(current)) => Err(CatalogError::Stale(current)),
+            Some(Ok((script, version))) => Ok(Some((script.try_into()?, version.try_into()?))),
+        }
     }
 
     async fn find_script(&self, owner: &str, name: &str) -> Result<Option<Script>, CatalogError> {
@@ -353,6 +362,7 @@ impl ScriptStore for SqliteStore {
                      WHERE (?1 IS NULL OR script_id = ?1) \
                        AND (?2 IS NULL OR requested_by = ?2 OR script_owner = ?2) \
                        AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4)) \
+                       AND (?6 IS NULL OR status = ?6) \
                      ORDER BY created_at DESC, id DESC LIMIT ?5"
                 ))
                 .bind::<Nullable<Text>, _>(&filter.script_id)
@@ -360,6 +370,7 @@ impl ScriptStore for SqliteStore {
                 .bind::<Nullable<Text>, _>(&before)
                 .bind::<Nullable<Text>, _>(filter.before.as_ref().map(|cursor| &cursor.id))
                 .bind::<BigInt, _>(shared::limit(limit))
+                .bind::<Nullable<Text>, _>(filter.status.map(|status| status.as_str()))
                 .load::<RunRow>(conn)
             })
             .await
@@ -563,6 +574,55 @@ impl ScriptStore for SqliteStore {
             .await
             .map_err(catalog_error)?;
         Ok(rows.into_iter().map(|row| row.id).collect())
+    }
+
+    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
+        schedules::set_schedule(self, schedule).await
+    }
+
+    async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError> {
+        schedules::schedule(self, script_id).await
+    }
+
+    async fn list_schedules(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Schedule>, CatalogError> {
+        schedules::list_schedules(self, owner, limit).await
+    }
+
+    async fn set_schedule_enabled(
+        &self,
+        script_id: &str,
+        enabled: bool,
+        next_fire_at: OffsetDateTime,
+    ) -> Result<Option<Schedule>, CatalogError> {
+        schedules::set_schedule_enabled(self, script_id, enabled, next_fire_at).await
+    }
+
+    async fn due_schedules(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<(Schedule, Script)>, CatalogError> {
+        schedules::due_schedules(self, now, limit).await
+    }
+
+    async fn fire_schedule(&self, fire: Fire) -> Result<FireOutcome, CatalogError> {
+        schedules::fire_schedule(self, fire).await
+    }
+
+    async fn schedule_fires(
+        &self,
+        script_id: &str,
+        limit: u32,
+    ) -> Result<Vec<FireRecord>, CatalogError> {
+        schedules::schedule_fires(self, script_id, limit).await
+    }
+
+    async fn delete_old_fires(&self, retention: Duration, limit: u32) -> Result<u64, CatalogError> {
+        schedules::delete_old_fires(self, retention, limit).await
     }
 }
 

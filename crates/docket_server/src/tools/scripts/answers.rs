@@ -77,7 +77,7 @@ pub(super) fn run_json(run: &Run) -> Value {
         "run_id": run.id,
         "status": run.status.as_str(),
         "version": run.version,
-        "trigger": "tool",
+        "trigger": run.trigger.as_str(),
         "attempt": run.attempt,
         "tool_calls": run.host_calls,
         // The sandbox's value is the original's script-decided part of the run
@@ -87,6 +87,9 @@ pub(super) fn run_json(run: &Run) -> Value {
         "started_at": timestamp(run.started_at),
         "finished_at": timestamp(run.finished_at),
     });
+    if run.fire_time.is_some() {
+        value["fire_time"] = timestamp(run.fire_time);
+    }
     if let (Some(started), Some(finished)) = (run.started_at, run.finished_at) {
         value["duration_ms"] = json!((finished - started).whole_milliseconds().max(0));
     }

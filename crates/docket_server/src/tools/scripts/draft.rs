@@ -97,6 +97,7 @@ pub(super) async fn draft(
             ScriptInput {
                 run_id: run_id.clone(),
                 params,
+                fire_time: None,
             },
             host,
             Limits::draft(),

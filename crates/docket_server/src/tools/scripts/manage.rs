@@ -1,4 +1,6 @@
-//! `manage_script`: create, update, get, list, delete, validate and run_draft.
+//! `manage_script`: the command dispatch, and create, update, get, list,
+//! delete and validate. The authoring commands (patch, diff, outline, stats)
+//! are in `authoring`, run_draft in `draft`, runs and get_run in `runs`.
 
 use docket_catalog::scripts::{NewScript, Script, ScriptChange, ScriptStatus, ScriptVersion};
 use docket_catalog::{CatalogError, generate_id};
@@ -11,9 +13,13 @@ use super::answers::{
     AUTHORING, REENTRANT, inside_run, not_found, refusal, script_json, syntax_refusal, text_result,
     unavailable,
 };
+use super::authoring::{patch, script_outline, stats, version_diff};
 use super::context::{MAX_LIST, ScriptTools, is_run, string_arg};
 use super::draft::draft;
+use super::help::{help, known_commands};
 use super::params::check_contract;
+use super::runs::{get_run, script_runs};
+use super::schedules::{schedule_list, schedule_set, schedule_switch};
 
 pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
     let command = string_arg(&call, "command").unwrap_or_default();
@@ -21,13 +27,28 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
     if is_run(&call.identity) {
         match command {
             "run_draft" => return inside_run("manage_script run_draft", REENTRANT),
-            "create" | "update" | "delete" => {
+            "create" | "update" | "delete" | "patch" | "schedule_set" | "schedule_enable"
+            | "schedule_disable" => {
                 return inside_run(&format!("manage_script {command}"), AUTHORING);
             }
             _ => {}
         }
     }
-    let needs_name = matches!(command, "create" | "update" | "get" | "delete");
+    let needs_name = matches!(
+        command,
+        "create"
+            | "update"
+            | "get"
+            | "delete"
+            | "patch"
+            | "diff"
+            | "outline"
+            | "stats"
+            | "runs"
+            | "schedule_set"
+            | "schedule_enable"
+            | "schedule_disable"
+    );
     if needs_name && name.is_empty() {
         return refusal(
             Refusal::InvalidArguments,
@@ -114,6 +135,7 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
                 status: string_arg(&call, "status").and_then(ScriptStatus::parse),
                 editor: call.identity.subject.clone(),
                 editor_roles: call.identity.roles.clone(),
+                base_version: None,
             };
             let gave_source = change.source.is_some();
             match deps.store.update_script(&script.id, change).await {
@@ -184,7 +206,10 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
             }
         }
         "validate" => match source {
-            Some(_) => ToolOutcome::Result(text_result(json!({"valid": true}), false)),
+            Some(source) => ToolOutcome::Result(text_result(
+                validated(source, call.arguments.get("params"), deps),
+                false,
+            )),
             None => refusal(
                 Refusal::InvalidArguments,
                 "validate needs a source",
@@ -192,10 +217,62 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
             ),
         },
         "run_draft" => draft(deps, &call, name, source).await,
+        "help" => ToolOutcome::Result(text_result(help(), false)),
+        "get_run" => get_run(deps, &call).await,
+        "schedule_list" => schedule_list(deps, &call).await,
+        "patch" | "diff" | "outline" | "stats" | "runs" | "schedule_set" | "schedule_enable"
+        | "schedule_disable" => {
+            let script = match deps.owned(&call, name).await {
+                Ok(script) => script,
+                Err(refused) => return refused,
+            };
+            match command {
+                "patch" => patch(deps, &call, script).await,
+                "diff" => version_diff(deps, &call, script).await,
+                "outline" => script_outline(deps, &call, script).await,
+                "stats" => stats(deps, script).await,
+                "schedule_set" => schedule_set(deps, &call, script).await,
+                "schedule_enable" => schedule_switch(deps, script, true).await,
+                "schedule_disable" => schedule_switch(deps, script, false).await,
+                _ => script_runs(deps, &call, script).await,
+            }
+        }
         other => refusal(
             Refusal::InvalidArguments,
             &format!("unknown command: {other}"),
-            "Use create, update, get, list, delete, validate or run_draft.",
+            &format!("The commands are: {}.", known_commands()),
         ),
     }
+}
+
+/// What `validate` answers for source that passed every check: which checks
+/// those were, so a caller knows what "valid" covers (and what only a run
+/// finds: wrong tool arguments, failing queries, a name unbound on one path).
+fn validated(source: &str, params: Option<&Value>, deps: &ScriptTools) -> Value {
+    let mut checked = vec![
+        json!(format!(
+            "size: {} of at most {} bytes",
+            source.len(),
+            deps.run_limits.max_source_bytes
+        )),
+        json!("nesting: brackets and operator runs within the parser's safe depth"),
+        json!(
+            "syntax: the script dialect (def, lambda, top-level for and if; no load, no while, no type annotations, no f-strings)"
+        ),
+        json!(
+            "names: every name used is defined or predeclared (platform, json, date, run, print and the Starlark builtins)"
+        ),
+    ];
+    if params.is_some() {
+        checked.push(json!(
+            "params: each has a name and a type of string, int, float, bool, date, enum or connection"
+        ));
+    }
+    json!({
+        "valid": true,
+        "checked": checked,
+        "not_checked": "tool names and arguments, queries and connections: a run_draft exercises those",
+        "bytes": source.len(),
+        "lines": source.lines().count(),
+    })
 }

@@ -1,6 +1,8 @@
 //! The script tools: `manage_script` (create, update, get, list, delete,
-//! validate, run_draft), `run_script`, `get_run`, `list_runs` and
-//! `cancel_run`, over the [`ScriptStore`] and the [`RunBridge`].
+//! validate, run_draft, help, patch, diff, outline, stats, runs, get_run,
+//! schedule_set, schedule_list, schedule_enable, schedule_disable),
+//! `run_script`, `get_run`, `list_runs` and `cancel_run`, over the
+//! [`ScriptStore`] and the [`RunBridge`].
 //!
 //! Who may do what (the original platform's rules): a script is seen, run,
 //! changed and deleted by its owner and administrators; anyone else is told
@@ -17,13 +19,16 @@
 //! still going. `tasks/get` on a run id answers this same result.
 
 mod answers;
+mod authoring;
 mod context;
 mod draft;
+mod help;
 mod manage;
 mod params;
 mod run;
 mod run_tasks;
 mod runs;
+mod schedules;
 
 pub(crate) use context::{DRAFT_SLOTS, ScriptTools};
 pub(crate) use run_tasks::RunTasks;
@@ -73,11 +78,17 @@ pub(crate) fn register(
         ToolSpec::new(
             MANAGE_SCRIPT,
             "Manages your Starlark scripts: create, update (each save is a new version), get, list, delete, \
-             validate (parse without saving) and run_draft (run source as yourself, nothing saved). Scripts use \
-             platform.call(tool, args), platform.query(sql, connection=, params=), platform.export(name, rows, format), \
-             json, run.params and print.",
+             validate (parse without saving), run_draft (run source as yourself, nothing saved), patch (anchored \
+             edits: edits=[{op?, find | pattern, replace | text, section?, occurrence?}], base_version?, dry_run?), \
+             diff (between two versions), outline, stats, runs (run_status?, limit?), get_run (run_id), \
+             schedule_set (cron, timezone?, args?: one schedule per script), schedule_list, schedule_enable, \
+             schedule_disable and help. \
+             Scripts use platform.call(tool, args), platform.query(sql, connection=, params=), \
+             platform.export(name, rows, format), json, run.params and print.",
             json!({"type": "object", "properties": {
-                "command": {"type": "string", "enum": ["create", "update", "get", "list", "delete", "validate", "run_draft"]},
+                // No enum: an unknown command is answered by the tool, with the
+                // known ones named (as the original answers `unknown command: X`).
+                "command": {"type": "string", "description": format!("one of: {}", help::known_commands())},
                 "name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "source": {"type": "string"},
                 "description": {"type": "string"},
@@ -85,7 +96,18 @@ pub(crate) fn register(
                 "args": {"type": "object"},
                 "enabled": {"type": "boolean"},
                 "status": {"type": "string", "enum": ["active", "deprecated"]},
-                "owner": {"type": "string", "description": "Administrators: the owner of the script to address."}
+                "owner": {"type": "string", "description": "Administrators: the owner of the script to address."},
+                "edits": {"type": "array", "maxItems": 100, "items": {"type": "object"},
+                          "description": "patch: [{op?, find | pattern, replace | text, section?, occurrence?}]"},
+                "base_version": {"type": "integer", "minimum": 1, "description": "patch: the version the edits were written against."},
+                "dry_run": {"type": "boolean", "description": "patch: answer the diff without saving."},
+                "from_version": {"type": "integer", "minimum": 1},
+                "to_version": {"type": "integer", "minimum": 1},
+                "run_id": {"type": "string"},
+                "run_status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST},
+                "cron": {"type": "string", "description": "schedule_set: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."},
+                "timezone": {"type": "string", "description": "schedule_set: an IANA time zone (default UTC)."}
             }, "required": ["command"], "additionalProperties": false}),
         )
         .with_annotations(annotations(false, true)),
@@ -123,16 +145,17 @@ pub(crate) fn register(
         )
         .with_annotations(annotations(true, false)),
         handler(&deps, |deps, call| {
-            Box::pin(async move { get_run(&deps, call).await })
+            Box::pin(async move { get_run(&deps, &call).await })
         }),
     )?;
     registry.register(
         ToolSpec::new(
             LIST_RUNS,
-            "Lists script runs you may read (yours, and those of your scripts), newest first; name narrows to one script.",
+            "Lists script runs you may read (yours, and those of your scripts), newest first; name narrows to one script, status to one status.",
             json!({"type": "object", "properties": {
                 "name": {"type": "string", "minLength": 1},
                 "owner": {"type": "string"},
+                "status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}
             }, "additionalProperties": false}),
         )
