@@ -310,6 +310,15 @@ impl Samples {
         (self.cpu.process / calls, self.cpu.postgres / calls)
     }
 
+    /// Times scheduled onto a CPU per operation: (this process's threads, PostgreSQL).
+    pub(crate) fn slices_per_call(&self) -> (f64, f64) {
+        let calls = self.latencies.len().max(1) as f64;
+        (
+            self.cpu.process_slices as f64 / calls,
+            self.cpu.postgres_slices as f64 / calls,
+        )
+    }
+
     /// Operations per second.
     pub(crate) fn rate(&self) -> f64 {
         let seconds = self.elapsed.as_secs_f64();

@@ -747,6 +747,16 @@ fn findings(results: &Results) -> Vec<String> {
         micros(get.same_size_floor.cpu_per_call().0),
         micros(get.http_floor.cpu_per_call().0),
     ));
+    let slices = |samples: &Samples| samples.slices_per_call();
+    let (docket_in, docket_pg) = slices(&get.docket);
+    let (exchange_in, _) = slices(&get.same_size_floor);
+    let (store_in, store_pg) = slices(&get.store_get);
+    let (select_in, select_pg) = slices(&get.bare_select);
+    findings.push(format!(
+        "Hand-offs per `tasks/get` (times a thread was scheduled onto a CPU, per call; this process / PostgreSQL): \
+         Docket {docket_in:.1} / {docket_pg:.1}; the same-size exchange {exchange_in:.1} / 0; `TaskStore::get` alone \
+         {store_in:.1} / {store_pg:.1}; the bare SELECT {select_in:.1} / {select_pg:.1}."
+    ));
     findings.push(format!(
         "Concurrent creates: Docket {} against {} bare INSERTs on the same pool size; rmcp {} while its map grew from {} to {} tasks \
          (its TTL sweep walks the whole map, under one mutex, on every call).",

@@ -1,6 +1,7 @@
-//! The machine a run measured, and CPU time as Linux accounts it: this process's
-//! threads (`/proc/self/task/*/schedstat`) and the PostgreSQL backends serving
-//! this run's connections (found by their `application_name`).
+//! The machine a run measured, and CPU time as Linux accounts it (and how often each
+//! thread was scheduled in): this process's threads (`/proc/self/task/*/schedstat`)
+//! and the PostgreSQL backends serving this run's connections (found by their
+//! `application_name`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -73,33 +74,57 @@ fn cpu_ticks(stat: &str) -> Option<u64> {
     Some(user + system)
 }
 
-/// The CPU time one thread (or single-threaded process) has run, in nanoseconds:
-/// `schedstat`'s first field, which is exact, or `stat`'s 10 ms ticks when the
-/// kernel has no schedstat.
-fn thread_cpu_nanos(dir: &Path) -> Option<u64> {
-    if let Ok(schedstat) = std::fs::read_to_string(dir.join("schedstat"))
-        && let Some(nanos) = schedstat
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse().ok())
+/// How much one thread (or single-threaded process) has run: CPU nanoseconds and the
+/// times it was scheduled onto a CPU — `schedstat`'s first and third fields, exact — or
+/// `stat`'s 10 ms ticks and no count when the kernel has no schedstat. Each time a
+/// thread is scheduled in is a wake-up or a preemption: a hand-off's price.
+fn thread_run(dir: &Path) -> Option<Run> {
+    if let Some(run) = std::fs::read_to_string(dir.join("schedstat"))
+        .ok()
+        .as_deref()
+        .and_then(schedstat_run)
     {
-        return Some(nanos);
+        return Some(run);
     }
     let ticks = cpu_ticks(&std::fs::read_to_string(dir.join("stat")).ok()?)?;
-    Some(ticks * (1_000_000_000 / TICKS_PER_SECOND))
+    Some(Run {
+        nanos: ticks * (1_000_000_000 / TICKS_PER_SECOND),
+        slices: 0,
+    })
+}
+
+/// `schedstat`'s CPU nanoseconds (first field) and times scheduled in (third).
+fn schedstat_run(schedstat: &str) -> Option<Run> {
+    let mut fields = schedstat.split_whitespace().map(|n| n.parse::<u64>().ok());
+    let nanos = fields.next()??;
+    let slices = fields.nth(1).flatten().unwrap_or(0);
+    Some(Run { nanos, slices })
+}
+
+/// CPU time and times scheduled in, of a thread or a set of them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Run {
+    nanos: u64,
+    slices: u64,
 }
 
 /// This process's CPU time so far: the sum over its threads. (A thread that
 /// exited takes its time with it; this process's threads live as long as it.)
 pub(crate) fn process_cpu() -> Duration {
+    Duration::from_nanos(process_run().nanos)
+}
+
+fn process_run() -> Run {
     let Ok(threads) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
+        return Run::default();
     };
-    let nanos = threads
+    threads
         .flatten()
-        .filter_map(|thread| thread_cpu_nanos(&thread.path()))
-        .sum();
-    Duration::from_nanos(nanos)
+        .filter_map(|thread| thread_run(&thread.path()))
+        .fold(Run::default(), |sum, run| Run {
+            nanos: sum.nanos + run.nanos,
+            slices: sum.slices + run.slices,
+        })
 }
 
 /// The `application_name` every connection of this run carries, so its server
@@ -112,12 +137,12 @@ pub(crate) fn with_application_name(url: &str) -> String {
     format!("{url}{separator}application_name={APPLICATION_NAME}")
 }
 
-/// CPU nanoseconds of each of `pids`.
-fn backend_cpu(pids: &[u32]) -> HashMap<u32, u64> {
+/// How much each of `pids` has run.
+fn backend_run(pids: &[u32]) -> HashMap<u32, Run> {
     pids.iter()
         .filter_map(|pid| {
-            let nanos = thread_cpu_nanos(&Path::new("/proc").join(pid.to_string()))?;
-            Some((*pid, nanos))
+            let run = thread_run(&Path::new("/proc").join(pid.to_string()))?;
+            Some((*pid, run))
         })
         .collect()
 }
@@ -127,12 +152,18 @@ fn backend_cpu(pids: &[u32]) -> HashMap<u32, u64> {
 pub(crate) struct CpuUse {
     pub(crate) process: Duration,
     pub(crate) postgres: Duration,
+    /// Times this process's threads were scheduled onto a CPU.
+    pub(crate) process_slices: u64,
+    /// Times the backends were scheduled onto a CPU.
+    pub(crate) postgres_slices: u64,
 }
 
 impl std::ops::AddAssign for CpuUse {
     fn add_assign(&mut self, other: CpuUse) {
         self.process += other.process;
         self.postgres += other.postgres;
+        self.process_slices += other.process_slices;
+        self.postgres_slices += other.postgres_slices;
     }
 }
 
@@ -147,8 +178,8 @@ pub(crate) struct CpuMeter {
 /// A measurement under way; [`CpuReading::stop`] ends it.
 pub(crate) struct CpuReading {
     probe: Arc<PgProbe>,
-    process: Duration,
-    backends: HashMap<u32, u64>,
+    process: Run,
+    backends: HashMap<u32, Run>,
 }
 
 impl CpuMeter {
@@ -160,8 +191,8 @@ impl CpuMeter {
         let pids = self.probe.backend_pids(APPLICATION_NAME).await?;
         Ok(CpuReading {
             probe: Arc::clone(&self.probe),
-            backends: backend_cpu(&pids),
-            process: process_cpu(),
+            backends: backend_run(&pids),
+            process: process_run(),
         })
     }
 }
@@ -171,15 +202,22 @@ impl CpuReading {
     /// between (the pool opened a connection) counts whole; one that went away
     /// takes its time with it.
     pub(crate) async fn stop(self) -> anyhow::Result<CpuUse> {
-        let process = process_cpu().saturating_sub(self.process);
+        let process = process_run();
         let pids = self.probe.backend_pids(APPLICATION_NAME).await?;
-        let nanos = backend_cpu(&pids)
+        let postgres = backend_run(&pids)
             .into_iter()
-            .map(|(pid, now)| now.saturating_sub(self.backends.get(&pid).copied().unwrap_or(0)))
-            .sum();
+            .fold(Run::default(), |sum, (pid, now)| {
+                let before = self.backends.get(&pid).copied().unwrap_or_default();
+                Run {
+                    nanos: sum.nanos + now.nanos.saturating_sub(before.nanos),
+                    slices: sum.slices + now.slices.saturating_sub(before.slices),
+                }
+            });
         Ok(CpuUse {
-            process,
-            postgres: Duration::from_nanos(nanos),
+            process: Duration::from_nanos(process.nanos.saturating_sub(self.process.nanos)),
+            postgres: Duration::from_nanos(postgres.nanos),
+            process_slices: process.slices.saturating_sub(self.process.slices),
+            postgres_slices: postgres.slices,
         })
     }
 }
@@ -192,5 +230,14 @@ mod tests {
     fn cpu_ticks_skip_a_command_name_with_spaces() {
         let stat = "42 (post gres) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 100 0 0";
         assert_eq!(cpu_ticks(stat), Some(12));
+    }
+
+    #[test]
+    fn schedstat_gives_cpu_time_and_times_scheduled_in() {
+        let run = schedstat_run("123456 789 42\n").expect("three fields");
+        assert_eq!((run.nanos, run.slices), (123_456, 42));
+        assert_eq!(schedstat_run("7").map(|run| run.slices), Some(0));
+        assert!(schedstat_run("").is_none());
+        assert!(schedstat_run("x 1 2").is_none());
     }
 }
