@@ -203,14 +203,22 @@ impl Scheduler {
         Ok(true)
     }
 
-    /// Runs passes every `interval` by its clock until `stop`.
+    /// Runs passes every `interval` by its clock until `stop`. The next pass is due
+    /// `interval` after the previous one started, so time the clock moved during a
+    /// pass (a slow pass, or a test's clock moved forward meanwhile) is not waited
+    /// again: a pass that found nothing because the clock moved just after it read
+    /// the time is followed by another at once.
     pub async fn run(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
         loop {
+            let started = self.clock.now();
             if let Err(error) = self.tick().await {
                 tracing::warn!(%error, "a scheduler pass failed; the next one tries again");
             }
+            let elapsed = Duration::try_from(self.clock.now() - started).unwrap_or_default();
+            let rest = interval.saturating_sub(elapsed);
             tokio::select! {
-                () = self.clock.sleep(interval) => {}
+                () = self.clock.sleep(rest), if !rest.is_zero() => {}
+                () = tokio::task::yield_now(), if rest.is_zero() => {}
                 () = stop.cancelled() => return,
             }
         }

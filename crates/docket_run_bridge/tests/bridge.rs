@@ -640,6 +640,7 @@ both_backends!(
     two_replicas_fire_each_time_once_through_a_simulated_hour,
     a_disabled_script_stops_its_schedule,
     the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker,
+    a_clock_that_moves_during_a_pass_is_not_waited_again,
     a_schedule_that_cannot_fire_is_disabled,
 );
 
@@ -930,6 +931,82 @@ mod schedules {
         );
     }
 
+    /// A manual clock that moves 45 s forward just after it is first read: the time
+    /// moves while the scheduler's first pass runs.
+    struct MovesOnce {
+        inner: ManualClock,
+        moved: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl Clock for MovesOnce {
+        fn now(&self) -> OffsetDateTime {
+            let now = self.inner.now();
+            if !self.moved.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.inner.advance(Duration::from_secs(45));
+            }
+            now
+        }
+
+        async fn sleep(&self, duration: Duration) {
+            self.inner.sleep(duration).await;
+        }
+    }
+
+    /// The regression: a pass that read the time just before the clock moved past a
+    /// fire time found nothing, and the loop then waited a whole interval from the
+    /// moved time — for a clock that moved no more, forever.
+    pub(super) async fn a_clock_that_moves_during_a_pass_is_not_waited_again(h: Harness) {
+        let mut script = new_script("alice", "moved");
+        script.source = "ok".into();
+        let (script, _) = h.store.create_script(script).await.expect("create");
+        h.store
+            .set_schedule(NewSchedule {
+                script_id: script.id.clone(),
+                cron: "* * * * *".into(),
+                timezone: "UTC".into(),
+                args: json!({}),
+                next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                set_by: "alice".into(),
+            })
+            .await
+            .expect("schedule");
+        let clock = Arc::new(MovesOnce {
+            inner: ManualClock::new(START),
+            moved: std::sync::atomic::AtomicBool::new(false),
+        });
+        let scheduler = Arc::new(Scheduler::new(
+            Arc::clone(&h.store),
+            clock as Arc<dyn Clock>,
+            "replica-a",
+        ));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let looping = tokio::spawn(scheduler.run(Duration::from_secs(10), stop.clone()));
+        let run = super::patiently("the fire after the clock moved", async {
+            loop {
+                let runs = h
+                    .store
+                    .list_runs(
+                        &RunFilter {
+                            script_id: Some(script.id.clone()),
+                            ..RunFilter::default()
+                        },
+                        10,
+                    )
+                    .await
+                    .expect("runs");
+                if let Some(run) = runs.into_iter().next() {
+                    return run;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert_eq!(run.fire_time, Some(datetime!(2026-06-01 04:00 UTC)));
+        stop.cancel();
+        looping.await.expect("the loop ends when stopped");
+    }
+
     pub(super) async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
         let clock = Arc::new(ManualClock::new(START));
         let bridge = docket_run_bridge::RunBridge::with_clock(
@@ -1014,6 +1091,10 @@ async fn a_disabled_script_stops_its_schedule(h: Harness) {
 
 async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness) {
     schedules::the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h).await;
+}
+
+async fn a_clock_that_moves_during_a_pass_is_not_waited_again(h: Harness) {
+    schedules::a_clock_that_moves_during_a_pass_is_not_waited_again(h).await;
 }
 
 async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {
