@@ -356,6 +356,7 @@ impl AppBuilder {
                     .as_ref()
                     .filter(|_| config.scripts.enabled && store.is_some())
                     .map(Arc::clone),
+                &config.rate_limit,
             ));
             for (prompt, script_argument) in crate::features::BUILT_IN_PROMPTS {
                 let completions = Arc::clone(&completions);

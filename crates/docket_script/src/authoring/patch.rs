@@ -10,7 +10,7 @@
 //!
 //! Edits apply in order, each to the text the previous one left.
 
-use regex::Regex;
+use regex::RegexBuilder;
 use serde_json::Value;
 
 use super::outline;
@@ -23,6 +23,10 @@ pub const MAX_ANCHOR_BYTES: usize = 512;
 
 /// The most matches `occurrence: "all"` changes.
 pub const MAX_MATCHES: usize = 1000;
+
+/// The most memory one compiled pattern may take: a short pattern with counted
+/// repetitions (`(?:\w{100}){100}`) compiles to far more than its text.
+const MAX_PATTERN_PROGRAM: usize = 1 << 20;
 
 /// What an edit does at its anchor.
 #[non_exhaustive]
@@ -533,13 +537,16 @@ fn matches(scope: &str, anchor: &Anchor, index: usize) -> Result<Vec<(usize, usi
             .map(|(at, found)| (at, at + found.len()))
             .collect()),
         Anchor::Pattern(pattern) => {
-            let regex = Regex::new(pattern).map_err(|error| {
-                PatchError::new(
-                    PatchCode::BadPattern,
-                    Some(index),
-                    format!("edit {index}: the pattern does not compile: {error}"),
-                )
-            })?;
+            let regex = RegexBuilder::new(pattern)
+                .size_limit(MAX_PATTERN_PROGRAM)
+                .build()
+                .map_err(|error| {
+                    PatchError::new(
+                        PatchCode::BadPattern,
+                        Some(index),
+                        format!("edit {index}: the pattern does not compile: {error}"),
+                    )
+                })?;
             Ok(regex
                 .find_iter(scope)
                 .filter(|found| !found.is_empty())
@@ -672,6 +679,10 @@ print(\"done\")
         assert!(patched.source.contains("platform.query(\"SELECT 2\")"));
         let bad = patch(json!([{"pattern": "(", "replace": "x"}])).expect_err("bad");
         assert_eq!(bad.code, PatchCode::BadPattern);
+        // Short, but its program would be huge: refused, not compiled.
+        let huge =
+            patch(json!([{"pattern": "(?:\\w{100}){100}", "replace": "x"}])).expect_err("too big");
+        assert_eq!(huge.code, PatchCode::BadPattern);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use docket_catalog::ScriptStore;
 
 use crate::connections::TrinoConnection;
 use crate::features::CompletionRequest;
+use crate::rate_limit::{RateLimitConfig, RateLimiter};
 
 /// What the platform completes prompt arguments from.
 pub(crate) struct PlatformCompletions {
@@ -28,14 +29,16 @@ pub(crate) struct PlatformCompletions {
 }
 
 impl PlatformCompletions {
-    /// Completions over these connections, formats and (when offered) scripts.
+    /// Completions over these connections, formats and (when offered) scripts; the
+    /// statements sent to Trino for one caller are held to `rate_limit`.
     pub(crate) fn new(
         connections: Vec<TrinoConnection>,
         formats: Vec<String>,
         scripts: Option<Arc<dyn ScriptStore>>,
+        rate_limit: &RateLimitConfig,
     ) -> Self {
         Self {
-            trino: trino::TrinoNames::new(connections),
+            trino: trino::TrinoNames::new(connections, RateLimiter::new(rate_limit)),
             formats,
             scripts: scripts.map(scripts::ScriptNames::new),
         }

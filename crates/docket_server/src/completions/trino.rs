@@ -7,9 +7,16 @@
 //! as `catalog.schema.table`, unless the context already gives the `catalog` (and
 //! `schema`); a part that is not the last is suggested with its trailing dot. One
 //! `SHOW … LIKE 'prefix%'` per completion lets Trino filter; the names it returns
-//! are filtered by the exact prefix again (`_` is a LIKE wildcard).
+//! are filtered by the exact prefix again (`_` is a LIKE wildcard). Each caller's
+//! statements are held to `rate_limit` (a budget of its own, beside the one tool
+//! calls spend): a client asks on every keystroke, and past the budget it gets no
+//! names rather than sending Trino a statement.
+
+use std::time::Instant;
 
 use serde_json::Value;
+
+use crate::rate_limit::RateLimiter;
 
 use crate::connections::TrinoConnection;
 use crate::features::CompletionRequest;
@@ -45,11 +52,16 @@ impl Level {
 /// Lists names on the Trino connections.
 pub(super) struct TrinoNames {
     connections: Vec<TrinoConnection>,
+    /// Each caller's budget of statements.
+    limiter: RateLimiter,
 }
 
 impl TrinoNames {
-    pub(super) fn new(connections: Vec<TrinoConnection>) -> Self {
-        Self { connections }
+    pub(super) fn new(connections: Vec<TrinoConnection>, limiter: RateLimiter) -> Self {
+        Self {
+            connections,
+            limiter,
+        }
     }
 
     /// The connections the caller's persona may use whose names start with what was
@@ -92,6 +104,13 @@ impl TrinoNames {
         let Some(plan) = Plan::new(request, level) else {
             return Vec::new();
         };
+        if self
+            .limiter
+            .check(&request.identity.subject, Instant::now())
+            .is_err()
+        {
+            return Vec::new();
+        }
         let listed = match connection.client.query(&plan.statement()).await {
             Ok(stream) => stream.collect(MAX_NAMES).await,
             Err(error) => Err(error),

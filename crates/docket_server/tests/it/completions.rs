@@ -41,6 +41,11 @@ async fn complete(
 /// double: `warehouse` (the default) and `lake`. Analysts may use `warehouse`
 /// only; outsiders only `lake`; `blind` may use `warehouse` but not browse.
 async fn trino_server(double: &TrinoDouble) -> TestServer {
+    trino_server_with(double, |_| {}).await
+}
+
+/// [`trino_server`] with its configuration adjusted by `adjust` first.
+async fn trino_server_with(double: &TrinoDouble, adjust: impl FnOnce(&mut Config)) -> TestServer {
     let yaml = format!(
         "connections:\n\
          \x20 warehouse: {{ kind: trino, url: \"{url}\", user: docket, default: true }}\n\
@@ -57,11 +62,63 @@ async fn trino_server(double: &TrinoDouble) -> TestServer {
         ("olga", &["outsider"]),
         ("bea", &["blind"]),
     ]);
+    adjust(&mut config);
     let app = App::builder(config)
         .prompt_library(Arc::new(docket_catalog::memory::MemoryPrompts::new()))
         .build()
         .expect("app");
     TestServer::start(app).await
+}
+
+/// A client asks on every keystroke: past the caller's budget (`rate_limit`), a
+/// completion suggests nothing and sends Trino nothing, and another caller's budget
+/// is their own.
+#[tokio::test]
+async fn trino_names_are_held_to_each_callers_rate_limit() {
+    let double = TrinoDouble::start().await.expect("double");
+    let server = trino_server_with(&double, |config| {
+        config.rate_limit.requests_per_minute = 1;
+        config.rate_limit.burst = 2;
+    })
+    .await;
+    for _ in 0..2 {
+        assert_eq!(
+            complete(&server, "alice", "explore_table", "table", "mem", json!({})).await,
+            json!(["memory."])
+        );
+    }
+    double.clear_requests();
+    assert_eq!(
+        complete(&server, "alice", "explore_table", "table", "mem", json!({})).await,
+        json!([])
+    );
+    assert!(double.submitted().is_empty(), "{:?}", double.submitted());
+    // Connection names need no statement and stay offered.
+    assert_eq!(
+        complete(
+            &server,
+            "alice",
+            "explore_table",
+            "connection",
+            "ware",
+            json!({})
+        )
+        .await,
+        json!(["warehouse"])
+    );
+    // The owner of `lake` has a budget of their own.
+    assert_eq!(
+        complete(
+            &server,
+            "olga",
+            "explore_table",
+            "table",
+            "mem",
+            json!({"connection": "lake"})
+        )
+        .await,
+        json!(["memory."])
+    );
 }
 
 #[tokio::test]
