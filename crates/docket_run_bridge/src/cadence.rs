@@ -34,6 +34,10 @@ use time::OffsetDateTime;
 /// of downtime).
 pub const MAX_COUNTED_MISSES: i64 = 100_000;
 
+/// The longest cron expression (and time-zone name) accepted, in bytes: five
+/// fields with generous lists fit, a megabyte of them is not stored.
+pub const MAX_EXPRESSION: usize = 256;
+
 /// Why an expression or a zone was refused.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,13 +96,22 @@ fn from_chrono<Z: TimeZone>(instant: &DateTime<Z>) -> Option<OffsetDateTime> {
 }
 
 impl Cadence {
-    /// Reads `expression` in the IANA zone `timezone`.
+    /// Reads `expression` in the IANA zone `timezone`; either is at most
+    /// [`MAX_EXPRESSION`] bytes.
     ///
     /// # Errors
     /// [`CadenceError::Expression`] for an expression that does not parse or
     /// has a seconds or years field, [`CadenceError::Zone`] for an unknown
     /// zone.
     pub fn parse(expression: &str, timezone: &str) -> Result<Self, CadenceError> {
+        if expression.len() > MAX_EXPRESSION || timezone.len() > MAX_EXPRESSION {
+            return Err(CadenceError::Expression {
+                expression: expression.chars().take(32).collect::<String>() + "…",
+                reason: format!(
+                    "a cron expression and a time zone are at most {MAX_EXPRESSION} bytes"
+                ),
+            });
+        }
         let zone = Tz::from_str(timezone).map_err(|_| CadenceError::Zone(timezone.to_owned()))?;
         let trimmed = expression.trim();
         let refuse = |reason: String| CadenceError::Expression {
@@ -233,6 +246,11 @@ mod tests {
         assert!(bad.to_string().contains("five fields"), "{bad}");
         let zone = Cadence::parse("* * * * *", "Mars/Olympus").expect_err("zone");
         assert_eq!(zone, CadenceError::Zone("Mars/Olympus".into()));
+        // A valid but enormous list is refused by its length, and not echoed whole.
+        let minutes = vec!["0"; 200].join(",");
+        let long = Cadence::parse(&format!("{minutes} * * * *"), "UTC").expect_err("long");
+        assert!(long.to_string().contains("at most 256 bytes"), "{long}");
+        assert!(long.to_string().len() < 400, "{long}");
     }
 
     #[test]
