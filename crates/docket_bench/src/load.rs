@@ -4,10 +4,13 @@
 //! for latency, many concurrent callers for a fixed time for throughput.
 
 use std::future::Future;
+use std::str::FromStr as _;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
@@ -125,41 +128,125 @@ pub(crate) fn get_request(task_id: &str) -> anyhow::Result<Prepared> {
     )
 }
 
-/// One keep-alive connection to one server's MCP endpoint.
+/// A connection to one server, ready for the next request.
+type Connection = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// Keep-alive HTTP/1.1 connections to one server's MCP endpoint, each used by one
+/// request at a time; a client used by one caller at a time is one connection.
+///
+/// The exchanges go through hyper's connection-level client: the load generator
+/// shares two cores with the servers it measures, so what it spends a call is
+/// charged to every HTTP path, and a general client's per-request work (parsing
+/// the URL again, looking up its pool, redirect and proxy rules) is the
+/// generator's, not the server's. A clone shares the idle connections.
 #[derive(Clone)]
 pub(crate) struct McpClient {
-    http: reqwest::Client,
+    /// For answers read as they stream (`subscriptions/listen`).
+    streaming: reqwest::Client,
     url: String,
+    /// `host:port`, to connect to and to send as `Host`.
+    authority: String,
+    host: HeaderValue,
+    path: http::Uri,
+    idle: Arc<Mutex<Vec<Connection>>>,
 }
 
 impl McpClient {
-    /// A client with a connection pool of its own, so each client is one
-    /// keep-alive connection.
+    /// A client for the MCP endpoint at `url` (`http://host:port/path`).
     pub(crate) fn new(url: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let uri: http::Uri = url.parse().with_context(|| format!("bad URL {url}"))?;
+        let authority = uri
+            .authority()
+            .with_context(|| format!("no host in {url}"))?
+            .as_str()
+            .to_owned();
+        let streaming = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(1)
             .build()
             .context("cannot build an HTTP client")?;
         Ok(Self {
-            http,
+            streaming,
             url: url.to_owned(),
+            host: HeaderValue::from_str(&authority)?,
+            authority,
+            path: http::Uri::from_str(uri.path())?,
+            idle: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// An idle connection, or a new one.
+    async fn connection(&self) -> anyhow::Result<Connection> {
+        let idle = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            std::iter::from_fn(|| idle.pop()).find(|connection| !connection.is_closed())
+        };
+        if let Some(connection) = idle {
+            return Ok(connection);
+        }
+        let stream = tokio::net::TcpStream::connect(&self.authority)
+            .await
+            .with_context(|| format!("cannot connect to {}", self.authority))?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .context("the HTTP handshake failed")?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    /// One exchange on a kept-alive connection: the answer's status and whole body.
+    async fn exchange(
+        &self,
+        method: http::Method,
+        path: http::Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> anyhow::Result<(http::StatusCode, Bytes)> {
+        let mut request = http::Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = path;
+        *request.headers_mut() = headers;
+        request
+            .headers_mut()
+            .insert(http::header::HOST, self.host.clone());
+        let mut connection = self.connection().await?;
+        connection
+            .ready()
+            .await
+            .with_context(|| format!("the connection to {} closed", self.url))?;
+        let response = connection
+            .send_request(request)
+            .await
+            .with_context(|| format!("a request to {} failed", self.url))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .context("cannot read a response")?
+            .to_bytes();
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(connection);
+        Ok((status, body))
     }
 
     /// Sends `request`; returns the response body, failing on a non-2xx status.
     async fn send(&self, request: &Prepared) -> anyhow::Result<Bytes> {
-        let response = self
-            .http
-            .post(&self.url)
-            .headers(request.headers.clone())
-            .body(request.body.clone())
-            .send()
-            .await
-            .with_context(|| format!("POST {} failed", self.url))?;
-        let status = response.status();
-        let body = response.bytes().await.context("cannot read a response")?;
+        let (status, body) = self
+            .exchange(
+                http::Method::POST,
+                self.path.clone(),
+                request.headers.clone(),
+                request.body.clone(),
+            )
+            .await?;
         if !status.is_success() {
             bail!(
                 "{} answered {status}: {}",
@@ -197,17 +284,16 @@ impl McpClient {
     /// `GET /healthz` on the same connection: an HTTP exchange with no MCP and
     /// no database behind it, the floor under every MCP call's cost.
     pub(crate) async fn health(&self) -> anyhow::Result<()> {
-        let url = self.url.replace(docket_server::MCP_PATH, "/healthz");
-        let response = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .with_context(|| format!("GET {url} failed"))?;
-        let status = response.status();
-        response.bytes().await.context("cannot read a response")?;
+        let (status, _) = self
+            .exchange(
+                http::Method::GET,
+                http::Uri::from_static("/healthz"),
+                HeaderMap::new(),
+                Bytes::new(),
+            )
+            .await?;
         if !status.is_success() {
-            bail!("{url} answered {status}");
+            bail!("/healthz on {} answered {status}", self.authority);
         }
         Ok(())
     }
@@ -215,7 +301,7 @@ impl McpClient {
     /// Sends `request` and returns the response unread, for an answer that streams.
     pub(crate) async fn open(&self, request: &Prepared) -> anyhow::Result<reqwest::Response> {
         let response = self
-            .http
+            .streaming
             .post(&self.url)
             .headers(request.headers.clone())
             .body(request.body.clone())

@@ -19,10 +19,15 @@
 //! The flood suite (`flood`) floods a `docket serve` process with reads, half-open
 //! sockets and task creations and compares its footprint before and after.
 //!
-//! The work suite (`work`) hands `tasks/get` to the service in process, over an
-//! in-memory store, and reports the MCP work of one call with nothing else measured.
+//! The work suite (`work`) hands `tasks/get` and a task-creating `tools/call` to the
+//! service in process, over an in-memory store, and reports the MCP work of one call
+//! with nothing else measured.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work] [--output FILE] [--commit SHA]
+//! `get-load` and `create-load` drive one of Docket's task paths alone, with the tasks
+//! suite's clients, for `--seconds`, so a profiler (`perf record -a`) sees that path
+//! and nothing else; they print its rate and CPU per call and write no report.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work|get-load|create-load] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
 //! [--export-rounds N] [--work-calls N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
@@ -119,6 +124,12 @@ enum Suite {
     /// One `tasks/get`'s MCP work in process: no network, no database, no load
     /// generator (run it under callgrind for instruction counts).
     Work,
+    /// Docket's `tasks/get` load alone for `--seconds`, after the tasks suite's
+    /// set-up, for a profiler to watch (`perf record -a` meanwhile); reports its
+    /// rate and CPU per call, writes no report.
+    GetLoad,
+    /// Docket's task-creating `tools/call` load alone, as `get-load` does.
+    CreateLoad,
 }
 
 fn main() -> ExitCode {
@@ -137,6 +148,16 @@ fn run() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
+    if let Some(load) = match args.suite {
+        Suite::GetLoad => Some(phases::Load::Get),
+        Suite::CreateLoad => Some(phases::Load::Create),
+        _ => None,
+    } {
+        let database_url = std::env::var(DATABASE_URL_VAR).ok();
+        let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        runtime.block_on(phases::load_alone(load, &args, database_url, &test_server))?;
+        return Ok(());
+    }
     if matches!(args.suite, Suite::All | Suite::Tasks) {
         let database_url = std::env::var(DATABASE_URL_VAR).ok();
         let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());

@@ -102,65 +102,18 @@ pub(crate) async fn run(
         args.samples >= LATENCY_ROUNDS,
         "--samples must be at least {LATENCY_ROUNDS}"
     );
-    ensure!(args.clients > 0, "--clients must be at least 1");
-    ensure!(args.seconds > 0, "--seconds must be at least 1");
     let load_before = system::load_average();
     let started_at = time::OffsetDateTime::now_utc();
-
-    // The database: a fresh schema unless one was named. `_schema` drops it at the end.
-    let (url, database, _schema) = match database_url {
-        Some(url) => (url, format!("{} (as given)", crate::DATABASE_URL_VAR), None),
-        None => {
-            let schema = TestDatabase::postgres(test_server).await.context(
-                "PostgreSQL is not reachable; start it or set DOCKET_TEST_DATABASE_URL or DOCKET_BENCH_DATABASE_URL",
-            )?;
-            (
-                schema.url().to_owned(),
-                "a fresh schema on the test server".to_owned(),
-                Some(schema),
-            )
-        }
-    };
-    // Tagged, so the CPU of this run's server backends can be found.
-    let url = system::with_application_name(&url);
-    // The server's default pool size, for the store and the probe alike.
-    let config = Config::default();
-    let pool_size = usize::try_from(config.database.max_connections).unwrap_or(16);
-    let options = ConnectOptions {
-        max_connections: pool_size,
-        migrate: true,
-    };
-    let store = match docket_storage::connect(&url, options.clone())
-        .await
-        .context("cannot open the store")?
-    {
-        store @ Store::Postgres(_) => store.task_store(),
-        _ => bail!("the benchmark needs PostgreSQL"),
-    };
-    let probe = Arc::new(
-        PgProbe::connect(&url, &options)
-            .await
-            .context("cannot open the probe's pool")?,
-    );
-    let postgres_version = probe.server_version().await?;
-
-    let gate = Gate::new();
-    let bench = Bench {
-        docket: DocketServer::start(Arc::clone(&store), gate.clone()).await?,
-        peer: PeerServer::start(gate).await?,
-        store,
-        meter: CpuMeter::new(Arc::clone(&probe)),
-        probe,
-        create: load::create_request()?,
-        clients: args.clients,
-        round: Duration::from_secs(args.seconds) / THROUGHPUT_ROUNDS,
-        peer_created: AtomicUsize::new(0),
-    };
-    eprintln!(
-        "docket on {}, rmcp on {}, PostgreSQL {postgres_version}",
-        bench.docket.url(),
-        bench.peer.url()
-    );
+    let Setup {
+        bench,
+        url,
+        options,
+        database,
+        config,
+        pool_size,
+        postgres_version,
+        _schema,
+    } = Setup::new(args, database_url, test_server).await?;
 
     eprintln!("warming up ({WARMUP_CALLS} calls per path)");
     bench.warm_up().await?;
@@ -227,6 +180,152 @@ pub(crate) async fn run(
         embedded,
         heartbeat,
     })
+}
+
+/// What the tasks suite runs against: both servers, the store and the probe on a
+/// fresh schema (dropped with `_schema`).
+struct Setup {
+    bench: Bench,
+    url: String,
+    options: ConnectOptions,
+    database: String,
+    config: Config,
+    pool_size: usize,
+    postgres_version: String,
+    _schema: Option<TestDatabase>,
+}
+
+impl Setup {
+    async fn new(
+        args: &Args,
+        database_url: Option<String>,
+        test_server: &PostgresServer,
+    ) -> anyhow::Result<Self> {
+        ensure!(args.clients > 0, "--clients must be at least 1");
+        ensure!(args.seconds > 0, "--seconds must be at least 1");
+        // The database: a fresh schema unless one was named. `_schema` drops it at the end.
+        let (url, database, _schema) = match database_url {
+            Some(url) => (url, format!("{} (as given)", crate::DATABASE_URL_VAR), None),
+            None => {
+                let schema = TestDatabase::postgres(test_server).await.context(
+                    "PostgreSQL is not reachable; start it or set DOCKET_TEST_DATABASE_URL or DOCKET_BENCH_DATABASE_URL",
+                )?;
+                (
+                    schema.url().to_owned(),
+                    "a fresh schema on the test server".to_owned(),
+                    Some(schema),
+                )
+            }
+        };
+        // Tagged, so the CPU of this run's server backends can be found.
+        let url = system::with_application_name(&url);
+        // The server's default pool size, for the store and the probe alike.
+        let config = Config::default();
+        let pool_size = usize::try_from(config.database.max_connections).unwrap_or(16);
+        let options = ConnectOptions {
+            max_connections: pool_size,
+            migrate: true,
+        };
+        let store = match docket_storage::connect(&url, options.clone())
+            .await
+            .context("cannot open the store")?
+        {
+            store @ Store::Postgres(_) => store.task_store(),
+            _ => bail!("the benchmark needs PostgreSQL"),
+        };
+        let probe = Arc::new(
+            PgProbe::connect(&url, &options)
+                .await
+                .context("cannot open the probe's pool")?,
+        );
+        let postgres_version = probe.server_version().await?;
+
+        let gate = Gate::new();
+        let bench = Bench {
+            docket: DocketServer::start(Arc::clone(&store), gate.clone()).await?,
+            peer: PeerServer::start(gate).await?,
+            store,
+            meter: CpuMeter::new(Arc::clone(&probe)),
+            probe,
+            create: load::create_request()?,
+            clients: args.clients,
+            round: Duration::from_secs(args.seconds) / THROUGHPUT_ROUNDS,
+            peer_created: AtomicUsize::new(0),
+        };
+        eprintln!(
+            "docket on {}, rmcp on {}, PostgreSQL {postgres_version}",
+            bench.docket.url(),
+            bench.peer.url()
+        );
+        Ok(Self {
+            bench,
+            url,
+            options,
+            database,
+            config,
+            pool_size,
+            postgres_version,
+            _schema,
+        })
+    }
+}
+
+/// Which of Docket's task paths [`load_alone`] drives.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Load {
+    /// `tasks/get` of completed tasks.
+    Get,
+    /// Task-creating `tools/call`s (their tasks held until the end).
+    Create,
+}
+
+/// One of Docket's task paths alone, `--seconds` long, from the tasks suite's
+/// clients: for a profiler to watch.
+pub(crate) async fn load_alone(
+    load: Load,
+    args: &Args,
+    database_url: Option<String>,
+    test_server: &PostgresServer,
+) -> anyhow::Result<()> {
+    let setup = Setup::new(args, database_url, test_server).await?;
+    let bench = setup.bench;
+    bench.warm_up().await?;
+    let duration = Duration::from_secs(args.seconds);
+    eprintln!(
+        "{load:?} load alone: {} clients for {} s (pid {})",
+        args.clients,
+        args.seconds,
+        std::process::id()
+    );
+    let samples = match load {
+        Load::Get => {
+            let (_, docket_ids, _) = bench.latency(args.samples).await?;
+            let requests = Arc::new(
+                docket_ids
+                    .iter()
+                    .map(|id| load::get_request(id))
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+            );
+            eprintln!("measuring");
+            bench
+                .http_gets_for(&bench.docket.url(), &requests, duration)
+                .await?
+        }
+        Load::Create => {
+            eprintln!("measuring");
+            bench.http_creates_for(&bench.docket.url(), duration).await?
+        }
+    };
+    let (process, postgres) = samples.cpu_per_call();
+    println!(
+        "Docket {load:?}: {:.0}/s, CPU per call {:.1} µs in this process, {:.1} µs in PostgreSQL",
+        samples.rate(),
+        process.as_secs_f64() * 1e6,
+        postgres.as_secs_f64() * 1e6
+    );
+    bench.docket.stop().await?;
+    bench.peer.stop().await?;
+    Ok(())
 }
 
 impl Bench {
@@ -392,6 +491,16 @@ impl Bench {
 
     /// Each client cycles through the requests from its own starting point.
     async fn http_gets(&self, url: &str, requests: &Arc<Vec<Prepared>>) -> anyhow::Result<Samples> {
+        self.http_gets_for(url, requests, self.round).await
+    }
+
+    /// [`Bench::http_gets`] for `duration`.
+    async fn http_gets_for(
+        &self,
+        url: &str,
+        requests: &Arc<Vec<Prepared>>,
+        duration: Duration,
+    ) -> anyhow::Result<Samples> {
         let mut workers = Vec::new();
         for client_index in 0..self.clients {
             let client = McpClient::new(url)?;
@@ -406,7 +515,7 @@ impl Bench {
                 }
             });
         }
-        load::concurrent(&self.meter, workers, self.round).await
+        load::concurrent(&self.meter, workers, duration).await
     }
 
     /// `GET /healthz` from as many keep-alive clients.
@@ -500,6 +609,11 @@ impl Bench {
     }
 
     async fn http_creates(&self, url: &str) -> anyhow::Result<Samples> {
+        self.http_creates_for(url, self.round).await
+    }
+
+    /// [`Bench::http_creates`] for `duration`.
+    async fn http_creates_for(&self, url: &str, duration: Duration) -> anyhow::Result<Samples> {
         let mut workers = Vec::new();
         for _ in 0..self.clients {
             let client = McpClient::new(url)?;
@@ -510,7 +624,7 @@ impl Bench {
                 async move { client.expect(&create, ResultType::Task).await }
             });
         }
-        load::concurrent(&self.meter, workers, self.round).await
+        load::concurrent(&self.meter, workers, duration).await
     }
 
     /// Waits until half an interval after a heartbeat was sent, so a window of

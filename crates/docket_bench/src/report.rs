@@ -747,6 +747,21 @@ fn findings(results: &Results) -> Vec<String> {
         micros(get.same_size_floor.cpu_per_call().0),
         micros(get.http_floor.cpu_per_call().0),
     ));
+    findings.push(format!(
+        "A task-creating `tools/call` in process (the same harness): {:.1} µs of CPU a call, of which the store's \
+         insert {:.2} µs, leaving {:.1} µs for the call pipeline, starting the task's work and encoding the answer — \
+         against {:.0} µs a sequential create spends in this process over HTTP beyond an empty exchange and \
+         `TaskStore::create` alone.",
+        micros(work.create_service),
+        micros(work.create_store),
+        micros(work.create_work()),
+        micros(
+            results.latency.docket.cpu_per_call().0.saturating_sub(
+                results.latency.http_floor.cpu_per_call().0
+                    + results.latency.store_create.cpu_per_call().0
+            )
+        ),
+    ));
     let slices = |samples: &Samples| samples.slices_per_call();
     let (docket_in, docket_pg) = slices(&get.docket);
     let (exchange_in, _) = slices(&get.same_size_floor);

@@ -1,5 +1,6 @@
-//! The work suite: what one `tasks/get` costs Docket beyond its store read, with no
-//! network, no database and no load generator in the measurement.
+//! The work suite: what one `tasks/get` costs Docket beyond its store read, and one
+//! task-creating `tools/call` beyond its store insert, with no network, no database
+//! and no load generator in the measurement.
 //!
 //! The request the load generator sends is handed to [`docket_server::McpService`] in
 //! process, over an in-memory store, on one thread; beside it, the same number of
@@ -37,12 +38,24 @@ pub(crate) struct WorkResults {
     pub(crate) store: Duration,
     /// Building one request and dropping it.
     pub(crate) harness: Duration,
+    /// One `tools/call` → `CreateTaskResult` through the service, request building
+    /// included (its task's work started, and held).
+    pub(crate) create_service: Duration,
+    /// One direct `TaskStore::create` of the same row on the same store.
+    pub(crate) create_store: Duration,
 }
 
 impl WorkResults {
     /// What a call costs beyond the store read and the harness.
     pub(crate) fn mcp_work(&self) -> Duration {
         self.service.saturating_sub(self.store + self.harness)
+    }
+
+    /// What a create costs beyond the store's insert and the harness: the call
+    /// pipeline, the task's work started, the answer encoded.
+    pub(crate) fn create_work(&self) -> Duration {
+        self.create_service
+            .saturating_sub(self.create_store + self.harness)
     }
 
     /// The plain-text summary.
@@ -53,12 +66,19 @@ impl WorkResults {
              through McpService      {:>7.2} µs\n  \
              TaskStore::get alone    {:>7.2} µs\n  \
              request built, dropped  {:>7.2} µs\n  \
+             MCP work                {:>7.2} µs\n\
+             tools/call → CreateTaskResult in process (CPU per call):\n  \
+             through McpService      {:>7.2} µs\n  \
+             TaskStore::create alone {:>7.2} µs\n  \
              MCP work                {:>7.2} µs\n",
             self.calls,
             micros(self.service),
             micros(self.store),
             micros(self.harness),
             micros(self.mcp_work()),
+            micros(self.create_service),
+            micros(self.create_store),
+            micros(self.create_work()),
         )
     }
 }
@@ -131,12 +151,51 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
         async { Ok(()) }
     })
     .await?;
+    // Creates: each task's work starts and waits at the gate; they are released
+    // together at the end, so no ending is measured.
+    let create = load::create_request()?;
+    let create_cpu = timed(calls, || {
+        let answer = service.call(create.to_http());
+        async move {
+            let Ok(response) = answer.await;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .context("cannot read an answer")?
+                .to_bytes();
+            if !status.is_success() || !contains(&body, b"\"resultType\":\"task\"") {
+                bail!(
+                    "tools/call answered {status}: {}",
+                    String::from_utf8_lossy(&body)
+                );
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let replica = app.replica_id().to_owned();
+    let create_store_cpu = timed(calls, || {
+        let store = Arc::clone(&store);
+        let task = docket::new_task(&replica);
+        async move {
+            store
+                .create(task?)
+                .await
+                .map_err(|error| anyhow::anyhow!("the store failed: {error}"))?;
+            Ok(())
+        }
+    })
+    .await?;
     gate.release();
     Ok(WorkResults {
         calls,
         service: service_cpu,
         store: store_cpu,
         harness: harness_cpu,
+        create_service: create_cpu,
+        create_store: create_store_cpu,
     })
 }
 
