@@ -176,15 +176,20 @@ impl McpClient {
         })
     }
 
-    /// An idle connection, or a new one.
-    async fn connection(&self) -> anyhow::Result<Connection> {
+    /// An idle connection (and `true`), or a new one (and `false`).
+    async fn connection(&self) -> anyhow::Result<(Connection, bool)> {
         let idle = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
             std::iter::from_fn(|| idle.pop()).find(|connection| !connection.is_closed())
         };
-        if let Some(connection) = idle {
-            return Ok(connection);
+        match idle {
+            Some(connection) => Ok((connection, true)),
+            None => Ok((self.connect().await?, false)),
         }
+    }
+
+    /// A new connection, its I/O driven by a task of its own.
+    async fn connect(&self) -> anyhow::Result<Connection> {
         let stream = tokio::net::TcpStream::connect(&self.authority)
             .await
             .with_context(|| format!("cannot connect to {}", self.authority))?;
@@ -200,6 +205,9 @@ impl McpClient {
     }
 
     /// One exchange on a kept-alive connection: the answer's status and whole body.
+    /// A request a kept-alive connection could not send (the server closed it while
+    /// it was idle) is sent once more on a new connection, as a pooling client does;
+    /// one that was sent is never repeated.
     async fn exchange(
         &self,
         method: http::Method,
@@ -207,22 +215,29 @@ impl McpClient {
         headers: HeaderMap,
         body: Bytes,
     ) -> anyhow::Result<(http::StatusCode, Bytes)> {
-        let mut request = http::Request::new(Full::new(body));
-        *request.method_mut() = method;
-        *request.uri_mut() = path;
-        *request.headers_mut() = headers;
-        request
-            .headers_mut()
-            .insert(http::header::HOST, self.host.clone());
-        let mut connection = self.connection().await?;
-        connection
-            .ready()
-            .await
-            .with_context(|| format!("the connection to {} closed", self.url))?;
-        let response = connection
-            .send_request(request)
-            .await
-            .with_context(|| format!("a request to {} failed", self.url))?;
+        let request = || {
+            let mut request = http::Request::new(Full::new(body.clone()));
+            *request.method_mut() = method.clone();
+            *request.uri_mut() = path.clone();
+            *request.headers_mut() = headers.clone();
+            request
+                .headers_mut()
+                .insert(http::header::HOST, self.host.clone());
+            request
+        };
+        let (mut connection, reused) = self.connection().await?;
+        let response = match send_on(&mut connection, request()).await {
+            Ok(response) => response,
+            Err(error) if reused && (error.is_canceled() || error.is_closed()) => {
+                connection = self.connect().await?;
+                send_on(&mut connection, request())
+                    .await
+                    .with_context(|| format!("a request to {} failed", self.url))?
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("a request to {} failed", self.url));
+            }
+        };
         let status = response.status();
         let body = response
             .into_body()
@@ -329,6 +344,15 @@ impl McpClient {
             _ => bail!("expected a CreateTaskResult, got {message}"),
         }
     }
+}
+
+/// Sends `request` on `connection` once it is ready for one.
+async fn send_on(
+    connection: &mut Connection,
+    request: http::Request<Full<Bytes>>,
+) -> Result<http::Response<hyper::body::Incoming>, hyper::Error> {
+    connection.ready().await?;
+    connection.send_request(request).await
 }
 
 /// What kind of result an answer must be.
