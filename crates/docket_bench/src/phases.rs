@@ -313,7 +313,9 @@ pub(crate) async fn load_alone(
         }
         Load::Create => {
             eprintln!("measuring");
-            bench.http_creates_for(&bench.docket.url(), duration).await?
+            bench
+                .http_creates_for(&bench.docket.url(), duration)
+                .await?
         }
     };
     let (process, postgres) = samples.cpu_per_call();

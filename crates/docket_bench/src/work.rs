@@ -124,25 +124,12 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
     let mut service = app.service();
 
     let service_cpu = timed(calls, || {
-        let request = prepared.to_http();
-        let answer = service.call(request);
-        async move {
-            let Ok(response) = answer.await;
-            let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .context("cannot read an answer")?
-                .to_bytes();
-            if !status.is_success() || !contains(&body, b"\"status\":\"working\"") {
-                bail!(
-                    "tasks/get answered {status}: {}",
-                    String::from_utf8_lossy(&body)
-                );
-            }
-            Ok(())
-        }
+        answered(
+            &mut service,
+            &prepared,
+            "tasks/get",
+            "\"status\":\"working\"",
+        )
     })
     .await?;
     let store_cpu = timed(calls, || read(&store, &id)).await?;
@@ -155,24 +142,12 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
     // together at the end, so no ending is measured.
     let create = load::create_request()?;
     let create_cpu = timed(calls, || {
-        let answer = service.call(create.to_http());
-        async move {
-            let Ok(response) = answer.await;
-            let status = response.status();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .context("cannot read an answer")?
-                .to_bytes();
-            if !status.is_success() || !contains(&body, b"\"resultType\":\"task\"") {
-                bail!(
-                    "tools/call answered {status}: {}",
-                    String::from_utf8_lossy(&body)
-                );
-            }
-            Ok(())
-        }
+        answered(
+            &mut service,
+            &create,
+            "tools/call",
+            "\"resultType\":\"task\"",
+        )
     })
     .await?;
     let replica = app.replica_id().to_owned();
@@ -197,6 +172,33 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
         create_service: create_cpu,
         create_store: create_store_cpu,
     })
+}
+
+/// Hands `request` to `service` and checks that the answer succeeded and holds `needle`.
+fn answered(
+    service: &mut docket_server::McpService,
+    request: &load::Prepared,
+    method: &'static str,
+    needle: &'static str,
+) -> impl Future<Output = anyhow::Result<()>> + use<> {
+    let answer = service.call(request.to_http());
+    async move {
+        let Ok(response) = answer.await;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .context("cannot read an answer")?
+            .to_bytes();
+        if !status.is_success() || !contains(&body, needle.as_bytes()) {
+            bail!(
+                "{method} answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(())
+    }
 }
 
 async fn read(store: &MemoryStore, id: &TaskId) -> anyhow::Result<()> {
