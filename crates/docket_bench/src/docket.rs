@@ -96,6 +96,26 @@ impl DocketServer {
         Ok(record.id)
     }
 
+    /// Starts one held task as a task-creating `tools/call` does once its checks
+    /// pass — the row committed, then the work on a task of its own that runs the
+    /// handler on another (two spawns) — with no HTTP and no MCP around it.
+    pub(crate) async fn start_like_a_call(&self) -> anyhow::Result<TaskId> {
+        let runtime = self.runtime()?;
+        let released = self.gate.hold();
+        let record = runtime
+            .spawn(
+                new_task(self.app.replica_id())?,
+                move |_context| async move {
+                    let handler = tokio::spawn(released);
+                    let _ = handler.await;
+                    Outcome::Completed(json!({ "structuredContent": { "released": true } }))
+                },
+            )
+            .await
+            .context("could not start a task")?;
+        Ok(record.id)
+    }
+
     /// Releases every held task and waits until none runs on this replica, so the
     /// next measurement does not share the machine with their endings.
     pub(crate) async fn release_all(&self) -> anyhow::Result<()> {

@@ -424,6 +424,11 @@ impl Bench {
             latency.store_create.merge(samples);
 
             let (samples, _) =
+                load::sequential(&self.meter, per_round, |_| self.docket.start_like_a_call())
+                    .await?;
+            latency.runtime_spawn.merge(samples);
+
+            let (samples, _) =
                 load::sequential(&self.meter, per_round, |_| docket.health()).await?;
             latency.http_floor.merge(samples);
             let direct: Vec<TaskId> = records.into_iter().map(|record| record.id).collect();
