@@ -61,6 +61,12 @@ const CANCEL_SAMPLES: usize = 240;
 /// Task ends a listening and a polling follower each time, on another replica.
 const FOLLOWER_SAMPLES: usize = 30;
 
+/// What a `CreateTaskResult` holds (a substring test, as the load generator's).
+const TASK_ANSWER: &str = "\"resultType\":\"task\"";
+
+/// What a `tasks/get` of a completed task holds.
+const COMPLETE_ANSWER: &str = "\"resultType\":\"complete\"";
+
 /// Sends the instant it is dropped: when a task's work ended, seen from inside it.
 struct SeenOnDrop(Option<tokio::sync::oneshot::Sender<Instant>>);
 
@@ -399,6 +405,18 @@ impl Bench {
             latency.docket.merge(samples);
             docket_ids.extend(ids);
 
+            let service = self.docket.app.service();
+            let (samples, _) = load::sequential(&self.meter, per_round, |_| {
+                crate::work::answered(
+                    &mut service.clone(),
+                    &self.create,
+                    "tools/call",
+                    TASK_ANSWER,
+                )
+            })
+            .await?;
+            latency.service_create.merge(samples);
+
             let (samples, ids) =
                 load::sequential(&self.meter, per_round, |_| peer.create(&self.create)).await?;
             latency.rmcp.merge(samples);
@@ -488,6 +506,9 @@ impl Bench {
                 .bare_select
                 .merge(self.bare_selects(&task_ids).await?);
             result.store_get.merge(self.store_gets(&task_ids).await?);
+            result
+                .service_get
+                .merge(self.service_gets(&docket_requests).await?);
             result.http_floor.merge(self.http_floor().await?);
             result
                 .same_size_floor
@@ -551,6 +572,21 @@ impl Bench {
                     ensure!(probe.select_by_id(id).await?, "task {id} not found");
                     Ok(())
                 }
+            }
+        });
+        load::concurrent(&self.meter, workers, self.round).await
+    }
+
+    /// The same `tasks/get` requests handed to Docket's service in process, from as
+    /// many concurrent tasks: everything but the HTTP exchange.
+    async fn service_gets(&self, requests: &Arc<Vec<Prepared>>) -> anyhow::Result<Samples> {
+        let workers = (0..self.clients).map(|client_index| {
+            let service = self.docket.app.service();
+            let requests = Arc::clone(requests);
+            let offset = client_index * requests.len() / self.clients;
+            move |round: u64| {
+                let request = &requests[(offset + round as usize) % requests.len()];
+                crate::work::answered(&mut service.clone(), request, "tasks/get", COMPLETE_ANSWER)
             }
         });
         load::concurrent(&self.meter, workers, self.round).await

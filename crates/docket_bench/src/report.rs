@@ -54,6 +54,8 @@ pub(crate) struct Latency {
     pub(crate) bare_insert_unprepared: Samples,
     /// `TaskStore::create` without HTTP.
     pub(crate) store_create: Samples,
+    /// The same `tools/call` handed to Docket's service in process: no HTTP.
+    pub(crate) service_create: Samples,
     /// `TaskRuntime::spawn` as a call starts a task (the row, then the work on two
     /// tokio tasks), without HTTP or MCP.
     pub(crate) runtime_spawn: Samples,
@@ -72,6 +74,8 @@ pub(crate) struct GetThroughput {
     pub(crate) bare_select: Samples,
     /// `TaskStore::get` without HTTP.
     pub(crate) store_get: Samples,
+    /// The same requests handed to Docket's service in process: no HTTP.
+    pub(crate) service_get: Samples,
     /// `GET /healthz` on Docket's listener with as many clients: HTTP alone.
     pub(crate) http_floor: Samples,
     /// The same `tasks/get` requests answered with Docket's answer, byte for byte, by a
@@ -417,6 +421,11 @@ fn sections(results: &Results) -> Vec<Section> {
             vs(&latency.bare_insert_unprepared, &latency.bare_insert),
         ),
         row(
+            "the same `tools/call` handed to Docket's service in process (no HTTP)",
+            latency_row(&latency.service_create),
+            vs(&latency.service_create, &latency.bare_insert),
+        ),
+        row(
             "`TaskStore::create` (no HTTP)",
             latency_row(&latency.store_create),
             vs(&latency.store_create, &latency.bare_insert),
@@ -456,6 +465,11 @@ fn sections(results: &Results) -> Vec<Section> {
             "`TaskStore::get` (no HTTP)",
             throughput_row(&get.store_get),
             share(&get.store_get, &get.bare_select),
+        ),
+        row(
+            "the same `tasks/get` requests handed to Docket's service in process (no HTTP)",
+            throughput_row(&get.service_get),
+            share(&get.service_get, &get.bare_select),
         ),
         row(
             "HTTP floor: `GET /healthz` on Docket's listener (no MCP, no database)",
@@ -770,6 +784,21 @@ fn findings(results: &Results) -> Vec<String> {
                     + results.latency.store_create.cpu_per_call().0
             )
         ),
+    ));
+    findings.push(format!(
+        "Without HTTP: the same requests handed to Docket's service in process take {} at p50 for a create (against \
+         `TaskStore::create`'s {}; over HTTP {}), and the service serves {} `tasks/get` at {:.0} µs of CPU a call in this \
+         process and {:.0} µs in PostgreSQL (against `TaskStore::get`'s {:.0} + {:.0} µs; over HTTP {:.0} + {:.0} µs).",
+        ms(p50(&latency.service_create)),
+        ms(p50(&latency.store_create)),
+        ms(p50(&latency.docket)),
+        per_second(get.service_get.rate()),
+        micros(get.service_get.cpu_per_call().0),
+        micros(get.service_get.cpu_per_call().1),
+        micros(get.store_get.cpu_per_call().0),
+        micros(get.store_get.cpu_per_call().1),
+        micros(get.docket.cpu_per_call().0),
+        micros(get.docket.cpu_per_call().1),
     ));
     let slices = |samples: &Samples| samples.slices_per_call();
     let (docket_in, docket_pg) = slices(&get.docket);

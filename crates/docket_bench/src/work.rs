@@ -175,7 +175,7 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
 }
 
 /// Hands `request` to `service` and checks that the answer succeeded and holds `needle`.
-fn answered(
+pub(crate) fn answered(
     service: &mut docket_server::McpService,
     request: &load::Prepared,
     method: &'static str,
