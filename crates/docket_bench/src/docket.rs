@@ -81,33 +81,30 @@ impl DocketServer {
     /// Starts one held task directly on the runtime (no HTTP): what a tool call
     /// would commit and run, for filling the replica with running tasks.
     pub(crate) async fn spawn_held(&self) -> anyhow::Result<TaskId> {
-        let runtime = self.runtime()?;
-        let released = self.gate.hold();
-        let record = runtime
-            .spawn(
-                new_task(self.app.replica_id())?,
-                move |_context| async move {
-                    released.await;
-                    Outcome::Completed(json!({ "structuredContent": { "released": true } }))
-                },
-            )
-            .await
-            .context("could not start a task")?;
-        Ok(record.id)
+        self.start_held(false).await
     }
 
     /// Starts one held task as a task-creating `tools/call` does once its checks
     /// pass — the row committed, then the work on a task of its own that runs the
     /// handler on another (two spawns) — with no HTTP and no MCP around it.
     pub(crate) async fn start_like_a_call(&self) -> anyhow::Result<TaskId> {
+        self.start_held(true).await
+    }
+
+    /// Starts one held task; with `handler_task`, its work waits on a tokio task of
+    /// its own, as a call's handler runs.
+    async fn start_held(&self, handler_task: bool) -> anyhow::Result<TaskId> {
         let runtime = self.runtime()?;
         let released = self.gate.hold();
         let record = runtime
             .spawn(
                 new_task(self.app.replica_id())?,
                 move |_context| async move {
-                    let handler = tokio::spawn(released);
-                    let _ = handler.await;
+                    if handler_task {
+                        let _ = tokio::spawn(released).await;
+                    } else {
+                        released.await;
+                    }
                     Outcome::Completed(json!({ "structuredContent": { "released": true } }))
                 },
             )
