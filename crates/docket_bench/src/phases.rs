@@ -314,14 +314,12 @@ pub(crate) async fn load_alone(
             );
             eprintln!("measuring");
             bench
-                .http_gets_for(&bench.docket.url(), &requests, duration)
+                .http_gets(&bench.docket.url(), &requests, duration)
                 .await?
         }
         Load::Create => {
             eprintln!("measuring");
-            bench
-                .http_creates_for(&bench.docket.url(), duration)
-                .await?
+            bench.http_creates(&bench.docket.url(), duration).await?
         }
     };
     let (process, postgres) = samples.cpu_per_call();
@@ -496,12 +494,14 @@ impl Bench {
             ..GetThroughput::default()
         };
         for _ in 0..THROUGHPUT_ROUNDS {
-            result
-                .docket
-                .merge(self.http_gets(&self.docket.url(), &docket_requests).await?);
-            result
-                .rmcp
-                .merge(self.http_gets(&self.peer.url(), &peer_requests).await?);
+            result.docket.merge(
+                self.http_gets(&self.docket.url(), &docket_requests, self.round)
+                    .await?,
+            );
+            result.rmcp.merge(
+                self.http_gets(&self.peer.url(), &peer_requests, self.round)
+                    .await?,
+            );
             result
                 .bare_select
                 .merge(self.bare_selects(&task_ids).await?);
@@ -510,20 +510,17 @@ impl Bench {
                 .service_get
                 .merge(self.service_gets(&docket_requests).await?);
             result.http_floor.merge(self.http_floor().await?);
-            result
-                .same_size_floor
-                .merge(self.http_gets(&echo.url(), &docket_requests).await?);
+            result.same_size_floor.merge(
+                self.http_gets(&echo.url(), &docket_requests, self.round)
+                    .await?,
+            );
         }
         Ok(result)
     }
 
-    /// Each client cycles through the requests from its own starting point.
-    async fn http_gets(&self, url: &str, requests: &Arc<Vec<Prepared>>) -> anyhow::Result<Samples> {
-        self.http_gets_for(url, requests, self.round).await
-    }
-
-    /// [`Bench::http_gets`] for `duration`.
-    async fn http_gets_for(
+    /// `tasks/get` from as many keep-alive clients for `duration`; each client
+    /// cycles through the requests from its own starting point.
+    async fn http_gets(
         &self,
         url: &str,
         requests: &Arc<Vec<Prepared>>,
@@ -623,10 +620,10 @@ impl Bench {
         for _ in 0..THROUGHPUT_ROUNDS {
             result
                 .docket
-                .merge(self.http_creates(&self.docket.url()).await?);
+                .merge(self.http_creates(&self.docket.url(), self.round).await?);
             self.docket.release_all().await?;
 
-            let samples = self.http_creates(&self.peer.url()).await?;
+            let samples = self.http_creates(&self.peer.url(), self.round).await?;
             self.peer_created
                 .fetch_add(samples.latencies.len(), Ordering::Relaxed);
             result.rmcp.merge(samples);
@@ -651,12 +648,8 @@ impl Bench {
         Ok(result)
     }
 
-    async fn http_creates(&self, url: &str) -> anyhow::Result<Samples> {
-        self.http_creates_for(url, self.round).await
-    }
-
-    /// [`Bench::http_creates`] for `duration`.
-    async fn http_creates_for(&self, url: &str, duration: Duration) -> anyhow::Result<Samples> {
+    /// Task-creating calls from as many keep-alive clients for `duration`.
+    async fn http_creates(&self, url: &str, duration: Duration) -> anyhow::Result<Samples> {
         let mut workers = Vec::new();
         for _ in 0..self.clients {
             let client = McpClient::new(url)?;

@@ -853,13 +853,13 @@ pub async fn answers_are_kept_only_for_waiting_questions(store: Arc<dyn SessionS
         session_id: session.id.clone(),
         request_id: "elicit-1".into(),
     };
-    // Only this session's: a primer's signal may still be on its way.
+    // All but the primers': a primer's signal may still be on its way.
     let heard_here = || {
         heard
             .lock()
             .expect("heard")
             .iter()
-            .filter(|signal| signal.session_id == session.id)
+            .filter(|signal| signal.session_id != primer.id)
             .cloned()
             .collect::<Vec<_>>()
     };

@@ -16,10 +16,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::rate_limit::RateLimiter;
-
 use crate::connections::TrinoConnection;
 use crate::features::CompletionRequest;
+use crate::rate_limit::RateLimiter;
 
 /// How many names one completion reads from Trino at most.
 const MAX_NAMES: usize = 1000;
