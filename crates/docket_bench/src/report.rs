@@ -779,9 +779,8 @@ fn findings(results: &Results) -> Vec<String> {
         micros(work.create_store),
         micros(work.create_work()),
         micros(
-            results.latency.docket.cpu_per_call().0.saturating_sub(
-                results.latency.http_floor.cpu_per_call().0
-                    + results.latency.store_create.cpu_per_call().0
+            latency.docket.cpu_per_call().0.saturating_sub(
+                latency.http_floor.cpu_per_call().0 + latency.store_create.cpu_per_call().0
             )
         ),
     ));
