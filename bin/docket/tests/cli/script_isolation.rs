@@ -236,7 +236,7 @@ async fn a_runs_process_holds_only_its_pipes_and_its_limits() {
     let run_id = start_run(
         &server,
         "busy",
-        "platform.call('platform_info', {})\na = list(range(100000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n",
+        "platform.call('platform_info', {})\na = list(range(1000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n",
     )
     .await;
     wait_run(&server, &run_id, "running").await;

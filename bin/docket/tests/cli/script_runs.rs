@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 
 use crate::support::{Replica, temp_dir};
 
-/// Loops until cancelled: each of its ten million steps scans a list of 100 000, so the run
+/// Loops until cancelled: each of its ten million steps scans a list of 1 000, so the run
 /// lasts minutes on its step budget while its heap stays flat. (A growing sum would not:
 /// past 2^31 every step allocates an integer, and the run ends on the 256 MiB heap limit
 /// within a second, racing whatever the test does next.)
 const BUSY: &str =
-    "a = list(range(100000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n";
+    "a = list(range(1000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n";
 
 /// Waits in a tool call, so a run takes a few seconds whoever runs it.
 const SLOW: &str = "platform.call('diagnostics_sleep', {'seconds': 3})\nprint('done')\n";
