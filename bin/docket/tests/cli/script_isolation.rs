@@ -17,7 +17,7 @@ use std::time::Duration;
 use docket_storage::test_db::TestDatabase;
 use serde_json::{Value, json};
 
-use crate::script_runs::{call, start, start_run, wait_run, write_config};
+use crate::script_runs::{BUSY, call, start, start_run, wait_run, write_config};
 use crate::support::{Replica, temp_dir};
 
 /// An interpreter tick that takes a long time: each `in` scans a list of
@@ -236,7 +236,7 @@ async fn a_runs_process_holds_only_its_pipes_and_its_limits() {
     let run_id = start_run(
         &server,
         "busy",
-        "platform.call('platform_info', {})\na = list(range(1000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n",
+        &format!("platform.call('platform_info', {{}})\n{BUSY}"),
     )
     .await;
     wait_run(&server, &run_id, "running").await;

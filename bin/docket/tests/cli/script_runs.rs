@@ -20,7 +20,7 @@ use crate::support::{Replica, temp_dir};
 /// lasts minutes on its step budget while its heap stays flat. (A growing sum would not:
 /// past 2^31 every step allocates an integer, and the run ends on the 256 MiB heap limit
 /// within a second, racing whatever the test does next.)
-const BUSY: &str =
+pub(crate) const BUSY: &str =
     "a = list(range(1000))\nfor i in range(10000000):\n    if -1 in a:\n        pass\n";
 
 /// Waits in a tool call, so a run takes a few seconds whoever runs it.
