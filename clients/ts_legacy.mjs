@@ -92,7 +92,7 @@ for await (const message of client.experimental.tasks.callToolStream(
   if (message.type === "error") throw message.error;
   if (message.type === "result") finished = message.result;
 }
-assert.match(created?.taskId ?? "", /^[0-9a-f]{32}$/);
+assert.match(created?.taskId ?? "", /^task_[0-9a-f]{32}$/);
 assert.ok(finished && !finished.isError, "the task's result");
 console.log("task", created.taskId, "result:", finished.content[0].text);
 const polled = await client.experimental.tasks.getTask(created.taskId);

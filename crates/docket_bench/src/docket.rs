@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use docket_catalog::ScriptStore;
 use docket_protocol::tools::CallToolResult;
 use docket_server::{App, Config, TaskSupport, ToolCall, ToolOutcome, ToolSpec};
+use docket_storage::Store;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::AuditContext;
 use docket_task::{NewTask, Outcome, TaskId, TaskStore};
@@ -42,11 +44,17 @@ pub(crate) struct DocketServer {
 }
 
 impl DocketServer {
-    /// Builds the app over `store` (see [`build_app`]) and serves it on 127.0.0.1,
-    /// any free port.
-    pub(crate) async fn start(store: Arc<dyn TaskStore>, gate: Gate) -> anyhow::Result<Self> {
-        let store = Arc::new(CountingStore::new(store));
-        let app = build_app(Arc::clone(&store) as Arc<dyn TaskStore>, gate.clone())?;
+    /// Builds the app over `store` as `docket serve` builds it — its task table and its
+    /// script runs, so `tasks/*` has both places to look ids up in (see [`build_app`]) —
+    /// and serves it on 127.0.0.1, any free port.
+    pub(crate) async fn start(store: &Store, gate: Gate) -> anyhow::Result<Self> {
+        let tasks = Arc::new(CountingStore::new(store.task_store()));
+        let app = build_app(
+            Arc::clone(&tasks) as Arc<dyn TaskStore>,
+            Some(store.script_store()),
+            gate.clone(),
+            |_| {},
+        )?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("cannot bind a loopback port for Docket")?;
@@ -60,7 +68,7 @@ impl DocketServer {
         Ok(Self {
             addr,
             app,
-            store,
+            store: tasks,
             gate,
             shutdown: Some(shutdown),
             served: Some(served),
@@ -151,23 +159,25 @@ impl DocketServer {
 
 /// The app both the served benchmark and the in-process work suite measure: the
 /// embedded default configuration (anonymous callers are administrators, audit on,
-/// 2 s heartbeats) with the rate limit off — the benchmark sends thousands of calls a
-/// second as one identity, and a limit is a policy, not a cost — over `store`, with
-/// the benchmark tool held by `gate`.
-pub(crate) fn build_app(store: Arc<dyn TaskStore>, gate: Gate) -> anyhow::Result<App> {
-    build_app_with(store, gate, |_| {})
-}
-
-/// [`build_app`] with the configuration adjusted by `adjust` first.
-pub(crate) fn build_app_with(
+/// 2 s heartbeats), adjusted by `adjust`, with the rate limit off — the benchmark
+/// sends thousands of calls a second as one identity, and a limit is a policy, not a
+/// cost — over `store` and, when given, the script store `scripts` (whose runs
+/// `tasks/*` then looks ids up in too, as in `docket serve`), with the benchmark tool
+/// held by `gate`.
+pub(crate) fn build_app(
     store: Arc<dyn TaskStore>,
+    scripts: Option<Arc<dyn ScriptStore>>,
     gate: Gate,
     adjust: impl FnOnce(&mut Config),
 ) -> anyhow::Result<App> {
     let mut config = Config::embedded_default();
     config.rate_limit.requests_per_minute = 0;
     adjust(&mut config);
-    let app = App::builder(config)
+    let mut builder = App::builder(config);
+    if let Some(scripts) = scripts {
+        builder = builder.scripts(scripts);
+    }
+    let app = builder
         .task_store(store)
         .tool(
             ToolSpec::new(BENCH_TOOL, BENCH_TOOL_DESCRIPTION, bench_tool_schema())
@@ -195,7 +205,8 @@ pub(crate) fn build_app_with(
 /// The row a `tools/call bench_task {}` from the anonymous administrator creates.
 pub(crate) fn new_task(replica_id: &str) -> anyhow::Result<NewTask> {
     Ok(NewTask {
-        id: TaskId::generate().context("the OS random source failed")?,
+        id: TaskId::generate_in(docket_server::CALL_TASK_IDS)
+            .context("the OS random source failed")?,
         tool: BENCH_TOOL.to_owned(),
         arguments: json!({}),
         owner: "anonymous".to_owned(),

@@ -232,13 +232,13 @@ impl Setup {
             max_connections: pool_size,
             migrate: true,
         };
-        let store = match docket_storage::connect(&url, options.clone())
+        let opened = docket_storage::connect(&url, options.clone())
             .await
-            .context("cannot open the store")?
-        {
-            store @ Store::Postgres(_) => store.task_store(),
-            _ => bail!("the benchmark needs PostgreSQL"),
+            .context("cannot open the store")?;
+        let Store::Postgres(_) = &opened else {
+            bail!("the benchmark needs PostgreSQL");
         };
+        let store = opened.task_store();
         let probe = Arc::new(
             PgProbe::connect(&url, &options)
                 .await
@@ -248,7 +248,7 @@ impl Setup {
 
         let gate = Gate::new();
         let bench = Bench {
-            docket: DocketServer::start(Arc::clone(&store), gate.clone()).await?,
+            docket: DocketServer::start(&opened, gate.clone()).await?,
             peer: PeerServer::start(gate).await?,
             store,
             meter: CpuMeter::new(Arc::clone(&probe)),
@@ -737,9 +737,8 @@ impl Bench {
     ) -> anyhow::Result<Follower> {
         let store_b = docket_storage::connect(url, options.clone())
             .await
-            .context("cannot open replica B's store")?
-            .task_store();
-        let replica_b = DocketServer::start(store_b, Gate::new()).await?;
+            .context("cannot open replica B's store")?;
+        let replica_b = DocketServer::start(&store_b, Gate::new()).await?;
         let client = McpClient::new(&replica_b.url())?;
         let runtime = self.docket.runtime()?;
         let poll = Duration::from_millis(poll_interval_ms);
@@ -812,10 +811,10 @@ impl Bench {
     /// set up like the store's writer, sequentially, in alternating rounds.
     async fn embedded(&self, samples: usize) -> anyhow::Result<Embedded> {
         let database = TestDatabase::sqlite().await;
-        let store = docket_storage::connect(database.url(), ConnectOptions::default())
+        let opened = docket_storage::connect(database.url(), ConnectOptions::default())
             .await
-            .context("cannot open the SQLite store")?
-            .task_store();
+            .context("cannot open the SQLite store")?;
+        let store = opened.task_store();
         let path = database
             .url()
             .strip_prefix("sqlite://")
@@ -823,7 +822,7 @@ impl Bench {
         let probe = SqliteProbe::connect(std::path::Path::new(path))
             .await
             .context("cannot open the SQLite probe")?;
-        let server = DocketServer::start(Arc::clone(&store), Gate::new()).await?;
+        let server = DocketServer::start(&opened, Gate::new()).await?;
         let client = McpClient::new(&server.url())?;
         let replica = server.app.replica_id().to_owned();
         let per_round = samples / LATENCY_ROUNDS;

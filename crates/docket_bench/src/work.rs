@@ -100,8 +100,9 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
     let gate = Gate::new();
     // The loops below never yield, so no heartbeat runs while they do: the task must
     // not read as stale however slowly they run (under callgrind, say).
-    let app = docket::build_app_with(
+    let app = docket::build_app(
         Arc::clone(&store) as Arc<dyn TaskStore>,
+        None,
         gate.clone(),
         |config| config.tasks.stale_after = Duration::from_secs(86_400),
     )?;

@@ -128,12 +128,12 @@ impl RunBridge {
         Ok(run)
     }
 
-    /// A fresh run id: 128 bits from the OS random source, 32 hex digits.
+    /// A fresh run id: see [`crate::task::new_run_id`].
     ///
     /// # Errors
     /// [`BridgeError::Random`].
     pub fn new_run_id() -> Result<String, BridgeError> {
-        docket_catalog::generate_id().map_err(|err| BridgeError::Random(err.to_string()))
+        crate::task::new_run_id().map_err(|err| BridgeError::Random(err.to_string()))
     }
 
     /// Asks to cancel a run: see [`ScriptStore::cancel_run`]. A run running on

@@ -150,7 +150,7 @@ impl Scheduler {
         };
         let runnable = script.enabled && script.status == ScriptStatus::Active;
         let run = if runnable {
-            let id = docket_catalog::generate_id().map_err(|error| {
+            let id = crate::task::new_run_id().map_err(|error| {
                 CatalogError::Unavailable(format!("could not draw a run id: {error}"))
             })?;
             Some(NewRun {

@@ -18,11 +18,23 @@
 use std::time::Duration;
 
 use docket_catalog::scripts::{Run, RunErrorKind, RunStatus};
-use docket_task::{TaskError, TaskId, TaskRecord, TaskStatus};
+use docket_task::{IdPrefix, TaskError, TaskId, TaskRecord, TaskStatus};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::RUN_SCRIPT_TOOL;
+
+/// The prefix of every run id minted here (`run_…`): `tasks/*` looks an id with it
+/// up only among the runs, and an id with another prefix never among them.
+pub const RUN_IDS: IdPrefix = IdPrefix::new("run");
+
+/// A fresh run id: 128 bits from the OS random source, `run_` and 32 hex digits.
+///
+/// # Errors
+/// When the OS random source fails.
+pub fn new_run_id() -> Result<String, getrandom::Error> {
+    TaskId::generate_in(RUN_IDS).map(|id| id.as_str().to_owned())
+}
 
 /// The task record of `run` at `now` (database clock). `result` is the
 /// `CallToolResult` (as JSON) of an ended run that has one: succeeded, or

@@ -49,4 +49,4 @@ pub use registry::{
 };
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};
-pub use tasks::{FoundTask, TaskSource};
+pub use tasks::{CALL_TASK_IDS, FoundTask, TaskSource};

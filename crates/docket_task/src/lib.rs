@@ -9,6 +9,6 @@ pub mod store;
 #[cfg(feature = "runtime")]
 pub mod testing;
 
-pub use id::TaskId;
+pub use id::{IdPrefix, TaskId};
 pub use model::{Caller, Outcome, TaskError, TaskRecord, TaskStatus, TaskView};
 pub use store::{NewTask, StoreError, TaskPosition, TaskStore};

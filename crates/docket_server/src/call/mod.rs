@@ -425,7 +425,7 @@ async fn start_task(
     handler: Arc<dyn ToolHandler>,
     finish: Finish,
 ) -> Result<Reply, McpError> {
-    let id = TaskId::generate()
+    let id = TaskId::generate_in(crate::tasks::CALL_TASK_IDS)
         .map_err(|err| McpError::Internal(format!("could not draw a task id: {err}")))?;
     let new = NewTask {
         id,

@@ -31,7 +31,7 @@ use crate::reply::{Reply, encode};
 use crate::request::RequestContext;
 
 pub(crate) use source::CallTasks;
-pub use source::{FoundTask, TaskSource};
+pub use source::{CALL_TASK_IDS, FoundTask, TaskSource};
 pub(crate) use wire::{create_result, get_result, viewed_task};
 
 /// The task machinery of an app with a database and `tasks.enabled`.
@@ -124,18 +124,22 @@ pub(crate) async fn find(
     if !context.identity.may_own_tasks(is_admin) {
         return Err(unknown());
     }
-    // Every source is read for every id, at once: an id that exists but is not
-    // yours takes the same path, and the same time, as one that does not exist.
-    // With one source (no tool registered its own) it is simply read.
+    // Every source that may hold the id is read, at once. Which ones is decided by
+    // the id's text alone, so an id that exists but is not yours takes the same path,
+    // and the same time, as one that does not exist. Usually one source is left (the
+    // id's prefix names it), and it is simply read.
     let mut failure = None;
     let mut found = None;
-    let answers = match tasks.sources.as_slice() {
-        [only] => vec![Arc::clone(only).find(&id).await],
-        sources => {
-            futures_util::future::join_all(
-                sources.iter().map(|source| Arc::clone(source).find(&id)),
-            )
-            .await
+    let mut sources = tasks.sources.iter().filter(|source| source.may_hold(&id));
+    let answers = match (sources.next(), sources.next()) {
+        (None, _) => Vec::new(),
+        (Some(only), None) => vec![Arc::clone(only).find(&id).await],
+        (Some(first), Some(second)) => {
+            let reads = [first, second]
+                .into_iter()
+                .chain(sources)
+                .map(|source| Arc::clone(source).find(&id));
+            futures_util::future::join_all(reads).await
         }
     };
     for lookup in answers {

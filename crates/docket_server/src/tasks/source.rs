@@ -8,7 +8,7 @@ use docket_catalog::PageCursor;
 use docket_protocol::JsonObject;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::TaskSignal;
-use docket_task::{TaskId, TaskPosition, TaskRecord};
+use docket_task::{IdPrefix, TaskId, TaskPosition, TaskRecord};
 use time::OffsetDateTime;
 
 use crate::error::McpError;
@@ -31,6 +31,14 @@ pub struct FoundTask {
 /// answers its own task registers the source its records are read from.
 #[async_trait]
 pub trait TaskSource: Send + Sync {
+    /// Whether a task with this id could be in this source; `tasks/*` skips reading a
+    /// source that says no. Decide it from the id's text alone (its prefix, see
+    /// [`docket_task::id`]), never from what is stored, so that which sources are
+    /// read never tells whether a task exists. Every id, unless overridden.
+    fn may_hold(&self, _id: &TaskId) -> bool {
+        true
+    }
+
     /// The task with this id, if this source has it. Who may follow it is decided
     /// by the caller, from the record.
     ///
@@ -66,6 +74,11 @@ pub trait TaskSource: Send + Sync {
     async fn answer_input(&self, id: &TaskId, responses: &JsonObject) -> Result<(), McpError>;
 }
 
+/// The prefix of the ids of the tasks the pipeline creates for calls (`task_…`):
+/// `tasks/*` looks an id with it up only in the task table. An embedder writing rows
+/// for calls into the task table itself mints their ids with it too.
+pub const CALL_TASK_IDS: IdPrefix = IdPrefix::new("task");
+
 /// The task table: tasks the pipeline created for calls (exports and every other
 /// tool that runs as a task).
 pub(crate) struct CallTasks {
@@ -79,6 +92,12 @@ fn store_failure(error: docket_task::StoreError) -> McpError {
 
 #[async_trait]
 impl TaskSource for CallTasks {
+    /// Ids the pipeline minted, and ids without a prefix (minted before prefixes, or
+    /// by an embedder that writes the task table itself).
+    fn may_hold(&self, id: &TaskId) -> bool {
+        CALL_TASK_IDS.may_name(id)
+    }
+
     async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
         let found = self.runtime.store().get(id).await.map_err(store_failure)?;
         Ok(found.map(|(record, now)| FoundTask {

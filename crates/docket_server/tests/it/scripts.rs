@@ -741,7 +741,13 @@ async fn a_run_is_its_task(backend: Backend) {
     let task = &created["result"];
     assert_eq!(task["resultType"], "task", "{created}");
     let task_id = task["taskId"].as_str().expect("task id").to_owned();
-    assert_eq!(task_id.len(), 32);
+    // A run's task id is its run id, which names the runs: `run_` and 32 hex digits.
+    assert!(
+        task_id
+            .strip_prefix("run_")
+            .is_some_and(|digits| digits.len() == 32),
+        "{task_id}"
+    );
     assert_eq!(task["status"], "working");
     assert_eq!(
         task["ttlMs"],
@@ -1100,8 +1106,10 @@ async fn every_script_tool_answers_unavailable_while_the_run_store_is_down(backe
 }
 
 /// `tasks/get` of a task that exists but is not yours reads the same tables as one
-/// of an id that does not exist — the task table and the run table — and answers
-/// the same bytes, so neither the answer nor the work (its time) tells them apart.
+/// of an id of the same shape that does not exist, and answers the same bytes, so
+/// neither the answer nor the work (its time) tells them apart. Which tables are
+/// read follows from the id's text: a `task_` id the task table alone, a `run_` id
+/// the run table alone, an id without a prefix both.
 async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(backend: Backend) {
     let Some(database) = backend.database().await else {
         return;
@@ -1136,29 +1144,102 @@ async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(back
         .as_str()
         .expect("task")
         .to_owned();
+    let saved = server
+        .call_as(
+            "alice",
+            "manage_script",
+            json!({"command": "create", "name": "mine", "source": "print('hi')"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(saved["result"]["isError"], Value::Null, "{saved}");
+    let ran = server
+        .call_as("alice", "run_script", json!({"name": "mine"}), json!({}))
+        .await;
+    let alices_run = ran["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
     let get = |id: String| {
         let server = &server;
+        let runs = &runs;
         async move {
+            let before = runs.calls();
             let (_, body) = server
                 .rpc("tasks/get", json!({"taskId": id}))
                 .capabilities(json!({"extensions": {TASKS: {}}}))
                 .header("x-api-key", &key_of("bob"))
                 .send()
                 .await;
-            body
+            (body, runs.calls() - before)
         }
     };
-    let before = runs.calls();
-    let not_yours = get(alices.clone()).await;
-    let after_not_yours = runs.calls();
-    let unknown = get("0123456789abcdef0123456789abcdef".to_owned()).await;
-    let after_unknown = runs.calls();
-    assert_eq!(not_yours["error"], unknown["error"], "{not_yours}");
+    let digits = "0123456789abcdef0123456789abcdef";
+    let (unknown, run_reads) = get(digits.to_owned()).await;
     assert_eq!(
-        after_not_yours - before,
-        after_unknown - after_not_yours,
-        "the run table is read for both"
+        run_reads, 1,
+        "an id without a prefix is looked up among the runs too"
     );
-    assert_eq!(after_unknown - after_not_yours, 1);
+    for (not_yours, unknown_of_its_shape, run_reads) in [
+        (&alices, format!("task_{digits}"), 0),
+        (&alices_run, format!("run_{digits}"), 1),
+    ] {
+        let (answer, reads) = get(not_yours.clone()).await;
+        assert_eq!(answer["error"], unknown["error"], "{answer}");
+        assert_eq!(reads, run_reads, "{not_yours}");
+        let (answer, reads) = get(unknown_of_its_shape.clone()).await;
+        assert_eq!(answer["error"], unknown["error"], "{answer}");
+        assert_eq!(reads, run_reads, "{unknown_of_its_shape}");
+    }
     server.cancel_task_as("alice", &alices).await;
+}
+
+/// An id's prefix says where its task lives, and `tasks/get` reads only there: with
+/// the task table down a run id is still answered, and with the run table down a
+/// task id is; an id without a prefix (minted before prefixes) reads both.
+#[tokio::test]
+async fn a_task_is_looked_up_only_where_its_id_says_it_lives() {
+    let tasks = Arc::new(docket_task::memory::FlakyStore::default());
+    let runs = Arc::new(docket_catalog::scripts::testing::FlakyScripts::new(
+        Arc::new(docket_catalog::memory::MemoryScripts::default()),
+    ));
+    let app = docket_server::App::builder(Config::embedded_default())
+        .task_store(Arc::clone(&tasks) as Arc<dyn TaskStore>)
+        .scripts(Arc::clone(&runs) as Arc<dyn docket_catalog::ScriptStore>)
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let get = |id: String| {
+        let server = &server;
+        async move {
+            let (_, body) = server
+                .rpc("tasks/get", json!({"taskId": id}))
+                .capabilities(json!({"extensions": {TASKS: {}}}))
+                .send()
+                .await;
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        }
+    };
+    let digits = "0123456789abcdef0123456789abcdef";
+    let unknown = "Unknown task";
+    tasks.set_failing(true);
+    assert_eq!(get(format!("run_{digits}")).await, unknown);
+    assert!(get(format!("task_{digits}")).await.contains("unavailable"));
+    assert!(get(digits.to_owned()).await.contains("unavailable"));
+    tasks.set_failing(false);
+    runs.set_failing(true);
+    assert_eq!(get(format!("task_{digits}")).await, unknown);
+    assert!(get(format!("run_{digits}")).await.contains("unavailable"));
+    assert!(get(digits.to_owned()).await.contains("unavailable"));
+    runs.set_failing(false);
+    for id in [
+        format!("task_{digits}"),
+        format!("run_{digits}"),
+        digits.to_owned(),
+    ] {
+        assert_eq!(get(id).await, unknown);
+    }
 }

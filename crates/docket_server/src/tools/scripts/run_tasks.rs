@@ -35,6 +35,11 @@ fn unavailable(error: &impl std::fmt::Display) -> McpError {
 
 #[async_trait]
 impl TaskSource for RunTasks {
+    /// Run ids, and ids without a prefix (runs queued before ids had one).
+    fn may_hold(&self, id: &TaskId) -> bool {
+        docket_run_bridge::task::RUN_IDS.may_name(id)
+    }
+
     async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
         let Some((run, now)) = self
             .store
