@@ -1196,7 +1196,8 @@ async fn a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist(back
 
 /// An id's prefix says where its task lives, and `tasks/get` reads only there: with
 /// the task table down a run id is still answered, and with the run table down a
-/// task id is; an id without a prefix (minted before prefixes) reads both.
+/// task id is; an id without a prefix (minted before prefixes) reads both, and one
+/// with a prefix neither holds reads none.
 #[tokio::test]
 async fn a_task_is_looked_up_only_where_its_id_says_it_lives() {
     let tasks = Arc::new(docket_task::memory::FlakyStore::default());
@@ -1234,6 +1235,11 @@ async fn a_task_is_looked_up_only_where_its_id_says_it_lives() {
     assert_eq!(get(format!("task_{digits}")).await, unknown);
     assert!(get(format!("run_{digits}")).await.contains("unavailable"));
     assert!(get(digits.to_owned()).await.contains("unavailable"));
+    // A prefix no source holds reads nothing at all, so even with both tables down it
+    // is simply unknown.
+    tasks.set_failing(true);
+    assert_eq!(get(format!("asset_{digits}")).await, unknown);
+    tasks.set_failing(false);
     runs.set_failing(false);
     for id in [
         format!("task_{digits}"),
