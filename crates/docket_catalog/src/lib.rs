@@ -23,9 +23,11 @@ pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
 pub use sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};
 
-/// A fresh id for an asset, a call record, a script or a run: 128 bits from the
-/// operating system's random source as 32 lower-case hex digits, like a task id,
-/// so one id cannot be guessed from another.
+/// A fresh id for an asset, a call record or a script: 128 bits from the
+/// operating system's random source as 32 lower-case hex digits, like the digits
+/// of a task id, so one id cannot be guessed from another. Runs are tasks too, and
+/// the run bridge mints their ids with the `run_` prefix that says so
+/// (`docket_run_bridge::task::new_run_id`).
 ///
 /// # Errors
 /// When the OS random source fails.
