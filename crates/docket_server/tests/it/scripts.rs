@@ -1248,4 +1248,14 @@ async fn a_task_is_looked_up_only_where_its_id_says_it_lives() {
     ] {
         assert_eq!(get(id).await, unknown);
     }
+    // A task whose id was minted before prefixes is still found in the task table,
+    // with the run table up or down.
+    let legacy = tasks
+        .create(docket_task::testing::new_task("legacy"))
+        .await
+        .expect("a task row");
+    assert_eq!(legacy.id.prefix(), None);
+    assert_eq!(get(legacy.id.as_str().to_owned()).await, "");
+    runs.set_failing(true);
+    assert_eq!(get(legacy.id.as_str().to_owned()).await, "");
 }
