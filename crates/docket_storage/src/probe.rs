@@ -2,9 +2,9 @@
 //! `cargo xtask bench` can report what Docket's task paths cost relative to the
 //! database work they cannot avoid (docs/design.md, Testing and Performance).
 //!
-//! [`PgProbe`] opens a connection pool configured exactly as [`PgStore`]'s
-//! (same manager, connection setup, recycling and size), on the same database,
-//! because `PgStore` keeps its pool to itself. Its statements go through the
+//! [`PgProbe`] opens its own connection pool through the function that opens
+//! [`PgStore`]'s (same manager, connection setup, recycling, queue order and
+//! size), on the same database, because `PgStore` keeps its pool to itself. Its statements go through the
 //! store's own `Statement`, which diesel prepares once per connection and caches,
 //! so each one is a single round trip: a bare `INSERT` that commits on its own, and a bare
 //! primary-key `SELECT` of every column a task read needs, decoded into the
@@ -33,28 +33,20 @@ use diesel::sql_types::{Nullable, Text, Timestamptz};
 use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
-};
 use docket_task::{StoreError, TaskId};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
 use crate::columns::PgColumns;
-use crate::error::{Cause, StorageError, pool_error, query_error};
+use crate::error::{StorageError, pool_error, query_error};
 use crate::rows::{TaskRow, task_columns_but_stamp};
 use crate::statement::statement;
-use crate::url::Backend;
 
 /// The tool name on every row the probe writes.
 pub const PROBE_TOOL: &str = "docket_probe";
 
 /// The channel [`PgProbe::notify_latencies`] sends on.
 const PROBE_CHANNEL: &str = "docket_probe";
-
-/// The same waits as `PgStore`'s pool, so the two pools behave alike under load.
-const POOL_WAIT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a probe row would be kept: the server's default retention (7 days),
 /// so the row has an expiry like a real task's.
@@ -128,27 +120,7 @@ impl PgProbe {
     /// # Errors
     /// [`StorageError::Connect`] when the database cannot be reached.
     pub async fn connect(url: &str, options: &ConnectOptions) -> Result<Self, StorageError> {
-        let mut config = ManagerConfig::default();
-        config.custom_setup = Box::new(|url| Box::pin(crate::pg::establish(url.to_owned())));
-        config.recycling_method = RecyclingMethod::Fast;
-        let manager =
-            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-        let connect_error = |source: Cause| StorageError::Connect {
-            backend: Backend::Postgres,
-            source,
-        };
-        let pool = Pool::builder(manager)
-            .max_size(options.max_connections.max(1))
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?;
-        drop(
-            pool.get()
-                .await
-                .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?,
-        );
+        let pool = crate::pg::pool(url, options.max_connections).await?;
         Ok(Self {
             pool,
             url: url.to_owned(),

@@ -22,9 +22,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
-};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
 use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
@@ -32,25 +29,18 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
-use crate::error::{Cause, StorageError, catalog_error, pool_error};
+use crate::error::{StorageError, catalog_error, pool_error};
 use crate::shared::{self, Ending};
-use crate::url::Backend;
-/// The test harness opens single connections the way the pool does.
+/// The test harness opens single connections the way the pool does, and the
+/// benchmark's probe opens its pool as the store does.
 #[cfg(feature = "testing")]
-pub(crate) use connection::establish;
+pub(crate) use connection::{establish, pool};
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
     LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor, PromptLibrary,
     Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
-
-/// How long a caller waits for a free pooled connection before the store
-/// reports itself unavailable.
-const POOL_WAIT: Duration = Duration::from_secs(30);
-
-/// How long opening a pooled connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The [`TaskStore`], [`AssetStore`] and [`CallCatalog`] on PostgreSQL, over
 /// one deadpool of diesel-async connections.
@@ -84,31 +74,7 @@ impl PgStore {
         if options.migrate {
             migrations::run(url.to_owned()).await?;
         }
-        let mut config = ManagerConfig::default();
-        config.custom_setup = Box::new(|url| Box::pin(connection::establish(url.to_owned())));
-        // Each checkout would otherwise cost a `SELECT 1` round trip; a broken
-        // connection is still detected (deadpool asks whether it is closed) and
-        // one that breaks mid-use fails that one statement.
-        config.recycling_method = RecyclingMethod::Fast;
-        let manager =
-            AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-        let connect_error = |source: Cause| StorageError::Connect {
-            backend: Backend::Postgres,
-            source,
-        };
-        let pool = Pool::builder(manager)
-            .max_size(options.max_connections.max(1))
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?;
-        // Fail at start-up, not at the first request, when the database is not there.
-        drop(
-            pool.get()
-                .await
-                .map_err(|error| connect_error(Cause::scrubbed(&error, url)))?,
-        );
+        let pool = connection::pool(url, options.max_connections).await?;
         Ok(Self {
             pool,
             signals: listen::Signals::tasks(url.to_owned()),
