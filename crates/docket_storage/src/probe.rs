@@ -4,9 +4,10 @@
 //!
 //! [`PgProbe`] opens its own connection pool through the function that opens
 //! [`PgStore`]'s (same manager, connection setup, recycling, queue order and
-//! size), on the same database, because `PgStore` keeps its pool to itself. Its statements go through the
-//! store's own `Statement`, which diesel prepares once per connection and caches,
-//! so each one is a single round trip: a bare `INSERT` that commits on its own, and a bare
+//! size), on the same database, because `PgStore` keeps its pool to itself.
+//! Its statements go through the store's own `Statement`, which diesel
+//! prepares once per connection and caches, so each one is a single round
+//! trip: a bare `INSERT` that commits on its own, and a bare
 //! primary-key `SELECT` of every column a task read needs, decoded into the
 //! store's own row type.
 //! [`PgProbe::insert_row_unprepared`] sends the same `INSERT` the way
