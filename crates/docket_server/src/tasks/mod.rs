@@ -130,16 +130,17 @@ pub(crate) async fn find(
     // id's prefix names it), and it is simply read.
     let mut failure = None;
     let mut found = None;
-    let mut sources = tasks.sources.iter().filter(|source| source.may_hold(&id));
-    let answers = match (sources.next(), sources.next()) {
-        (None, _) => Vec::new(),
-        (Some(only), None) => vec![Arc::clone(only).find(&id).await],
-        (Some(first), Some(second)) => {
-            let reads = [first, second]
-                .into_iter()
-                .chain(sources)
-                .map(|source| Arc::clone(source).find(&id));
-            futures_util::future::join_all(reads).await
+    let sources: Vec<_> = tasks
+        .sources
+        .iter()
+        .filter(|source| source.may_hold(&id))
+        .collect();
+    let answers = match sources.as_slice() {
+        [] => Vec::new(),
+        [only] => vec![Arc::clone(only).find(&id).await],
+        many => {
+            futures_util::future::join_all(many.iter().map(|source| Arc::clone(source).find(&id)))
+                .await
         }
     };
     for lookup in answers {
