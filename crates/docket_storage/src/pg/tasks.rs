@@ -348,3 +348,88 @@ pub(crate) async fn delete_expired(
         .map_err(query_error)?;
     Ok(rows::task_ids(rows))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use docket_task::{Outcome, TaskStatus};
+
+    use super::*;
+    use crate::pg::connection::establish;
+    use crate::test_db::{PostgresServer, TestDatabase};
+
+    /// One statement this connection prepared at the protocol level.
+    #[derive(diesel::QueryableByName)]
+    struct Prepared {
+        #[diesel(sql_type = Text)]
+        statement: String,
+        #[diesel(sql_type = BigInt)]
+        runs: i64,
+    }
+
+    /// What `conn`'s backend holds prepared, each with how often it ran.
+    async fn prepared(conn: &mut AsyncPgConnection) -> BTreeMap<String, i64> {
+        statement(
+            "SELECT statement, generic_plans + custom_plans AS runs \
+               FROM pg_prepared_statements WHERE NOT from_sql",
+        )
+        .load::<Prepared>(conn)
+        .await
+        .expect("read the prepared statements")
+        .into_iter()
+        .map(|prepared| (prepared.statement, prepared.runs))
+        .collect()
+    }
+
+    /// create, get, a beat and finish (with its audit row), as a task lives.
+    async fn round(conn: &mut AsyncPgConnection) {
+        let task = docket_task::testing::new_task("probe");
+        let id = task.id.clone();
+        let replica = task.replica_id.clone();
+        let record = create(conn, task).await.expect("create");
+        assert_eq!(record.status, TaskStatus::Working);
+        let (read, _now) = get(conn, &id).await.expect("get").expect("the task");
+        assert_eq!(read.id, id);
+        let beat = Beat {
+            id: id.clone(),
+            status_message: Some("half way".into()),
+        };
+        heartbeat(conn, &replica, &[beat]).await.expect("beat");
+        let ending =
+            Ending::new(Outcome::Completed(serde_json::json!({"ok": true}))).expect("ending");
+        assert!(finish(conn, &id, ending).await.expect("finish"));
+    }
+
+    /// The task path's statements are prepared by the backend once per connection
+    /// and only bound and run after that: a second round prepares nothing new, and
+    /// each statement of the round ran twice on its one preparation.
+    #[tokio::test]
+    async fn task_statements_are_prepared_once_per_connection_on_postgres() {
+        let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let Some(database) = TestDatabase::postgres(&server).await else {
+            return;
+        };
+        let mut conn = establish(database.url().to_owned()).await.expect("connect");
+        round(&mut conn).await;
+        let first = prepared(&mut conn).await;
+        round(&mut conn).await;
+        let second = prepared(&mut conn).await;
+        assert_eq!(
+            first.keys().collect::<Vec<_>>(),
+            second.keys().collect::<Vec<_>>(),
+            "the second round prepared nothing new"
+        );
+        let task_statements: Vec<_> = second
+            .iter()
+            .filter(|(sql, _)| !sql.contains("pg_prepared_statements"))
+            .collect();
+        assert!(
+            task_statements.len() >= 4,
+            "create, get, the beat and finish are prepared: {task_statements:?}"
+        );
+        for (sql, runs) in task_statements {
+            assert_eq!(*runs, 2, "ran twice on one preparation: {sql}");
+        }
+    }
+}
