@@ -124,21 +124,7 @@ impl DocketServer {
     /// Releases every held task and waits until none runs on this replica, so the
     /// next measurement does not share the machine with their endings.
     pub(crate) async fn release_all(&self) -> anyhow::Result<()> {
-        let runtime = self.runtime()?;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        // Released repeatedly: a task whose work started after a release (its
-        // create was still in flight) waits for the next one.
-        while runtime.running_count() > 0 {
-            if Instant::now() > deadline {
-                bail!(
-                    "{} Docket tasks still running two minutes after their release",
-                    runtime.running_count()
-                );
-            }
-            self.gate.release();
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Ok(())
+        release_until_idle(self.runtime()?, &self.gate).await
     }
 
     /// Shuts the server down as SIGTERM would, after releasing held tasks.
@@ -164,6 +150,25 @@ impl DocketServer {
 /// cost — over `store` and, when given, the script store `scripts` (whose runs
 /// `tasks/*` then looks ids up in too, as in `docket serve`), with the benchmark tool
 /// held by `gate`.
+/// Releases `gate` until no task runs on `runtime`, so the next measurement does not
+/// share the machine with their endings.
+pub(crate) async fn release_until_idle(runtime: &TaskRuntime, gate: &Gate) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Released repeatedly: a task whose work started after a release (its
+    // create was still in flight) waits for the next one.
+    while runtime.running_count() > 0 {
+        if Instant::now() > deadline {
+            bail!(
+                "{} Docket tasks still running two minutes after their release",
+                runtime.running_count()
+            );
+        }
+        gate.release();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
 pub(crate) fn build_app(
     store: Arc<dyn TaskStore>,
     scripts: Option<Arc<dyn ScriptStore>>,

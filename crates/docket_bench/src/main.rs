@@ -26,8 +26,13 @@
 //! `get-load` and `create-load` drive one of Docket's task paths alone, with the tasks
 //! suite's clients, for `--seconds`, so a profiler (`perf record -a`) sees that path
 //! and nothing else; they print its rate and CPU per call and write no report.
+//! `insert-load` does the same for the create's baseline, the bare INSERT, and
+//! `select-load`, `store-get-load`, `service-get-load` and `echo-get-load` for what the
+//! get is measured beside: the bare SELECT, the store's read, the service in process
+//! and an exchange of the get's size, so two profiles can be compared.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work|get-load|create-load] [--output FILE] [--commit SHA]
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work|get-load|create-load|insert-load|
+//! select-load|store-get-load|service-get-load|echo-get-load] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
 //! [--export-rounds N] [--work-calls N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
@@ -130,6 +135,19 @@ enum Suite {
     GetLoad,
     /// Docket's task-creating `tools/call` load alone, as `get-load` does.
     CreateLoad,
+    /// The create's baseline alone, as `create-load` runs Docket's: bare INSERTs
+    /// from as many concurrent tasks on the pool.
+    InsertLoad,
+    /// The get's baseline alone, as `get-load` runs Docket's: bare primary-key SELECTs
+    /// of the same tasks, from as many concurrent tasks on the pool.
+    SelectLoad,
+    /// `TaskStore::get` alone, as `select-load` runs the SELECTs.
+    StoreGetLoad,
+    /// The same `tasks/get` requests handed to Docket's service in process, alone.
+    ServiceGetLoad,
+    /// The same `tasks/get` requests answered with Docket's bytes by a listener doing
+    /// nothing else, alone.
+    EchoGetLoad,
 }
 
 fn main() -> ExitCode {
@@ -151,6 +169,11 @@ fn run() -> anyhow::Result<()> {
     if let Some(load) = match args.suite {
         Suite::GetLoad => Some(phases::Load::Get),
         Suite::CreateLoad => Some(phases::Load::Create),
+        Suite::InsertLoad => Some(phases::Load::Insert),
+        Suite::SelectLoad => Some(phases::Load::Select),
+        Suite::StoreGetLoad => Some(phases::Load::StoreGet),
+        Suite::ServiceGetLoad => Some(phases::Load::ServiceGet),
+        Suite::EchoGetLoad => Some(phases::Load::EchoGet),
         _ => None,
     } {
         let database_url = std::env::var(DATABASE_URL_VAR).ok();

@@ -283,6 +283,17 @@ pub(crate) enum Load {
     Get,
     /// Task-creating `tools/call`s (their tasks held until the end).
     Create,
+    /// Bare INSERTs: the create's baseline alone.
+    Insert,
+    /// The bare primary-key SELECTs of the same tasks: the get's baseline alone.
+    Select,
+    /// `TaskStore::get` of the same tasks, no HTTP and no MCP.
+    StoreGet,
+    /// The same `tasks/get` requests handed to Docket's service in process.
+    ServiceGet,
+    /// The same `tasks/get` requests answered with Docket's bytes by a listener
+    /// doing nothing else.
+    EchoGet,
 }
 
 /// One of Docket's task paths alone, `--seconds` long, from the tasks suite's
@@ -294,37 +305,51 @@ pub(crate) async fn load_alone(
     test_server: &PostgresServer,
 ) -> anyhow::Result<()> {
     let setup = Setup::new(args, database_url, test_server).await?;
-    let bench = setup.bench;
+    let mut bench = setup.bench;
     bench.warm_up().await?;
     let duration = Duration::from_secs(args.seconds);
+    // The paths measured beside a get run one round each, as long as the load.
+    bench.round = duration;
     eprintln!(
         "{load:?} load alone: {} clients for {} s (pid {})",
         args.clients,
         args.seconds,
         std::process::id()
     );
-    let samples = match load {
-        Load::Get => {
-            let (_, docket_ids, _) = bench.latency(args.samples).await?;
-            let requests = Arc::new(
-                docket_ids
-                    .iter()
-                    .map(|id| load::get_request(id))
-                    .collect::<anyhow::Result<Vec<_>>>()?,
-            );
-            eprintln!("measuring");
-            bench
-                .http_gets(&bench.docket.url(), &requests, duration)
-                .await?
-        }
-        Load::Create => {
-            eprintln!("measuring");
-            bench.http_creates(&bench.docket.url(), duration).await?
+    let samples = if let Load::Create = load {
+        eprintln!("measuring");
+        bench.http_creates(&bench.docket.url(), duration).await?
+    } else if let Load::Insert = load {
+        eprintln!("measuring");
+        let samples = bench.bare_inserts().await?;
+        bench.probe.delete_rows().await?;
+        samples
+    } else {
+        let (_, docket_ids, _) = bench.latency(args.samples).await?;
+        let requests = get_requests(&docket_ids)?;
+        let task_ids = stored_ids(&docket_ids);
+        let echo = match load {
+            Load::EchoGet => {
+                Some(EchoServer::start(bench.docket_client()?.answer(&requests[0]).await?).await?)
+            }
+            _ => None,
+        };
+        eprintln!("measuring");
+        match (load, echo) {
+            (_, Some(echo)) => bench.http_gets(&echo.url(), &requests, duration).await?,
+            (Load::Select, _) => bench.bare_selects(&task_ids).await?,
+            (Load::StoreGet, _) => bench.store_gets(&task_ids).await?,
+            (Load::ServiceGet, _) => bench.service_gets(&requests).await?,
+            _ => {
+                bench
+                    .http_gets(&bench.docket.url(), &requests, duration)
+                    .await?
+            }
         }
     };
     let (process, postgres) = samples.cpu_per_call();
     println!(
-        "Docket {load:?}: {:.0}/s, CPU per call {:.1} µs in this process, {:.1} µs in PostgreSQL",
+        "{load:?}: {:.0}/s, CPU per call {:.1} µs in this process, {:.1} µs in PostgreSQL",
         samples.rate(),
         process.as_secs_f64() * 1e6,
         postgres.as_secs_f64() * 1e6
@@ -332,6 +357,24 @@ pub(crate) async fn load_alone(
     bench.docket.stop().await?;
     bench.peer.stop().await?;
     Ok(())
+}
+
+/// A `tasks/get` request for each task.
+fn get_requests(ids: &[String]) -> anyhow::Result<Arc<Vec<Prepared>>> {
+    Ok(Arc::new(
+        ids.iter()
+            .map(|id| load::get_request(id))
+            .collect::<anyhow::Result<_>>()?,
+    ))
+}
+
+/// The tasks' ids as the store reads them.
+fn stored_ids(ids: &[String]) -> Arc<Vec<TaskId>> {
+    Arc::new(
+        ids.iter()
+            .map(|id| TaskId::from_stored(id.clone()))
+            .collect(),
+    )
 }
 
 impl Bench {
@@ -467,24 +510,9 @@ impl Bench {
             !docket_ids.is_empty() && !peer_ids.is_empty(),
             "no tasks to read"
         );
-        let docket_requests = Arc::new(
-            docket_ids
-                .iter()
-                .map(|id| load::get_request(id))
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        );
-        let peer_requests = Arc::new(
-            peer_ids
-                .iter()
-                .map(|id| load::get_request(id))
-                .collect::<anyhow::Result<Vec<_>>>()?,
-        );
-        let task_ids: Arc<Vec<TaskId>> = Arc::new(
-            docket_ids
-                .iter()
-                .map(|id| TaskId::from_stored(id.clone()))
-                .collect(),
-        );
+        let docket_requests = get_requests(docket_ids)?;
+        let peer_requests = get_requests(peer_ids)?;
+        let task_ids = stored_ids(docket_ids);
         // The same requests answered with Docket's answer, byte for byte, by a listener
         // that does nothing else.
         let answer = self.docket_client()?.answer(&docket_requests[0]).await?;
@@ -629,23 +657,27 @@ impl Bench {
             result.rmcp.merge(samples);
             self.peer.release_all().await?;
 
-            let workers = (0..self.clients).map(|_| {
-                let probe = Arc::clone(&self.probe);
-                move |_round: u64| {
-                    let probe = Arc::clone(&probe);
-                    async move {
-                        probe.insert_row().await?;
-                        Ok(())
-                    }
-                }
-            });
-            result
-                .bare_insert
-                .merge(load::concurrent(&self.meter, workers, self.round).await?);
+            result.bare_insert.merge(self.bare_inserts().await?);
             self.probe.delete_rows().await?;
         }
         result.rmcp_tasks_after = self.peer_created.load(Ordering::Relaxed);
         Ok(result)
+    }
+
+    /// Bare INSERTs, each committing on its own, from as many concurrent tasks on
+    /// the pool.
+    async fn bare_inserts(&self) -> anyhow::Result<Samples> {
+        let workers = (0..self.clients).map(|_| {
+            let probe = Arc::clone(&self.probe);
+            move |_round: u64| {
+                let probe = Arc::clone(&probe);
+                async move {
+                    probe.insert_row().await?;
+                    Ok(())
+                }
+            }
+        });
+        load::concurrent(&self.meter, workers, self.round).await
     }
 
     /// Task-creating calls from as many keep-alive clients for `duration`.
