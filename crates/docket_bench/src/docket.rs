@@ -143,13 +143,6 @@ impl DocketServer {
     }
 }
 
-/// The app both the served benchmark and the in-process work suite measure: the
-/// embedded default configuration (anonymous callers are administrators, audit on,
-/// 2 s heartbeats), adjusted by `adjust`, with the rate limit off — the benchmark
-/// sends thousands of calls a second as one identity, and a limit is a policy, not a
-/// cost — over `store` and, when given, the script store `scripts` (whose runs
-/// `tasks/*` then looks ids up in too, as in `docket serve`), with the benchmark tool
-/// held by `gate`.
 /// Releases `gate` until no task runs on `runtime`, so the next measurement does not
 /// share the machine with their endings.
 pub(crate) async fn release_until_idle(runtime: &TaskRuntime, gate: &Gate) -> anyhow::Result<()> {
@@ -169,6 +162,13 @@ pub(crate) async fn release_until_idle(runtime: &TaskRuntime, gate: &Gate) -> an
     Ok(())
 }
 
+/// The app both the served benchmark and the in-process work suite measure: the
+/// embedded default configuration (anonymous callers are administrators, audit on,
+/// 2 s heartbeats), adjusted by `adjust`, with the rate limit off — the benchmark
+/// sends thousands of calls a second as one identity, and a limit is a policy, not a
+/// cost — over `store` and, when given, the script store `scripts` (whose runs
+/// `tasks/*` then looks ids up in too, as in `docket serve`), with the benchmark tool
+/// held by `gate`.
 pub(crate) fn build_app(
     store: Arc<dyn TaskStore>,
     scripts: Option<Arc<dyn ScriptStore>>,

@@ -328,23 +328,23 @@ pub(crate) async fn load_alone(
         let (_, docket_ids, _) = bench.latency(args.samples).await?;
         let requests = get_requests(&docket_ids)?;
         let task_ids = stored_ids(&docket_ids);
+        // The echo listener answers with Docket's answer, so it starts after Docket gave one.
         let echo = match load {
             Load::EchoGet => {
                 Some(EchoServer::start(bench.docket_client()?.answer(&requests[0]).await?).await?)
             }
             _ => None,
         };
+        let url = echo
+            .as_ref()
+            .map_or_else(|| bench.docket.url(), EchoServer::url);
         eprintln!("measuring");
-        match (load, echo) {
-            (_, Some(echo)) => bench.http_gets(&echo.url(), &requests, duration).await?,
-            (Load::Select, _) => bench.bare_selects(&task_ids).await?,
-            (Load::StoreGet, _) => bench.store_gets(&task_ids).await?,
-            (Load::ServiceGet, _) => bench.service_gets(&requests).await?,
-            _ => {
-                bench
-                    .http_gets(&bench.docket.url(), &requests, duration)
-                    .await?
-            }
+        match load {
+            Load::Select => bench.bare_selects(&task_ids).await?,
+            Load::StoreGet => bench.store_gets(&task_ids).await?,
+            Load::ServiceGet => bench.service_gets(&requests).await?,
+            // `Get` on Docket's listener, `EchoGet` on the echo's.
+            _ => bench.http_gets(&url, &requests, duration).await?,
         }
     };
     let (process, postgres) = samples.cpu_per_call();
