@@ -316,35 +316,19 @@ pub(crate) async fn load_alone(
         args.seconds,
         std::process::id()
     );
-    let samples = if let Load::Create = load {
-        eprintln!("measuring");
-        bench.http_creates(&bench.docket.url(), duration).await?
-    } else if let Load::Insert = load {
-        eprintln!("measuring");
-        let samples = bench.bare_inserts().await?;
-        bench.probe.delete_rows().await?;
-        samples
-    } else {
-        let (_, docket_ids, _) = bench.latency(args.samples).await?;
-        let requests = get_requests(&docket_ids)?;
-        let task_ids = stored_ids(&docket_ids);
-        // The echo listener answers with Docket's answer, so it starts after Docket gave one.
-        let echo = match load {
-            Load::EchoGet => {
-                Some(EchoServer::start(bench.docket_client()?.answer(&requests[0]).await?).await?)
-            }
-            _ => None,
-        };
-        let url = echo
-            .as_ref()
-            .map_or_else(|| bench.docket.url(), EchoServer::url);
-        eprintln!("measuring");
-        match load {
-            Load::Select => bench.bare_selects(&task_ids).await?,
-            Load::StoreGet => bench.store_gets(&task_ids).await?,
-            Load::ServiceGet => bench.service_gets(&requests).await?,
-            // `Get` on Docket's listener, `EchoGet` on the echo's.
-            _ => bench.http_gets(&url, &requests, duration).await?,
+    let samples = match load {
+        Load::Create => {
+            eprintln!("measuring");
+            bench.http_creates(&bench.docket.url(), duration).await?
+        }
+        Load::Insert => {
+            eprintln!("measuring");
+            let samples = bench.bare_inserts().await?;
+            bench.probe.delete_rows().await?;
+            samples
+        }
+        Load::Get | Load::Select | Load::StoreGet | Load::ServiceGet | Load::EchoGet => {
+            bench.gets_alone(load, args.samples, duration).await?
         }
     };
     let (process, postgres) = samples.cpu_per_call();
@@ -378,6 +362,37 @@ fn stored_ids(ids: &[String]) -> Arc<Vec<TaskId>> {
 }
 
 impl Bench {
+    /// One of the get paths alone for `duration`, over the tasks the latency phase
+    /// creates (completed, as the tasks suite reads them).
+    async fn gets_alone(
+        &self,
+        load: Load,
+        samples: usize,
+        duration: Duration,
+    ) -> anyhow::Result<Samples> {
+        let (_, docket_ids, _) = self.latency(samples).await?;
+        let requests = get_requests(&docket_ids)?;
+        let task_ids = stored_ids(&docket_ids);
+        // The echo listener answers with Docket's answer, so it starts after Docket gave one.
+        let echo = match load {
+            Load::EchoGet => {
+                Some(EchoServer::start(self.docket_client()?.answer(&requests[0]).await?).await?)
+            }
+            _ => None,
+        };
+        let url = echo
+            .as_ref()
+            .map_or_else(|| self.docket.url(), EchoServer::url);
+        eprintln!("measuring");
+        match load {
+            Load::Select => self.bare_selects(&task_ids).await,
+            Load::StoreGet => self.store_gets(&task_ids).await,
+            Load::ServiceGet => self.service_gets(&requests).await,
+            // `Get` on Docket's listener, `EchoGet` on the echo's.
+            _ => self.http_gets(&url, &requests, duration).await,
+        }
+    }
+
     fn docket_client(&self) -> anyhow::Result<McpClient> {
         McpClient::new(&self.docket.url())
     }
