@@ -17,7 +17,7 @@ use docket_server::Config;
 use docket_storage::probe::PgProbe;
 use docket_storage::sqlite_probe::SqliteProbe;
 use docket_storage::test_db::{PostgresServer, TestDatabase};
-use docket_storage::{ConnectOptions, Store};
+use docket_storage::{ConnectOptions, PgStore, SharedStatements, Store};
 use docket_task::{Outcome, TaskId, TaskStore};
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde_json::json;
@@ -84,6 +84,8 @@ struct Bench {
     peer: PeerServer,
     /// The store the Docket app runs on (the same pool), for direct calls.
     store: Arc<dyn TaskStore>,
+    /// The same store as itself, for how many calls its statements carried.
+    pg: Arc<PgStore>,
     probe: Arc<PgProbe>,
     meter: CpuMeter,
     create: Prepared,
@@ -235,9 +237,10 @@ impl Setup {
         let opened = docket_storage::connect(&url, options.clone())
             .await
             .context("cannot open the store")?;
-        let Store::Postgres(_) = &opened else {
+        let Store::Postgres(pg) = &opened else {
             bail!("the benchmark needs PostgreSQL");
         };
+        let pg = Arc::clone(pg);
         let store = opened.task_store();
         let probe = Arc::new(
             PgProbe::connect(&url, &options)
@@ -251,6 +254,7 @@ impl Setup {
             docket: DocketServer::start(&opened, gate.clone()).await?,
             peer: PeerServer::start(gate).await?,
             store,
+            pg,
             meter: CpuMeter::new(Arc::clone(&probe)),
             probe,
             create: load::create_request()?,
@@ -350,6 +354,12 @@ fn get_requests(ids: &[String]) -> anyhow::Result<Arc<Vec<Prepared>>> {
             .map(|id| load::get_request(id))
             .collect::<anyhow::Result<_>>()?,
     ))
+}
+
+/// Adds to `total` the calls and statements from `before` to `after`.
+fn add_since(total: &mut SharedStatements, before: SharedStatements, after: SharedStatements) {
+    total.calls += after.calls.saturating_sub(before.calls);
+    total.statements += after.statements.saturating_sub(before.statements);
 }
 
 /// The tasks' ids as the store reads them.
@@ -537,10 +547,12 @@ impl Bench {
             ..GetThroughput::default()
         };
         for _ in 0..THROUGHPUT_ROUNDS {
+            let before = self.pg.shared_reads();
             result.docket.merge(
                 self.http_gets(&self.docket.url(), &docket_requests, self.round)
                     .await?,
             );
+            add_since(&mut result.docket_shared, before, self.pg.shared_reads());
             result.rmcp.merge(
                 self.http_gets(&self.peer.url(), &peer_requests, self.round)
                     .await?,
@@ -548,7 +560,9 @@ impl Bench {
             result
                 .bare_select
                 .merge(self.bare_selects(&task_ids).await?);
+            let before = self.pg.shared_reads();
             result.store_get.merge(self.store_gets(&task_ids).await?);
+            add_since(&mut result.store_shared, before, self.pg.shared_reads());
             result
                 .service_get
                 .merge(self.service_gets(&docket_requests).await?);
@@ -661,9 +675,11 @@ impl Bench {
             ..CreateThroughput::default()
         };
         for _ in 0..THROUGHPUT_ROUNDS {
+            let before = self.pg.shared_creates();
             result
                 .docket
                 .merge(self.http_creates(&self.docket.url(), self.round).await?);
+            add_since(&mut result.docket_shared, before, self.pg.shared_creates());
             self.docket.release_all().await?;
 
             let samples = self.http_creates(&self.peer.url(), self.round).await?;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use docket_storage::SharedStatements;
 use time::format_description::well_known::Rfc3339;
 
 use crate::counting::Counts;
@@ -74,6 +75,10 @@ pub(crate) struct GetThroughput {
     pub(crate) bare_select: Samples,
     /// `TaskStore::get` without HTTP.
     pub(crate) store_get: Samples,
+    /// The store's reads and the statements that served them, during Docket's
+    /// rounds and during the store's own.
+    pub(crate) docket_shared: SharedStatements,
+    pub(crate) store_shared: SharedStatements,
     /// The same requests handed to Docket's service in process: no HTTP.
     pub(crate) service_get: Samples,
     /// `GET /healthz` on Docket's listener with as many clients: HTTP alone.
@@ -90,6 +95,9 @@ pub(crate) struct CreateThroughput {
     pub(crate) rmcp: Samples,
     /// Bare INSERTs with as many concurrent tasks on the pool.
     pub(crate) bare_insert: Samples,
+    /// The store's creates and the statements that inserted them, during
+    /// Docket's rounds.
+    pub(crate) docket_shared: SharedStatements,
     /// Tasks in the rmcp manager's map when the measurement began and ended.
     pub(crate) rmcp_tasks_before: usize,
     pub(crate) rmcp_tasks_after: usize,
@@ -317,6 +325,14 @@ fn ms(duration: Duration) -> String {
 
 fn per_second(rate: f64) -> String {
     format!("{rate:.0}/s")
+}
+
+/// Calls per statement, to one decimal.
+fn per_statement(shared: SharedStatements) -> String {
+    if shared.statements == 0 {
+        return "no".to_owned();
+    }
+    format!("{:.1}", shared.calls as f64 / shared.statements as f64)
 }
 
 fn yes_no(met: bool) -> &'static str {
@@ -747,6 +763,14 @@ fn findings(results: &Results) -> Vec<String> {
         per_second(get.docket.rate()),
         per_second(get.rmcp.rate()),
         per_second(get.http_floor.rate()),
+    ));
+    findings.push(format!(
+        "Statements shared: under `tasks/get`'s load the store carried {} reads a statement \
+         (`TaskStore::get` alone: {}); under the create load {} creates a statement. \
+         The bare baselines run one row a statement.",
+        per_statement(get.docket_shared),
+        per_statement(get.store_shared),
+        per_statement(create.docket_shared),
     ));
     let work = &results.mcp_work;
     let micros = |duration: Duration| duration.as_secs_f64() * 1e6;

@@ -41,7 +41,7 @@ pub use docket_catalog::{
 pub use docket_task::TaskStore;
 pub use error::{Cause, StorageError};
 #[cfg(feature = "postgres")]
-pub use pg::PgStore;
+pub use pg::{PgStore, SharedStatements};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use url::Backend;

@@ -113,6 +113,30 @@ impl<C: Columns> CreatedRow<C> {
     }
 }
 
+/// What the database decided for one of several tasks inserted together, with
+/// the task's id to tell which.
+#[cfg(feature = "postgres")]
+#[derive(QueryableByName)]
+pub(crate) struct CreatedIdRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    task_id: String,
+    #[diesel(embed)]
+    created: CreatedRow<C>,
+}
+
+#[cfg(feature = "postgres")]
+impl<C: Columns> CreatedIdRow<C> {
+    /// The task's id, as stored.
+    pub(crate) fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// The new task as stored.
+    pub(crate) fn record(self, task: NewTask) -> Result<TaskRecord, StoreError> {
+        self.created.record(task)
+    }
+}
+
 /// One task id returned by a statement.
 #[derive(QueryableByName)]
 pub(crate) struct TaskIdRow {
@@ -378,6 +402,12 @@ pub(crate) struct TaskNowRow<C: Columns> {
 }
 
 impl<C: Columns> TaskNowRow<C> {
+    /// The task's id, as stored.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn task_id(&self) -> &str {
+        &self.task.task_id
+    }
+
     /// The task and the clock's reading.
     pub(crate) fn read(self) -> Result<(TaskRecord, OffsetDateTime), StoreError> {
         Ok((self.task.try_into()?, self.now.value()?))

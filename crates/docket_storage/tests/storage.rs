@@ -191,6 +191,204 @@ mod postgres {
         std::future::ready((store, (schema, light)))
     });
 
+    /// A PostgreSQL store on a fresh schema, as itself (for its read counts),
+    /// with the schema's guard.
+    async fn pg_store() -> Option<(Arc<docket_storage::PgStore>, TestDatabase)> {
+        let database = TestDatabase::postgres(&postgres_server()).await?;
+        match database.connect().await {
+            docket_storage::Store::Postgres(store) => Some((store, database)),
+            _ => None,
+        }
+    }
+
+    /// Creates `count` tasks and returns them with ids that name no task, each
+    /// task's id asked twice: what concurrent readers ask for.
+    async fn tasks_to_read(store: &docket_storage::PgStore, count: usize) -> Vec<(TaskId, bool)> {
+        let mut asked = Vec::new();
+        for _ in 0..count {
+            let task = new_task("reads");
+            store.create(task.clone()).await.expect("create");
+            asked.push((task.id.clone(), true));
+            asked.push((task.id, true));
+            asked.push((TaskId::generate().expect("OS random source"), false));
+        }
+        asked
+    }
+
+    /// Spawns one read per id asked.
+    fn spawn_reads(
+        store: &Arc<docket_storage::PgStore>,
+        asked: &[(TaskId, bool)],
+    ) -> Vec<tokio::task::JoinHandle<Option<TaskId>>> {
+        asked
+            .iter()
+            .map(|(id, _)| {
+                let store = Arc::clone(store);
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let read = store.get(&id).await.expect("read");
+                    read.map(|(record, _)| record.id)
+                })
+            })
+            .collect()
+    }
+
+    /// Reads that arrive together share statements, and each still gets its
+    /// own task (or none, for an id that names none), also when two ask for the
+    /// same task. One thread: the reads queue while the first statements run.
+    #[tokio::test]
+    async fn concurrent_reads_share_statements_and_each_gets_its_own_task() {
+        let _light = light().await;
+        let Some((store, _schema)) = pg_store().await else {
+            return;
+        };
+        let asked = tasks_to_read(&store, 30).await;
+        let before = store.shared_reads();
+        let reads = spawn_reads(&store, &asked);
+        for ((id, exists), read) in asked.iter().zip(reads) {
+            let read = patiently("a read", read).await.expect("the read ran");
+            assert_eq!(read.as_ref(), exists.then_some(id));
+        }
+        let after = store.shared_reads();
+        assert_eq!(after.calls - before.calls, 90);
+        let statements = after.statements - before.statements;
+        assert!(
+            statements * 4 <= 90,
+            "90 concurrent reads took {statements} statements"
+        );
+    }
+
+    /// Reads in a statement led by a read that went away (its caller dropped
+    /// it) still get their answers. One thread: the fifth read leads the whole
+    /// queue once the first ends, and is dropped at once.
+    #[tokio::test]
+    async fn reads_led_by_a_read_that_went_away_still_get_their_answers() {
+        let _light = light().await;
+        let Some((store, _schema)) = pg_store().await else {
+            return;
+        };
+        let asked = tasks_to_read(&store, 10).await;
+        let before = store.shared_reads();
+        // Four lone reads hold the reader permits while their statements run.
+        let (first, rest) = asked.split_at(4);
+        let first = spawn_reads(&store, first);
+        tokio::task::yield_now().await;
+        // The rest queue; when the first read ends, the next takes them all.
+        let mut rest = spawn_reads(&store, rest);
+        let mut first = first.into_iter();
+        let one = first.next().expect("four reads");
+        assert_eq!(
+            patiently("the first read", one)
+                .await
+                .expect("ran")
+                .as_ref(),
+            Some(&asked[0].0)
+        );
+        let leader = rest.remove(0);
+        leader.abort();
+        for ((id, exists), read) in asked[1..4]
+            .iter()
+            .zip(first)
+            .chain(asked[5..].iter().zip(rest))
+        {
+            let read = patiently("a read", read).await.expect("the read ran");
+            assert_eq!(read.as_ref(), exists.then_some(id));
+        }
+        // Four lone statements, then one for the rest (with the dropped
+        // read's, if it got as far as taking the queue).
+        let statements = store.shared_reads().statements - before.statements;
+        assert!(statements <= 6, "{statements} statements for 30 reads");
+    }
+
+    /// Spawns one create per task.
+    fn spawn_creates(
+        store: &Arc<docket_storage::PgStore>,
+        new: &[docket_task::NewTask],
+    ) -> Vec<tokio::task::JoinHandle<Result<docket_task::model::TaskRecord, StoreError>>> {
+        new.iter()
+            .map(|task| {
+                let store = Arc::clone(store);
+                let task = task.clone();
+                tokio::spawn(async move { store.create(task).await })
+            })
+            .collect()
+    }
+
+    /// Creates that arrive together share statements; each returns its task as
+    /// stored (as a read finds it), with what the database decided. One
+    /// thread: the creates queue while the first statements run.
+    #[tokio::test]
+    async fn concurrent_creates_share_statements_and_each_is_stored() {
+        let _light = light().await;
+        let Some((store, _schema)) = pg_store().await else {
+            return;
+        };
+        let new = (0..40)
+            .map(|at| {
+                let mut task = new_task("creates");
+                // Each field differs between tasks, so a mix-up shows.
+                task.tool = format!("tool {at}");
+                task.arguments = json!({"at": at});
+                task.extra_follower = (at % 2 == 0).then(|| format!("follower {at}"));
+                task.status_message = (at % 3 == 0).then(|| format!("message {at}"));
+                task.retention = (at % 4 != 0).then(|| Duration::from_secs(60 + at));
+                task.poll_interval_ms = 1000 + at;
+                task.audit.persona = (at % 5 != 0).then(|| format!("persona {at}"));
+                task
+            })
+            .collect::<Vec<_>>();
+        let before = store.shared_creates();
+        let created = spawn_creates(&store, &new);
+        for (task, created) in new.iter().zip(created) {
+            let created = patiently("a create", created)
+                .await
+                .expect("the create ran")
+                .expect("created");
+            assert_eq!(created.id, task.id);
+            assert_eq!(created.tool, task.tool);
+            assert_eq!(created.arguments, task.arguments);
+            assert_eq!(created.extra_follower, task.extra_follower);
+            assert_eq!(created.expires_at.is_some(), task.retention.is_some());
+            let (read, _) = store.get(&task.id).await.expect("read").expect("stored");
+            assert_eq!(read, created);
+        }
+        let after = store.shared_creates();
+        assert_eq!(after.calls - before.calls, 40);
+        let statements = after.statements - before.statements;
+        assert!(
+            statements * 4 <= 40,
+            "40 concurrent creates took {statements} statements"
+        );
+    }
+
+    /// A create under an id that exists is refused as a duplicate also when it
+    /// arrives with others, and only it: the others are stored.
+    #[tokio::test]
+    async fn a_duplicate_among_concurrent_creates_is_the_only_one_refused() {
+        let _light = light().await;
+        let Some((store, _schema)) = pg_store().await else {
+            return;
+        };
+        let existing = new_task("duplicates");
+        store.create(existing.clone()).await.expect("create");
+        let mut new = (0..20).map(|_| new_task("duplicates")).collect::<Vec<_>>();
+        new.insert(10, existing.clone());
+        new.push(existing.clone());
+        let created = spawn_creates(&store, &new);
+        for (task, created) in new.iter().zip(created) {
+            let created = patiently("a create", created)
+                .await
+                .expect("the create ran");
+            if task.id == existing.id {
+                assert!(matches!(created, Err(StoreError::Duplicate)), "{created:?}");
+            } else {
+                assert_eq!(created.expect("created").id, task.id);
+            }
+        }
+        let (read, _) = store.get(&existing.id).await.expect("read").expect("kept");
+        assert_eq!(read.tool, existing.tool);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_duplicate_id_is_refused() {
         let Some((store, _schema)) = store().await else {

@@ -7,6 +7,7 @@
 
 mod assets;
 mod audit;
+mod batches;
 mod calls;
 mod connection;
 mod listen;
@@ -31,6 +32,8 @@ use time::OffsetDateTime;
 use crate::ConnectOptions;
 use crate::error::{StorageError, catalog_error, pool_error};
 use crate::shared::{self, Ending};
+use batches::Batches;
+pub use batches::SharedStatements;
 /// The test harness opens single connections the way the pool does, and the
 /// benchmark's probe opens its pool as the store does.
 #[cfg(feature = "testing")]
@@ -46,6 +49,8 @@ pub(crate) use migrations::run as migrate;
 /// one deadpool of diesel-async connections.
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
+    reads: Batches<TaskId, Read>,
+    creates: Batches<NewTask, Result<TaskRecord, StoreError>>,
     signals: listen::Signals<docket_task::store::TaskSignal>,
     run_signals: listen::Signals<docket_catalog::scripts::RunSignal>,
     answer_signals: listen::Signals<docket_catalog::AnswerSignal>,
@@ -77,11 +82,25 @@ impl PgStore {
         let pool = connection::pool(url, options.max_connections).await?;
         Ok(Self {
             pool,
+            reads: Batches::new(LEADERS, MOST),
+            creates: Batches::new(LEADERS, MOST),
             signals: listen::Signals::tasks(url.to_owned()),
             run_signals: listen::Signals::runs(url.to_owned()),
             answer_signals: listen::Signals::answers(url.to_owned()),
             change_signals: listen::Signals::changes(url.to_owned()),
         })
+    }
+
+    /// How many task reads this store was asked for, and how many statements
+    /// served them: reads that arrive together share one.
+    pub fn shared_reads(&self) -> SharedStatements {
+        self.reads.shared()
+    }
+
+    /// How many tasks this store was asked to create, and how many statements
+    /// inserted them: creates that arrive together share one.
+    pub fn shared_creates(&self) -> SharedStatements {
+        self.creates.shared()
     }
 
     async fn conn(&self) -> Result<Object<AsyncPgConnection>, StoreError> {
@@ -94,14 +113,80 @@ impl PgStore {
     }
 }
 
+/// A task as read with the database clock, or `None` when there is none.
+type Read = Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>;
+
+/// How many statements of one kind (reads, creates) may run for their queue at
+/// once; see [`batches`].
+const LEADERS: usize = 4;
+
+/// The most calls one statement carries; a longer queue takes several.
+const MOST: usize = 256;
+
+/// Reads the tasks `ids` name on a connection of the pool, in one statement
+/// (the single-row one for one task), in their order.
+async fn read_batch(pool: Pool<AsyncPgConnection>, ids: Vec<TaskId>) -> Vec<Read> {
+    let mut conn = match pool.get().await {
+        Ok(conn) => conn,
+        Err(error) => return tasks::for_each(&ids, &pool_error(error)),
+    };
+    match ids.as_slice() {
+        [id] => vec![tasks::get(&mut conn, id).await],
+        _ => tasks::get_many(&mut conn, &ids).await,
+    }
+}
+
+/// Inserts `new` on a connection of the pool, in one statement (the single-row
+/// one for one task), in their order. When one statement for all fails as a
+/// duplicate, each is inserted on its own, so that only the duplicate is
+/// refused.
+async fn create_batch(
+    pool: Pool<AsyncPgConnection>,
+    mut new: Vec<NewTask>,
+) -> Vec<Result<TaskRecord, StoreError>> {
+    let mut conn = match pool.get().await {
+        Ok(conn) => conn,
+        Err(error) => return tasks::for_each(&new, &pool_error(error)),
+    };
+    if new.len() > 1 {
+        match tasks::create_many(&mut conn, new).await {
+            Ok(created) => return created,
+            Err((StoreError::Duplicate, given)) => new = given,
+            Err((error, given)) => return tasks::for_each(&given, &error),
+        }
+    }
+    let mut created = Vec::with_capacity(new.len());
+    for task in new {
+        created.push(tasks::create(&mut conn, task).await);
+    }
+    created
+}
+
+/// What a call reports when the statement carrying it stopped without an
+/// answer (it panicked, or the runtime is shutting down).
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the statement carrying this call stopped".into())
+}
+
 #[async_trait]
 impl TaskStore for PgStore {
+    /// Creates that arrive together are inserted by one statement (see
+    /// [`batches`]), which commits before any of them returns.
     async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
-        tasks::create(&mut *self.conn().await?, task).await
+        let pool = &self.pool;
+        self.creates
+            .call(task, |tasks| create_batch(pool.clone(), tasks))
+            .await
+            .unwrap_or_else(|| Err(stopped()))
     }
 
-    async fn get(&self, id: &TaskId) -> Result<Option<(TaskRecord, OffsetDateTime)>, StoreError> {
-        tasks::get(&mut *self.conn().await?, id).await
+    /// Reads that arrive together share one statement (see [`batches`]).
+    async fn get(&self, id: &TaskId) -> Read {
+        let pool = &self.pool;
+        self.reads
+            .call(id.clone(), |ids| read_batch(pool.clone(), ids))
+            .await
+            .unwrap_or_else(|| Err(stopped()))
     }
 
     async fn list_followed(

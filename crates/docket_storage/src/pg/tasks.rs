@@ -21,6 +21,7 @@ use crate::statement::statement;
 pub(crate) const CHANNEL: &str = "docket_tasks";
 
 type CreatedRow = rows::CreatedRow<PgColumns>;
+type CreatedIdRow = rows::CreatedIdRow<PgColumns>;
 type TaskNowRow = rows::TaskNowRow<PgColumns>;
 type InputRow = rows::InputRow<PgColumns>;
 type AnswersRow = rows::AnswersRow<PgColumns>;
@@ -76,6 +77,163 @@ pub(crate) async fn get(
         .map_err(query_error)?
         .map(TaskNowRow::read)
         .transpose()
+}
+
+/// Reads the tasks with these ids with the database's `now()`, in one round
+/// trip: each id's task (or none), in the order asked, an id asked twice read
+/// twice.
+pub(crate) async fn get_many(
+    conn: &mut AsyncPgConnection,
+    ids: &[TaskId],
+) -> Vec<Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>> {
+    let texts = ids.iter().map(TaskId::as_str).collect::<Vec<_>>();
+    let rows = statement(concat!(read_tasks!(), " WHERE task.task_id = ANY($1)"))
+        .bind::<Array<Text>, _>(&texts)
+        .load::<TaskNowRow>(conn)
+        .await;
+    let mut rows = match rows {
+        Ok(rows) => rows
+            .into_iter()
+            .map(|row| (row.task_id().to_owned(), row.read()))
+            .collect::<Vec<_>>(),
+        Err(error) => return for_each(ids, &query_error(error)),
+    };
+    let mut reads = Vec::with_capacity(ids.len());
+    for (at, id) in ids.iter().enumerate() {
+        let asked_again = ids[at + 1..].contains(id);
+        let found = rows
+            .iter()
+            .position(|(read, _)| read.as_str() == id.as_str());
+        reads.push(match found {
+            None => Ok(None),
+            Some(found) if asked_again => again(&rows[found].1).map(Some),
+            Some(found) => rows.swap_remove(found).1.map(Some),
+        });
+    }
+    reads
+}
+
+/// Inserts working tasks in one statement that commits on its own, before this
+/// returns: each task as stored, in the order given, or, when any of them
+/// could not be inserted, the error (and none of them is).
+pub(crate) async fn create_many(
+    conn: &mut AsyncPgConnection,
+    tasks: Vec<NewTask>,
+) -> Result<Vec<Result<TaskRecord, StoreError>>, (StoreError, Vec<NewTask>)> {
+    let rows = statement(include_str!("tasks/create_many.sql"))
+        .bind::<Array<Text>, _>(
+            tasks
+                .iter()
+                .map(|task| task.id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            tasks
+                .iter()
+                .map(|task| task.tool.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Jsonb>, _>(tasks.iter().map(|task| &task.arguments).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(
+            tasks
+                .iter()
+                .map(|task| task.owner.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            tasks
+                .iter()
+                .map(|task| task.extra_follower.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            tasks
+                .iter()
+                .map(|task| task.replica_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            tasks
+                .iter()
+                .map(|task| task.status_message.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<BigInt>>, _>(
+            tasks
+                .iter()
+                .map(|task| task.retention.map(shared::millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<BigInt>, _>(
+            tasks
+                .iter()
+                .map(|task| shared::poll_interval_column(task.poll_interval_ms))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            tasks
+                .iter()
+                .map(|task| task.audit.persona.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            tasks
+                .iter()
+                .map(|task| task.audit.connection.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Jsonb>, _>(
+            tasks
+                .iter()
+                .map(|task| &task.audit.arguments)
+                .collect::<Vec<_>>(),
+        )
+        .load::<CreatedIdRow>(conn)
+        .await;
+    let mut rows = match rows {
+        Ok(rows) => rows,
+        Err(error) => return Err((query_error(error), tasks)),
+    };
+    Ok(tasks
+        .into_iter()
+        .map(|task| {
+            let found = rows
+                .iter()
+                .position(|row| row.task_id() == task.id.as_str());
+            match found {
+                Some(found) => rows.swap_remove(found).record(task),
+                None => Err(StoreError::Corrupt(
+                    "an inserted task was not returned".into(),
+                )),
+            }
+        })
+        .collect())
+}
+
+/// The same failure for each of `asked`.
+pub(crate) fn for_each<T, R>(asked: &[T], error: &StoreError) -> Vec<Result<R, StoreError>> {
+    asked.iter().map(|_| Err(copy(error))).collect()
+}
+
+/// A second caller's copy of a reading.
+fn again(
+    read: &Result<(TaskRecord, OffsetDateTime), StoreError>,
+) -> Result<(TaskRecord, OffsetDateTime), StoreError> {
+    match read {
+        Ok(pair) => Ok(pair.clone()),
+        Err(error) => Err(copy(error)),
+    }
+}
+
+/// The same failure, for another caller of one statement.
+pub(crate) fn copy(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Unavailable(message) => StoreError::Unavailable(message.clone()),
+        StoreError::Corrupt(message) => StoreError::Corrupt(message.clone()),
+        StoreError::Duplicate => StoreError::Duplicate,
+        // `StoreError` is non-exhaustive; anything else is an outage.
+        other => StoreError::Unavailable(other.to_string()),
+    }
 }
 
 /// A page of the tasks `subject` follows that have not expired, newest first,
