@@ -12,9 +12,9 @@
 //!
 //! Every call in a batch sees the database as it was after the call joined the
 //! queue, as its own statement would have: the batch's statement starts after
-//! the leader took the queue. A batch of more than one runs as a task of its
-//! own, so a leader whose caller goes away mid-statement does not take the
-//! others' answers with it.
+//! the leader took the queue. A batch that carries any call but the leader's
+//! own runs as a task of its own, so a leader whose caller goes away
+//! mid-statement does not take the others' answers with it.
 //!
 //! No call is left in the queue without a leader: a call leaves its wait only
 //! with its answer or as a leader, and a leader takes batches from the front
@@ -144,7 +144,9 @@ impl<T: Send + 'static, R: Send + 'static> Batches<T, R> {
                 .map(|waiter| (waiter.input, waiter.answer))
                 .unzip();
             let statement = run(inputs);
-            if answers.len() == 1 {
+            if last == ticket && answers.len() == 1 {
+                // Only this leader's own call: if its caller goes away, no
+                // one else loses an answer.
                 send(answers, statement.await);
             } else {
                 // A task of its own: if this leader's caller goes away, the
