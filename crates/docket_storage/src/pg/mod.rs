@@ -117,7 +117,7 @@ impl PgStore {
 type Read = Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>;
 
 /// How many statements of one kind (reads, creates) may run for their queue at
-/// once; see [`batches`].
+/// once; see `batches`.
 const LEADERS: usize = 4;
 
 /// The most calls one statement carries; a longer queue takes several.
@@ -170,8 +170,8 @@ fn stopped() -> StoreError {
 
 #[async_trait]
 impl TaskStore for PgStore {
-    /// Creates that arrive together are inserted by one statement (see
-    /// [`batches`]), which commits before any of them returns.
+    /// Creates that arrive together are inserted by one statement, which
+    /// commits before any of them returns.
     async fn create(&self, task: NewTask) -> Result<TaskRecord, StoreError> {
         let pool = &self.pool;
         self.creates
@@ -180,7 +180,7 @@ impl TaskStore for PgStore {
             .unwrap_or_else(|| Err(stopped()))
     }
 
-    /// Reads that arrive together share one statement (see [`batches`]).
+    /// Reads that arrive together share one statement.
     async fn get(&self, id: &TaskId) -> Read {
         let pool = &self.pool;
         self.reads
