@@ -117,8 +117,11 @@ impl PgStore {
 type Read = Result<Option<(TaskRecord, OffsetDateTime)>, StoreError>;
 
 /// How many statements of one kind (reads, creates) may run for their queue at
-/// once; see `batches`.
-const LEADERS: usize = 4;
+/// once; see `batches`. Two: under load each carries more calls than with
+/// four, so PostgreSQL and the driver do less a call (measured in
+/// docs/benchmarks.md), and one slow statement still does not hold every call
+/// up.
+const LEADERS: usize = 2;
 
 /// The most calls one statement carries; a longer queue takes several.
 const MOST: usize = 256;
