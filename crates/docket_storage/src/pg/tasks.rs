@@ -121,73 +121,22 @@ pub(crate) async fn create_many(
     tasks: Vec<NewTask>,
 ) -> Result<Vec<Result<TaskRecord, StoreError>>, (StoreError, Vec<NewTask>)> {
     let rows = statement(include_str!("tasks/create_many.sql"))
-        .bind::<Array<Text>, _>(
-            tasks
-                .iter()
-                .map(|task| task.id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            tasks
-                .iter()
-                .map(|task| task.tool.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Jsonb>, _>(tasks.iter().map(|task| &task.arguments).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(
-            tasks
-                .iter()
-                .map(|task| task.owner.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Text>>, _>(
-            tasks
-                .iter()
-                .map(|task| task.extra_follower.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            tasks
-                .iter()
-                .map(|task| task.replica_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Text>>, _>(
-            tasks
-                .iter()
-                .map(|task| task.status_message.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<BigInt>>, _>(
-            tasks
-                .iter()
-                .map(|task| task.retention.map(shared::millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<BigInt>, _>(
-            tasks
-                .iter()
-                .map(|task| shared::poll_interval_column(task.poll_interval_ms))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Text>>, _>(
-            tasks
-                .iter()
-                .map(|task| task.audit.persona.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Text>>, _>(
-            tasks
-                .iter()
-                .map(|task| task.audit.connection.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Jsonb>, _>(
-            tasks
-                .iter()
-                .map(|task| &task.audit.arguments)
-                .collect::<Vec<_>>(),
-        )
+        .bind::<Array<Text>, _>(column(&tasks, |task| task.id.as_str()))
+        .bind::<Array<Text>, _>(column(&tasks, |task| task.tool.as_str()))
+        .bind::<Array<Jsonb>, _>(column(&tasks, |task| &task.arguments))
+        .bind::<Array<Text>, _>(column(&tasks, |task| task.owner.as_str()))
+        .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.extra_follower.as_deref()))
+        .bind::<Array<Text>, _>(column(&tasks, |task| task.replica_id.as_str()))
+        .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.status_message.as_deref()))
+        .bind::<Array<Nullable<BigInt>>, _>(column(&tasks, |task| {
+            task.retention.map(shared::millis)
+        }))
+        .bind::<Array<BigInt>, _>(column(&tasks, |task| {
+            shared::poll_interval_column(task.poll_interval_ms)
+        }))
+        .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.audit.persona.as_deref()))
+        .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.audit.connection.as_deref()))
+        .bind::<Array<Jsonb>, _>(column(&tasks, |task| &task.audit.arguments))
         .load::<CreatedIdRow>(conn)
         .await;
     let mut rows = match rows {
@@ -208,6 +157,11 @@ pub(crate) async fn create_many(
             }
         })
         .collect())
+}
+
+/// One column of the tasks, for a statement that takes each column as an array.
+fn column<'a, T>(tasks: &'a [NewTask], value: impl Fn(&'a NewTask) -> T) -> Vec<T> {
+    tasks.iter().map(value).collect()
 }
 
 /// The same failure for each of `asked`.
