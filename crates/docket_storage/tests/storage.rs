@@ -197,7 +197,7 @@ mod postgres {
         let database = TestDatabase::postgres(&postgres_server()).await?;
         match database.connect().await {
             docket_storage::Store::Postgres(store) => Some((store, database)),
-            _ => None,
+            _ => panic!("a postgres:// URL opened another backend"),
         }
     }
 

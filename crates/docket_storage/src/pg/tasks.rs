@@ -180,7 +180,7 @@ fn again(
 }
 
 /// The same failure, for another caller of one statement.
-pub(crate) fn copy(error: &StoreError) -> StoreError {
+fn copy(error: &StoreError) -> StoreError {
     match error {
         StoreError::Unavailable(message) => StoreError::Unavailable(message.clone()),
         StoreError::Corrupt(message) => StoreError::Corrupt(message.clone()),
