@@ -16,7 +16,20 @@ use crate::page::PageCursor;
 pub const EVERYONE: &str = "*";
 
 /// How many arguments, scripts and sharing entries one prompt may have.
-const MAX_ITEMS: usize = 64;
+pub const MAX_ITEMS: usize = 64;
+
+/// The longest description of a prompt, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 2048;
+
+/// The longest description of one argument, in bytes.
+pub const MAX_ARGUMENT_DESCRIPTION_BYTES: usize = 1024;
+
+/// The longest template, in bytes.
+pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+
+/// The longest entry of [`LibraryPrompt::scripts`] and of
+/// [`LibraryPrompt::shared_with`] (a script's or a persona's name), in bytes.
+pub const MAX_REFERENCE_BYTES: usize = 128;
 
 /// How many prompts one page of a listing holds at most.
 pub const MAX_PAGE: u32 = 200;
@@ -143,8 +156,19 @@ impl NewPrompt {
             "a prompt needs a template",
         )?;
         require(
-            self.template.len() <= 64 * 1024,
+            self.description.len() <= MAX_DESCRIPTION_BYTES,
+            "a prompt's description is at most 2048 bytes",
+        )?;
+        require(
+            self.template.len() <= MAX_TEMPLATE_BYTES,
             "a prompt's template is at most 64 KiB",
+        )?;
+        require(
+            self.scripts
+                .iter()
+                .chain(&self.shared_with)
+                .all(|entry| !entry.is_empty() && entry.len() <= MAX_REFERENCE_BYTES),
+            "a script or persona a prompt names is 1 to 128 bytes",
         )?;
         require(
             self.arguments.len() <= MAX_ITEMS
@@ -156,6 +180,13 @@ impl NewPrompt {
             require(
                 well_formed(&argument.name),
                 "an argument name is 1 to 64 letters, digits, '_', '-' or '.'",
+            )?;
+            require(
+                argument
+                    .description
+                    .as_ref()
+                    .is_none_or(|description| description.len() <= MAX_ARGUMENT_DESCRIPTION_BYTES),
+                "an argument's description is at most 1024 bytes",
             )?;
             require(
                 !self.arguments[..index]
@@ -181,31 +212,78 @@ impl NewPrompt {
 
 /// The names of the `{{name}}` placeholders in `template`, in order.
 pub fn placeholders(template: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        found.push(after[..end].trim());
-        rest = &after[end + 2..];
-    }
-    found
+    pieces(template)
+        .filter_map(|(_, placeholder)| placeholder)
+        .collect()
+}
+
+/// The most bytes a rendered prompt may have (`prompts/get`'s answer): a template
+/// under its 64 KiB cap may repeat one placeholder thousands of times, so what an
+/// argument costs is multiplied, and the size is summed before anything is built.
+pub const MAX_RENDERED_BYTES: usize = 1 << 20;
+
+/// A rendering refused by [`render`]: it would be `size` bytes (`None`: more than
+/// a `usize` holds), over `limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the prompt would render to {} bytes, over the limit of {limit}",
+    size.map_or_else(|| "more than 2^64".to_owned(), |size| size.to_string())
+)]
+pub struct RenderTooLarge {
+    /// The size it would have had.
+    pub size: Option<usize>,
+    /// The limit it crossed.
+    pub limit: usize,
+}
+
+/// The pieces of `template`: each literal run, then the placeholder that follows
+/// it (`None` after the last literal).
+fn pieces(template: &str) -> impl Iterator<Item = (&str, Option<&str>)> {
+    let mut rest = Some(template);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        if let Some(start) = text.find("{{") {
+            let after = &text[start + 2..];
+            if let Some(end) = after.find("}}") {
+                rest = Some(&after[end + 2..]);
+                return Some((&text[..start], Some(after[..end].trim())));
+            }
+        }
+        rest = None;
+        Some((text, None))
+    })
 }
 
 /// `template` with each `{{name}}` replaced by `value(name)`; a placeholder
-/// `value` has nothing for becomes empty.
-pub fn render(template: &str, value: impl Fn(&str) -> Option<String>) -> String {
-    let mut rendered = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        rendered.push_str(&rest[..start]);
-        rendered.push_str(&value(after[..end].trim()).unwrap_or_default());
-        rest = &after[end + 2..];
+/// `value` has nothing for becomes empty. The result's size is summed first and
+/// a result over `max_bytes` is refused before any of it is built.
+///
+/// # Errors
+/// [`RenderTooLarge`] naming the size and the limit.
+pub fn render<'a>(
+    template: &str,
+    value: impl Fn(&str) -> Option<&'a str>,
+    max_bytes: usize,
+) -> Result<String, RenderTooLarge> {
+    let size = pieces(template).try_fold(0usize, |size, (literal, placeholder)| {
+        let filled = placeholder.and_then(&value).map_or(0, str::len);
+        size.checked_add(literal.len())?.checked_add(filled)
+    });
+    match size {
+        Some(size) if size <= max_bytes => {}
+        size => {
+            return Err(RenderTooLarge {
+                size,
+                limit: max_bytes,
+            });
+        }
     }
-    rendered.push_str(rest);
-    rendered
+    let mut rendered = String::with_capacity(size.unwrap_or_default());
+    for (literal, placeholder) in pieces(template) {
+        rendered.push_str(literal);
+        rendered.push_str(placeholder.and_then(&value).unwrap_or_default());
+    }
+    Ok(rendered)
 }
 
 /// Where the prompt library is kept.
@@ -265,10 +343,12 @@ mod tests {
     #[test]
     fn placeholders_are_filled_and_checked() {
         assert_eq!(placeholders("a {{x}} b {{ y }} {{x"), vec!["x", "y"]);
-        let rendered = render("Explore {{table}} on {{ connection }}.", |name| {
-            (name == "table").then(|| "orders".to_owned())
-        });
-        assert_eq!(rendered, "Explore orders on .");
+        let rendered = render(
+            "Explore {{table}} on {{ connection }}.",
+            |name| (name == "table").then_some("orders"),
+            MAX_RENDERED_BYTES,
+        );
+        assert_eq!(rendered.as_deref(), Ok("Explore orders on ."));
         let prompt = NewPrompt {
             name: "explore".into(),
             owner: "apikey:alice".into(),
@@ -287,6 +367,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_rendering_is_sized_before_it_is_built() {
+        // 13 000 placeholders in a template under its cap, each filled with 16 KiB,
+        // would be 213 MB.
+        let template = "{{a}}".repeat(13_000);
+        let argument = "v".repeat(16 * 1024);
+        let refused = render(&template, |_| Some(argument.as_str()), MAX_RENDERED_BYTES)
+            .expect_err("too large");
+        assert_eq!(
+            refused,
+            RenderTooLarge {
+                size: Some(13_000 * 16 * 1024),
+                limit: MAX_RENDERED_BYTES
+            }
+        );
+        assert!(refused.to_string().contains("212992000 bytes"), "{refused}");
+        // Exactly at the limit renders; one byte over does not.
+        let fits = render("ab{{a}}", |_| Some("cd"), 4).expect("fits");
+        assert_eq!(fits, "abcd");
+        assert!(render("ab{{a}}", |_| Some("cde"), 4).is_err());
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig {
             cases: 256,
@@ -297,8 +399,14 @@ mod tests {
         /// Any template renders without panicking, and text without braces is kept as it is.
         #[test]
         fn any_template_renders(template in "\\PC{0,80}", plain in "[^{}]{0,40}") {
-            let _ = render(&template, |name| Some(name.to_uppercase()));
-            proptest::prop_assert_eq!(render(&plain, |_| None), plain);
+            let rendered = render(&template, |_| Some("xy"), usize::MAX)
+                .expect("no limit");
+            // The size summed first is the size built.
+            proptest::prop_assert!(render(&template, |_| Some("xy"), rendered.len()).is_ok());
+            if let Some(smaller) = rendered.len().checked_sub(1) {
+                proptest::prop_assert!(render(&template, |_| Some("xy"), smaller).is_err());
+            }
+            proptest::prop_assert_eq!(render(&plain, |_| None, plain.len()), Ok(plain.clone()));
         }
     }
 }

@@ -17,6 +17,11 @@ use time::OffsetDateTime;
 
 use crate::error::{CatalogError, require};
 
+/// The most bytes a session's client capabilities and client info may take,
+/// encoded as JSON, together: kept for as long as the session lives, so a client
+/// cannot park megabytes in the database by opening sessions.
+pub const MAX_CLIENT_DECLARATION_BYTES: usize = 16 * 1024;
+
 /// A session `initialize` opens.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewSession {
@@ -51,7 +56,19 @@ impl NewSession {
         require(
             self.client_capabilities.is_object(),
             "a session's client capabilities must be an object",
+        )?;
+        require(
+            self.declaration_bytes() <= MAX_CLIENT_DECLARATION_BYTES,
+            "a client's capabilities and clientInfo are at most 16 KiB of JSON together",
         )
+    }
+
+    /// How many bytes the client's capabilities and info take as JSON.
+    pub fn declaration_bytes(&self) -> usize {
+        let encoded =
+            |value: &Value| serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len());
+        encoded(&self.client_capabilities)
+            .saturating_add(self.client_info.as_ref().map_or(0, encoded))
     }
 }
 

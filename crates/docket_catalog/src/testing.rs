@@ -961,6 +961,31 @@ pub async fn prompts_read_back_update_and_delete(store: Arc<dyn crate::PromptLib
         store.create_prompt(invalid, ANY_NUMBER_OF_PROMPTS).await,
         Err(CatalogError::Invalid(_))
     ));
+    // Every field a caller writes has its cap, on create and on update alike.
+    let oversized: [fn(&mut crate::NewPrompt); 4] = [
+        |prompt| prompt.description = "d".repeat(crate::prompts::MAX_DESCRIPTION_BYTES + 1),
+        |prompt| {
+            prompt.arguments[0].description =
+                Some("d".repeat(crate::prompts::MAX_ARGUMENT_DESCRIPTION_BYTES + 1));
+        },
+        |prompt| prompt.scripts = vec!["s".repeat(crate::prompts::MAX_REFERENCE_BYTES + 1)],
+        |prompt| prompt.shared_with = vec!["p".repeat(crate::prompts::MAX_REFERENCE_BYTES + 1)],
+    ];
+    for oversize in oversized {
+        let mut too_big = new_prompt("too-big", "apikey:alice");
+        oversize(&mut too_big);
+        assert!(matches!(
+            store
+                .create_prompt(too_big.clone(), ANY_NUMBER_OF_PROMPTS)
+                .await,
+            Err(CatalogError::Invalid(_))
+        ));
+        too_big.name = "explore".to_owned();
+        assert!(matches!(
+            store.update_prompt(too_big).await,
+            Err(CatalogError::Invalid(_))
+        ));
+    }
     let mut change = new_prompt("explore", "apikey:someone-else");
     change.description = "Explore it well.".to_owned();
     change.shared_with = vec![crate::prompts::EVERYONE.to_owned()];

@@ -23,6 +23,11 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
+/// A per-caller limit refused the request (its rate, its share of the server's
+/// connections, its open streams); the message names the limit. Not an MCP code:
+/// one of the JSON-RPC range left to implementations, answered with HTTP 429.
+pub const LIMIT_REACHED: i64 = -32029;
+
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorObject {

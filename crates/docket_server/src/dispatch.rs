@@ -58,6 +58,7 @@ pub(crate) async fn dispatch(
         // method it runs, not as large as the largest method.
         "tools/call" => Box::pin(call::call_tool(app, context, request.params)).await,
         crate::listen::METHOD if crate::listen::offered(app) => {
+            spend_rate_limit(app, &context)?;
             Box::pin(crate::listen::listen(
                 app,
                 context,
@@ -67,6 +68,7 @@ pub(crate) async fn dispatch(
             .await
         }
         method if app.state.features.serves(method) => {
+            spend_rate_limit(app, &context)?;
             let caller = crate::features::Caller::new(&context, &app.state.personas);
             Box::pin(crate::features::handle(
                 &app.state.features,
@@ -98,6 +100,24 @@ pub(crate) async fn dispatch(
         }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }
+}
+
+/// Spends one of the caller's rate-limit tokens, as a tool call does: the reads
+/// that cost (a prompt rendered, a listing, a resource read, completions, a listen
+/// opened) are held to the same budget as the calls.
+///
+/// # Errors
+/// [`McpError::Limited`] saying when to come back.
+pub(crate) fn spend_rate_limit(app: &App, context: &RequestContext) -> Result<(), McpError> {
+    app.state
+        .rate_limiter
+        .check(&context.identity.subject, std::time::Instant::now())
+        .map_err(|limited| {
+            McpError::Limited(format!(
+                "too many requests in a short window (rate_limit); wait {} seconds",
+                limited.retry_after.as_secs().max(1)
+            ))
+        })
 }
 
 fn discover(app: &App) -> Result<Value, McpError> {

@@ -47,6 +47,10 @@ pub enum McpError {
     /// request from being served now; the message says what to do and is sent.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A per-caller limit (its rate, its share of connections, its streams) refuses
+    /// the request now; the message names the limit and is sent.
+    #[error("limit reached: {0}")]
+    Limited(String),
     /// Something failed inside the server; the detail is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -119,6 +123,10 @@ impl McpError {
             McpError::Unavailable(message) => {
                 (StatusCode::OK, ErrorObject::internal(message.clone()))
             }
+            McpError::Limited(message) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorObject::new(docket_protocol::error::LIMIT_REACHED, message.clone()),
+            ),
             McpError::Internal(_) => (
                 StatusCode::OK,
                 ErrorObject::internal("internal error; see the server log"),

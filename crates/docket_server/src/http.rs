@@ -50,6 +50,7 @@ use crate::auth::AuthError;
 use crate::dispatch;
 use crate::error::McpError;
 use crate::headers;
+use crate::holds::Hold;
 use crate::legacy;
 use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
@@ -478,6 +479,17 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
         Ok(identity) => identity,
         Err(err) => return auth_failure(app, &err),
     };
+    // A download holds its connection for as long as it streams.
+    let hold = match app.state.holds.enter(&identity.subject) {
+        Ok(hold) => hold,
+        Err(refused) => {
+            let mut response = plain(StatusCode::TOO_MANY_REQUESTS, &format!("{refused}\n"));
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return response;
+        }
+    };
     let is_admin = app
         .state
         .personas
@@ -504,7 +516,7 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
     let size = content.size();
     // A store failure midway ends the body early: with Content-Length set, the client
     // sees a truncated download, not a silently shorter file.
-    let stream = content.into_stream().scan((), |(), chunk| {
+    let stream = content.into_stream().scan(hold, |_hold, chunk| {
         let frame = match chunk {
             Ok(bytes) => Some(Ok::<_, Infallible>(Frame::data(bytes))),
             Err(err) => {
@@ -543,6 +555,14 @@ where
     let identity = match app.state.authenticator.authenticate(&parts.headers).await {
         Ok(identity) => identity,
         Err(err) => return (unknown(), auth_failure(app, &err)),
+    };
+    // Taken before the body is read: a slow upload holds a connection too.
+    let mut hold = match app.state.holds.enter(&identity.subject) {
+        Ok(hold) => hold,
+        Err(refused) => {
+            let refused = McpError::Limited(refused.to_string());
+            return (unknown(), error_response(app, None, &refused));
+        }
     };
     if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
         let is_json = content_type
@@ -631,10 +651,18 @@ where
         }
     };
     let method = request.method.clone();
+    // The streams that live as long as their client wants count against its
+    // identity's streams; the others end with their answer.
+    if matches!(method.as_str(), crate::listen::METHOD | "tasks/result")
+        && let Err(refused) = hold.open_stream()
+    {
+        let refused = McpError::Limited(refused.to_string());
+        return (method, error_response(app, Some(request.id), &refused));
+    }
     if legacy::is_legacy(&request.method, request.params.as_ref(), &parts.headers) {
         let id = request.id.clone();
         let response = match Box::pin(legacy::handle(app, identity, parts.headers, request)).await {
-            Ok(answer) => legacy_response(app, id, answer),
+            Ok(answer) => legacy_response(app, id, answer, hold),
             Err(refusal) => refusal_response(Some(id), refusal),
         };
         return (method, response);
@@ -653,7 +681,7 @@ where
     let response = match dispatch::dispatch(app, context, request).await {
         Ok(Reply::Json(result)) => result_response(app, id, result),
         Ok(Reply::Encoded(result)) => encoded_result_response(&id, &result),
-        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver, Era::Current),
+        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver, Era::Current, hold),
         Err(err) => error_response(app, Some(id), &err),
     };
     (method, response)
@@ -833,7 +861,12 @@ enum Era {
 
 /// An earlier-era answer: the result in that era's shape, and the session header
 /// when `initialize` opened one.
-fn legacy_response(app: &App, id: RequestId, answer: legacy::Answer) -> hyper::Response<Body> {
+fn legacy_response(
+    app: &App,
+    id: RequestId,
+    answer: legacy::Answer,
+    hold: Hold,
+) -> hyper::Response<Body> {
     let mut response = match answer.reply {
         Reply::Json(result) => json_response(
             StatusCode::OK,
@@ -846,7 +879,7 @@ fn legacy_response(app: &App, id: RequestId, answer: legacy::Answer) -> hyper::R
             ),
             Err(err) => error_response(app, Some(id), &McpError::Internal(err.to_string())),
         },
-        Reply::Stream(receiver) => sse_response(app, id, receiver, Era::Legacy),
+        Reply::Stream(receiver) => sse_response(app, id, receiver, Era::Legacy, hold),
     };
     if let Some(session) = answer.new_session
         && let Ok(value) = HeaderValue::from_str(&session)
@@ -866,16 +899,19 @@ fn refusal_response(id: Option<RequestId>, refusal: legacy::Refusal) -> hyper::R
 /// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
 /// message, keep-alive comments while waiting (their failed write is how a
 /// vanished client is noticed), and the end of the stream after the final answer.
+/// The caller's `hold` lasts as long as the stream.
 fn sse_response(
     app: &App,
     id: RequestId,
     mut receiver: mpsc::Receiver<StreamItem>,
     era: Era,
+    hold: Hold,
 ) -> hyper::Response<Body> {
     let server_info = app.state.server_info_json.clone();
     let keepalive = app.state.sse_keepalive;
     let (frames, frame_receiver) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
+        let _hold = hold;
         let mut ticker = tokio::time::interval(keepalive);
         ticker.tick().await;
         loop {

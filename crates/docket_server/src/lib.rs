@@ -22,6 +22,7 @@ mod completions;
 mod dispatch;
 mod error;
 mod features;
+mod holds;
 mod http;
 mod legacy;
 mod listen;

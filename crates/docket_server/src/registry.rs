@@ -348,6 +348,58 @@ impl RegisteredTool {
     }
 }
 
+/// Adds to `found` the place (`tool` and a JSON pointer) of every string without a
+/// `maxLength` and every array without a `maxItems` in the input schema `schema`; a
+/// value held to an `enum` or a `const` is bounded by itself. Every tool Docket
+/// registers declares the size of each input (THREATS.md, "Bounds"), and a test
+/// holds every one to it.
+pub fn unbounded_inputs(schema: &Value, tool: &str, found: &mut Vec<String>) {
+    walk_schema(schema, &mut format!("{tool}:"), found);
+}
+
+fn walk_schema(schema: &Value, at: &mut String, found: &mut Vec<String>) {
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    let types: Vec<&str> = match object.get("type") {
+        Some(Value::String(name)) => vec![name.as_str()],
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let fixed = object.contains_key("enum") || object.contains_key("const");
+    if types.contains(&"string") && !fixed && !object.contains_key("maxLength") {
+        found.push(format!("{at} string without maxLength"));
+    }
+    if types.contains(&"array") && !fixed && !object.contains_key("maxItems") {
+        found.push(format!("{at} array without maxItems"));
+    }
+    let mut descend = |key: &str, value: &Value, at: &mut String| {
+        let length = at.len();
+        at.push('/');
+        at.push_str(key);
+        walk_schema(value, at, found);
+        at.truncate(length);
+    };
+    for (key, value) in object {
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" | "patternProperties" => {
+                if let Some(children) = value.as_object() {
+                    for (name, child) in children {
+                        descend(&format!("{key}/{name}"), child, at);
+                    }
+                }
+            }
+            "items" | "additionalProperties" | "not" | "contains" => descend(key, value, at),
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                for (index, child) in value.as_array().into_iter().flatten().enumerate() {
+                    descend(&format!("{key}/{index}"), child, at);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Why a tool could not be registered.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]

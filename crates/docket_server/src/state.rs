@@ -46,6 +46,8 @@ pub(crate) struct AppState {
     pub(crate) authenticator: Authenticator,
     pub(crate) personas: Personas,
     pub(crate) rate_limiter: RateLimiter,
+    /// What each identity holds of the server's connections now.
+    pub(crate) holds: crate::holds::Holds,
     pub(crate) state_key: RequestStateKey,
     pub(crate) metrics: Metrics,
     pub(crate) draining: AtomicBool,

@@ -2,6 +2,7 @@
 //! one PostgreSQL, and the zero-configuration SQLite default surviving a restart.
 
 mod call;
+mod memory_budget;
 mod replicas;
 mod script_isolation;
 mod script_runs;

@@ -379,17 +379,7 @@ pub fn apply(source: &str, edits: &[Edit], max_bytes: usize) -> Result<Patched, 
     let mut current = source.to_owned();
     let mut reports = Vec::with_capacity(edits.len());
     for (index, edit) in edits.iter().enumerate() {
-        let (next, report) = apply_one(&current, index, edit)?;
-        if next.len() > max_bytes {
-            return Err(PatchError::new(
-                PatchCode::TooLarge,
-                Some(index),
-                format!(
-                    "after edit {index} the script would be {} bytes, over its limit of {max_bytes}",
-                    next.len()
-                ),
-            ));
-        }
+        let (next, report) = apply_one(&current, index, edit, max_bytes)?;
         current = next;
         reports.push(report);
     }
@@ -406,7 +396,30 @@ fn line_at(text: &str, offset: usize) -> usize {
         + 1
 }
 
-fn apply_one(source: &str, index: usize, edit: &Edit) -> Result<(String, EditReport), PatchError> {
+/// Refuses an edit whose result would be `size` bytes (`None`: more than a `usize`
+/// holds) when that is over `max_bytes`. Called before the result is built, so a
+/// small edit that multiplies (one long replacement for every match) costs
+/// nothing but this sum.
+fn check_size(size: Option<usize>, max_bytes: usize, index: usize) -> Result<(), PatchError> {
+    match size {
+        Some(size) if size <= max_bytes => Ok(()),
+        size => Err(PatchError::new(
+            PatchCode::TooLarge,
+            Some(index),
+            format!(
+                "after edit {index} the script would be {} bytes, over its limit of {max_bytes}",
+                size.map_or_else(|| "more than 2^64".to_owned(), |size| size.to_string())
+            ),
+        )),
+    }
+}
+
+fn apply_one(
+    source: &str,
+    index: usize,
+    edit: &Edit,
+    max_bytes: usize,
+) -> Result<(String, EditReport), PatchError> {
     let (start, end) = match &edit.section {
         None => (0, source.len()),
         Some(name) => {
@@ -433,6 +446,7 @@ fn apply_one(source: &str, index: usize, edit: &Edit) -> Result<(String, EditRep
         } else {
             start
         };
+        check_size(source.len().checked_add(edit.text.len()), max_bytes, index)?;
         let mut next = String::with_capacity(source.len() + edit.text.len());
         next.push_str(source.get(..at).unwrap_or_default());
         next.push_str(&edit.text);
@@ -499,7 +513,20 @@ fn apply_one(source: &str, index: usize, edit: &Edit) -> Result<(String, EditRep
             }
         },
     };
-    let mut next = String::with_capacity(source.len() + edit.text.len() * chosen.len());
+    // The result's size, summed before anything is built: a replacement takes
+    // the matched text's place, an insertion adds to it.
+    let size = chosen
+        .iter()
+        .try_fold(source.len(), |size, &(match_start, match_end)| {
+            let removed = if edit.op == EditOp::Replace {
+                match_end - match_start
+            } else {
+                0
+            };
+            size.checked_add(edit.text.len())?.checked_sub(removed)
+        });
+    check_size(size, max_bytes, index)?;
+    let mut next = String::with_capacity(size.unwrap_or_default());
     let mut copied = 0;
     let mut first_landing = None;
     for (match_start, match_end) in chosen {
@@ -709,6 +736,41 @@ print(\"done\")
         let edits = parse_edits(&json!([{"op": "append", "text": "x = 1\n"}])).expect("edits");
         let refused = apply(SOURCE, &edits, SOURCE.len()).expect_err("too large");
         assert_eq!(refused.code, PatchCode::TooLarge);
+    }
+
+    #[test]
+    fn a_replacement_for_every_match_is_sized_before_it_is_built() {
+        let source = "x".repeat(1000);
+        let replacement = "y".repeat(1 << 20);
+        let edits =
+            parse_edits(&json!([{"find": "x", "occurrence": "all", "replace": replacement}]))
+                .expect("edits");
+        let refused = apply(&source, &edits, 256 * 1024).expect_err("too large");
+        assert_eq!(refused.code, PatchCode::TooLarge);
+        // The size named is the one the result would have had: each of the 1000 one-byte
+        // matches gives way to 1 MiB.
+        assert!(
+            refused
+                .message
+                .contains(&format!("{} bytes", 1000 * (1 << 20))),
+            "{}",
+            refused.message
+        );
+        // Shrinking replacements and insertions are summed the same way.
+        let deleted = parse_edits(&json!([{"find": "x", "occurrence": "all", "replace": ""}]))
+            .expect("edits");
+        assert_eq!(apply(&source, &deleted, 0).expect("fits").source, "");
+        let doubled = parse_edits(
+            &json!([{"op": "insert_after", "find": "x", "occurrence": "all", "text": "x"}]),
+        )
+        .expect("edits");
+        assert!(apply(&source, &doubled, 2000).is_ok());
+        assert_eq!(
+            apply(&source, &doubled, 1999)
+                .expect_err("one byte over")
+                .code,
+            PatchCode::TooLarge
+        );
     }
 
     proptest! {

@@ -165,8 +165,18 @@ impl Config {
         if self.server.completion_timeout.is_zero() {
             problems.push("server.completion_timeout: must be longer than zero".into());
         }
-        if self.server.session_idle_timeout.is_zero() {
-            problems.push("server.session_idle_timeout: must be longer than zero".into());
+        if self.server.session_idle_timeout < crate::legacy::MIN_IDLE_TIMEOUT {
+            problems.push(format!(
+                "server.session_idle_timeout: must be at least {} s (a session's last use is \
+                 recorded a fraction of it apart, not at every request)",
+                crate::legacy::MIN_IDLE_TIMEOUT.as_secs()
+            ));
+        }
+        if !(1..=100).contains(&self.server.max_connection_share_percent) {
+            problems.push("server.max_connection_share_percent: must be 1 to 100".into());
+        }
+        if self.server.max_streams_per_identity == 0 {
+            problems.push("server.max_streams_per_identity: must be at least 1".into());
         }
         if self.server.max_request_bytes == 0 {
             problems.push("server.max_request_bytes: must be greater than zero".into());

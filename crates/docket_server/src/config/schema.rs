@@ -83,6 +83,13 @@ pub struct ServerConfig {
     /// Connections served at once. Beyond it a new connection is answered at once —
     /// `/healthz` with 200, anything else with 503 — and closed; it never waits.
     pub max_connections: usize,
+    /// The share of `max_connections`, in percent, one identity may hold at once
+    /// (requests in flight, streams among them); beyond it its next request is
+    /// refused with 429. Anonymous callers share one identity.
+    pub max_connection_share_percent: u8,
+    /// Long-lived streams (`subscriptions/listen`, a 2025-11-25 `tasks/result`) one
+    /// identity may hold open at once; beyond it its next one is refused with 429.
+    pub max_streams_per_identity: u32,
     /// The secret that protects `requestState`; every replica needs the same one.
     /// When unset, a random secret is drawn per process (fine for one replica).
     pub request_state_secret: Option<String>,
@@ -118,6 +125,8 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(20),
             body_timeout: Duration::from_secs(30),
             max_connections: 512,
+            max_connection_share_percent: 25,
+            max_streams_per_identity: 16,
             request_state_secret: None,
             session_idle_timeout: crate::legacy::DEFAULT_IDLE_TIMEOUT,
             max_sessions_per_identity: crate::legacy::DEFAULT_SESSIONS_PER_IDENTITY,
@@ -140,6 +149,11 @@ impl fmt::Debug for ServerConfig {
             .field("header_read_timeout", &self.header_read_timeout)
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_connection_share_percent",
+                &self.max_connection_share_percent,
+            )
+            .field("max_streams_per_identity", &self.max_streams_per_identity)
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("max_sessions_per_identity", &self.max_sessions_per_identity)
             .field("max_resource_read_bytes", &self.max_resource_read_bytes)

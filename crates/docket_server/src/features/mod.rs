@@ -566,8 +566,17 @@ async fn get_library_prompt(
             prompt.name, missing.name
         )));
     }
-    let mut text =
-        docket_catalog::prompts::render(&prompt.template, |name| arguments.get(name).cloned());
+    let mut text = docket_catalog::prompts::render(
+        &prompt.template,
+        |name| arguments.get(name).map(String::as_str),
+        docket_catalog::prompts::MAX_RENDERED_BYTES,
+    )
+    .map_err(|too_large| {
+        McpError::InvalidParams(format!(
+            "prompt {:?}: {too_large}; give shorter arguments",
+            prompt.name
+        ))
+    })?;
     if !prompt.scripts.is_empty() {
         text.push_str(&format!(
             "\n\nScripts meant for this (run them with run_script): {}.",

@@ -52,9 +52,18 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// How many sessions one identity may hold unless configured otherwise.
 pub(crate) const DEFAULT_SESSIONS_PER_IDENTITY: u32 = 100;
 
-/// A session's last use is written again only when it is older than this, so a busy
-/// session costs one write a minute, not one per request.
+/// The shortest `server.session_idle_timeout` the configuration accepts.
+pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A session's last use is written again only when it is older than this, or than a
+/// quarter of the idle timeout when that is shorter, so a busy session costs one
+/// write a minute, not one per request, and never expires while it is used.
 const TOUCH_AFTER: Duration = Duration::from_secs(60);
+
+/// How old a session's recorded last use may grow before it is written again.
+fn touch_after(idle: Duration) -> Duration {
+    TOUCH_AFTER.min(idle / 4)
+}
 
 /// The methods the earlier era is served.
 const METHODS: &[&str] = &[
@@ -204,7 +213,7 @@ async fn open_session(app: &App, identity: &Identity, id: &str) -> Result<Sessio
     else {
         return Err(Refusal::no_session());
     };
-    if now - session.last_used_at > TOUCH_AFTER
+    if now - session.last_used_at > touch_after(idle)
         && let Err(err) = store.touch_session(id).await
     {
         // The session still serves this request; it may expire a little early.
@@ -236,18 +245,29 @@ async fn initialize(
             "the OS random source failed: {err}"
         )))
     })?;
+    let session = NewSession {
+        id: id.clone(),
+        protocol_version: version.to_owned(),
+        client_capabilities: Value::Object(params.capabilities),
+        client_info: params.client_info,
+        subject: identity.subject.clone(),
+    };
+    // Said before anything is stored: a session keeps what its client declared.
+    let declared = session.declaration_bytes();
+    if declared > docket_catalog::sessions::MAX_CLIENT_DECLARATION_BYTES {
+        return Err(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            docket_protocol::error::INVALID_PARAMS,
+            format!(
+                "the capabilities and clientInfo of initialize take {declared} bytes, over the \
+                 limit of {}; declare only what the client supports",
+                docket_catalog::sessions::MAX_CLIENT_DECLARATION_BYTES
+            ),
+        ));
+    }
     app.state
         .sessions
-        .create_session(
-            NewSession {
-                id: id.clone(),
-                protocol_version: version.to_owned(),
-                client_capabilities: Value::Object(params.capabilities),
-                client_info: params.client_info,
-                subject: identity.subject.clone(),
-            },
-            app.config().server.max_sessions_per_identity,
-        )
+        .create_session(session, app.config().server.max_sessions_per_identity)
         .await
         .map_err(|err| Refusal::unavailable(&err))?;
     tracing::info!(
@@ -324,16 +344,22 @@ async fn serve(
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
                 feature if app.state.features.serves(feature) => {
-                    let caller = crate::features::Caller::new(&context, &app.state.personas);
-                    crate::features::handle(
-                        &app.state.features,
-                        &app.state.state_key,
-                        &caller,
-                        feature,
-                        request.params,
-                    )
-                    .await
-                    .and_then(feature_shape)
+                    match crate::dispatch::spend_rate_limit(app, &context) {
+                        Ok(()) => {
+                            let caller =
+                                crate::features::Caller::new(&context, &app.state.personas);
+                            crate::features::handle(
+                                &app.state.features,
+                                &app.state.state_key,
+                                &caller,
+                                feature,
+                                request.params,
+                            )
+                            .await
+                            .and_then(feature_shape)
+                        }
+                        Err(limited) => Err(limited),
+                    }
                 }
                 "tools/call" => {
                     if with_tasks && asks_for_task(request.params.as_ref()) {

@@ -1,8 +1,15 @@
-//! Durable tasks for sessions of revision 2025-11-25 whose client declared `tasks` at
-//! `initialize`: a `tools/call` with `params.task` creates the same task the tasks
-//! extension creates (same row, heartbeats, cross-replica cancel), answered in that
-//! revision's shape, and `tasks/get`, `tasks/result` and `tasks/cancel` follow it. A
-//! task is the same row in both eras, so the same identity follows it from either.
+//! Durable tasks for sessions of revision 2025-11-25: a `tools/call` with
+//! `params.task` creates the same task the tasks extension creates (same row,
+//! heartbeats, cross-replica cancel), answered in that revision's shape, and
+//! `tasks/get`, `tasks/result` and `tasks/cancel` follow it. A task is the same row in
+//! both eras, so the same identity follows it from either.
+//!
+//! In that revision a requestor may augment a request with `task` when the
+//! *receiver* declared support for it: the server's `capabilities.tasks.requests`
+//! at `initialize` decides, not the client's own `tasks` capability (which says what
+//! the client would accept as a receiver). So a session whose client declared no
+//! `tasks` still gets a task for `params.task`, and without `params.task` every call
+//! is answered directly, whatever the client declared.
 //!
 //! `tasks/list` lists the caller's own tasks across every task source (the task
 //! table and script runs), newest first, a page at a time.

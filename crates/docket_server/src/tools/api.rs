@@ -122,14 +122,14 @@ pub(crate) fn scrubbed(connection: &HttpConnection, value: &Value) -> CallToolRe
 
 fn request_schema(export: bool) -> Value {
     let mut properties = json!({
-        "connection": {"type": "string", "minLength": 1, "description": "An api connection (list_connections)."},
+        "connection": {"type": "string", "minLength": 1, "maxLength": 128, "description": "An api connection (list_connections)."},
         "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]},
         "path": {"type": "string", "minLength": 1, "maxLength": 2048,
                  "description": "Below the connection's base URL, starting with /; no query string."},
-        "query_params": {"type": "object", "additionalProperties": {
-            "type": ["string", "number", "boolean", "array"],
-            "items": {"type": ["string", "number", "boolean"]}}},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"},
+        "query_params": {"type": "object", "maxProperties": 64, "additionalProperties": {
+            "type": ["string", "number", "boolean", "array"], "maxLength": 4096, "maxItems": 64,
+            "items": {"type": ["string", "number", "boolean"], "maxLength": 4096}}},
+        "headers": {"type": "object", "maxProperties": 32, "additionalProperties": {"type": "string", "maxLength": 8192},
                     "description": "Extra headers; never Authorization or the connection's key header."},
         "body": {"description": "A JSON value (sent as JSON) or a string (sent as is)."}
     });
@@ -151,7 +151,7 @@ fn request_schema(export: bool) -> Value {
 /// The asset properties every export tool takes.
 pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
     let properties = json!({
-        "name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "Also the download file name."},
+        "name": {"type": "string", "minLength": 1, "maxLength": 128, "description": "Also the download file name."},
         "description": {"type": "string", "maxLength": 2000},
         "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
         "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}

@@ -77,7 +77,7 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), 
             "Lists the assets your exports wrote, newest first (administrators see everyone's).",
             json!({"type": "object", "properties": {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-                "cursor": {"type": "string", "description": "next_cursor from the previous page"}
+                "cursor": {"type": "string", "maxLength": 512, "description": "next_cursor from the previous page"}
             }, "additionalProperties": false}),
         )
         .with_annotations(read_only()),
@@ -90,7 +90,7 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), 
         ToolSpec::new(
             "get_asset",
             "Describes one asset, with its download URL.",
-            json!({"type": "object", "properties": {"asset_id": {"type": "string", "minLength": 1}},
+            json!({"type": "object", "properties": {"asset_id": {"type": "string", "minLength": 1, "maxLength": 64}},
                    "required": ["asset_id"], "additionalProperties": false}),
         )
         .with_annotations(read_only()),

@@ -75,11 +75,17 @@ pub(crate) fn export_ids() -> Result<ExportIds, CallToolResult> {
     }
 }
 
-/// A file name from the asset's name: safe characters only, and `extension`
-/// (once: a name that already ends with it keeps it as it is).
+/// The most characters of an asset's name its file name keeps: with the extension
+/// it stays well inside the 255 bytes a file system allows a name.
+const MAX_FILE_STEM: usize = 128;
+
+/// A file name from the asset's name: safe characters only, at most
+/// [`MAX_FILE_STEM`] of them, and `extension` (once: a name that already ends
+/// with it keeps it as it is).
 pub(crate) fn file_name(name: &str, extension: &str) -> String {
     let stem: String = name
         .chars()
+        .take(MAX_FILE_STEM)
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
                 c
@@ -269,6 +275,10 @@ mod tests {
         assert_eq!(file_name("orders.json", "json"), "orders.json");
         assert_eq!(file_name("orders.json", "csv"), "orders.json.csv");
         assert_eq!(file_name(".json", "json"), "json.json");
+        // A long name (any scripts' platform.export may give one) still makes a
+        // name a file system takes.
+        let long = file_name(&"é".repeat(255), "parquet");
+        assert_eq!(long, format!("{}.parquet", "_".repeat(MAX_FILE_STEM)));
     }
 
     #[test]

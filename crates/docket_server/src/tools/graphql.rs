@@ -39,10 +39,10 @@ const MAX_PAGES: u64 = 10_000;
 
 fn schema(export: bool) -> Value {
     let mut properties = json!({
-        "connection": {"type": "string", "minLength": 1, "description": "A graphql connection (list_connections)."},
+        "connection": {"type": "string", "minLength": 1, "maxLength": 128, "description": "A graphql connection (list_connections)."},
         "query": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "A GraphQL document: queries (and fragments) only."},
         "variables": {"type": "object"},
-        "operation_name": {"type": "string", "minLength": 1, "description": "Which operation to run when the document has several."}
+        "operation_name": {"type": "string", "minLength": 1, "maxLength": 256, "description": "Which operation to run when the document has several."}
     });
     let mut required = vec!["connection", "query"];
     if export {

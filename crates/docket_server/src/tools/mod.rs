@@ -56,6 +56,7 @@ pub(crate) fn register_platform_tools(
             row_threshold: config.consent.trino.row_threshold,
             exports: config.exports.clone(),
             assets,
+            used_consents: Default::default(),
         };
         trino::register(registry, Arc::new(deps))?;
     }

@@ -40,11 +40,19 @@ pub(crate) fn register(
     registry: &mut ToolRegistry,
     deps: Arc<PromptDeps>,
 ) -> Result<(), RegistryError> {
+    use docket_catalog::prompts::{
+        MAX_ARGUMENT_DESCRIPTION_BYTES, MAX_DESCRIPTION_BYTES, MAX_ITEMS, MAX_REFERENCE_BYTES,
+        MAX_TEMPLATE_BYTES,
+    };
     let argument = json!({"type": "object", "properties": {
-        "name": {"type": "string"},
-        "description": {"type": "string"},
+        "name": {"type": "string", "maxLength": 64},
+        "description": {"type": "string", "maxLength": MAX_ARGUMENT_DESCRIPTION_BYTES},
         "required": {"type": "boolean"}
     }, "required": ["name"], "additionalProperties": false});
+    let references = |description: &str| {
+        json!({"type": "array", "maxItems": MAX_ITEMS, "description": description,
+               "items": {"type": "string", "maxLength": MAX_REFERENCE_BYTES}})
+    };
     registry.register(
         ToolSpec::new(
             "manage_prompt",
@@ -53,18 +61,20 @@ pub(crate) fn register(
              may name scripts it is meant to run with, and is shared with personas (or `*` for \
              everyone); it is then offered as an MCP prompt to those it is shared with.",
             json!({"type": "object", "properties": {
-                "command": {"type": "string",
+                "command": {"type": "string", "maxLength": 16,
                             "description": "create, update, get, list or delete"},
-                "name": {"type": "string", "description": "the prompt's name (create, update, get, delete)"},
-                "description": {"type": "string"},
-                "template": {"type": "string", "description": "text with {{argument}} placeholders"},
-                "arguments": {"type": "array", "items": argument},
-                "scripts": {"type": "array", "items": {"type": "string"}},
-                "shared_with": {"type": "array", "items": {"type": "string"},
-                                "description": "persona names, or \"*\" for everyone; empty keeps it yours"},
+                "name": {"type": "string", "maxLength": 64,
+                         "description": "the prompt's name (create, update, get, delete)"},
+                "description": {"type": "string", "maxLength": MAX_DESCRIPTION_BYTES},
+                "template": {"type": "string", "maxLength": MAX_TEMPLATE_BYTES,
+                             "description": "text with {{argument}} placeholders"},
+                "arguments": {"type": "array", "maxItems": MAX_ITEMS, "items": argument},
+                "scripts": references("scripts it is meant to run with"),
+                "shared_with": references("persona names, or \"*\" for everyone; empty keeps it yours"),
                 "limit": {"type": "integer", "minimum": 1, "maximum": docket_catalog::prompts::MAX_PAGE,
                           "description": "list: prompts per page (default 50)"},
-                "cursor": {"type": "string", "description": "list: next_cursor from the previous page"}
+                "cursor": {"type": "string", "maxLength": 512,
+                           "description": "list: next_cursor from the previous page"}
             }, "required": ["command"], "additionalProperties": false}),
         ),
         move |call: ToolCall| {
@@ -101,7 +111,9 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let name = arguments.get("name").and_then(Value::as_str);
-    let subject = call.identity.subject.as_str();
+    // A run acts for its script's owner: a prompt it creates is the owner's (to
+    // change and delete) and counts against the owner's cap, not a `script:` id's.
+    let subject = call.identity.on_behalf_of();
     let persona = Some(call.persona.name.as_str());
     let is_admin = call.persona.is_admin;
     let missing_name = || {
@@ -160,11 +172,14 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
             let Some(name) = name else {
                 return missing_name();
             };
-            if deps.reserved.iter().any(|reserved| reserved == name) {
-                return Refusal::AlreadyExists.result(
-                    &format!("{name:?} is the name of a prompt this server provides"),
-                    "Choose another name.",
-                );
+            // A near name of the server's own prompts (`Explore_Table` beside
+            // `explore_table`) could pass for one of them in a client's list.
+            if deps
+                .reserved
+                .iter()
+                .any(|reserved| name_key(reserved) == name_key(name))
+            {
+                return name_taken(name);
             }
             let prompt = match new_prompt(call, name, subject, None) {
                 Ok(prompt) => prompt,
@@ -179,10 +194,7 @@ async fn command_answer(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
                     ),
                     "Delete prompts you no longer need, or update one instead.",
                 ),
-                Err(CatalogError::Duplicate) => Refusal::AlreadyExists.result(
-                    &format!("a prompt named {name:?} exists"),
-                    "Choose another name, or update it if it is yours.",
-                ),
+                Err(CatalogError::Duplicate) => name_taken(name),
                 Err(CatalogError::Invalid(message)) => {
                     Refusal::InvalidArguments.result(&message, "Fix the prompt and try again.")
                 }
@@ -241,7 +253,7 @@ async fn list(deps: &PromptDeps, call: &ToolCall) -> CallToolResult {
         None => None,
     };
     let viewer = PromptViewer {
-        subject: &call.identity.subject,
+        subject: call.identity.on_behalf_of(),
         persona: Some(&call.persona.name),
         is_admin: call.persona.is_admin,
     };
@@ -317,6 +329,25 @@ fn new_prompt(
             .or_else(|| base.map(|prompt| prompt.shared_with.clone()))
             .unwrap_or_default(),
     })
+}
+
+/// A name's key for telling built-in names apart: case and the separators
+/// `_`, `-` and `.` do not count.
+fn name_key(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '_' | '-' | '.'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The refusal of a name that cannot be had: the same words whether the server
+/// provides it, the caller holds it or someone holds it out of the caller's sight,
+/// so a create never tells that a prompt the caller may not see exists.
+fn name_taken(name: &str) -> CallToolResult {
+    Refusal::AlreadyExists.result(
+        &format!("the prompt name {name:?} is not available"),
+        "Choose another name; to change a prompt of yours, use update.",
+    )
 }
 
 fn prompt_json(prompt: &LibraryPrompt) -> Value {

@@ -35,6 +35,8 @@ use crate::registry::{
     ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
 };
 
+/// The longest statement a Trino tool takes, in bytes.
+const MAX_SQL_BYTES: usize = 1024 * 1024;
 /// Rows `trino_query` returns when the call names no limit.
 const DEFAULT_QUERY_ROWS: u64 = 1000;
 /// The most rows `trino_query` returns.
@@ -50,6 +52,8 @@ pub(crate) struct TrinoDeps {
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
     pub(crate) assets: Option<Assets>,
+    /// The consents already given, so each is used once.
+    pub(crate) used_consents: crate::request_state::SingleUse,
 }
 
 impl TrinoDeps {
@@ -101,7 +105,7 @@ pub(crate) fn register(
     registry: &mut ToolRegistry,
     deps: Arc<TrinoDeps>,
 ) -> Result<(), RegistryError> {
-    let connection = json!({"type": "string", "description": "The trino connection; the default one when omitted."});
+    let connection = json!({"type": "string", "maxLength": 128, "description": "The trino connection; the default one when omitted."});
     // The connection a call without one uses; the pipeline authorizes it.
     let default = deps.default_connection().map(|c| c.name.clone());
     registry.register(
@@ -111,7 +115,7 @@ pub(crate) fn register(
              up to `limit` rows (default 1000, at most 10 000) with a flag saying whether more existed.",
             json!({"type": "object", "properties": {
                 "connection": connection,
-                "sql": {"type": "string", "minLength": 1, "description": "One read-only statement."},
+                "sql": {"type": "string", "minLength": 1, "maxLength": MAX_SQL_BYTES, "description": "One read-only statement."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_ROWS}
             }, "required": ["sql"], "additionalProperties": false}),
         )
@@ -126,7 +130,7 @@ pub(crate) fn register(
             "Shows Trino's plan for a read-only statement, with its row estimates, without running it.",
             json!({"type": "object", "properties": {
                 "connection": connection,
-                "sql": {"type": "string", "minLength": 1}
+                "sql": {"type": "string", "minLength": 1, "maxLength": MAX_SQL_BYTES}
             }, "required": ["sql"], "additionalProperties": false}),
         )
         .with_annotations(read_only())
@@ -143,8 +147,8 @@ pub(crate) fn register(
             "Lists catalogs, the schemas of a catalog, or the tables of a schema.",
             json!({"type": "object", "properties": {
                 "connection": connection,
-                "catalog": {"type": "string"},
-                "schema": {"type": "string"}
+                "catalog": {"type": "string", "maxLength": 256},
+                "schema": {"type": "string", "maxLength": 256}
             }, "additionalProperties": false}),
         )
         .with_annotations(read_only())
@@ -161,7 +165,7 @@ pub(crate) fn register(
             "Describes a table's columns and types. `table` is catalog.schema.table (or shorter, using the connection's defaults).",
             json!({"type": "object", "properties": {
                 "connection": connection,
-                "table": {"type": "string", "minLength": 1}
+                "table": {"type": "string", "minLength": 1, "maxLength": 1024}
             }, "required": ["table"], "additionalProperties": false}),
         )
         .with_annotations(read_only())
@@ -185,9 +189,9 @@ pub(crate) fn register(
                  and a small LIMIT first. Runs as a task when the client declares the tasks extension.",
                 json!({"type": "object", "properties": {
                     "connection": connection,
-                    "sql": {"type": "string", "minLength": 1},
+                    "sql": {"type": "string", "minLength": 1, "maxLength": MAX_SQL_BYTES},
                     "format": {"type": "string", "enum": formats},
-                    "name": {"type": "string", "minLength": 1, "maxLength": 255, "description": "Also the download file name."},
+                    "name": {"type": "string", "minLength": 1, "maxLength": 128, "description": "Also the download file name."},
                     "description": {"type": "string", "maxLength": 2000},
                     "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
                     "limit": {"type": "integer", "minimum": 1, "description": "The most rows to export."},
@@ -237,7 +241,7 @@ async fn consent(
     deps: Arc<TrinoDeps>,
     arguments: JsonObject,
     capabilities: ClientCapabilities,
-    answer: Option<Value>,
+    answer: Option<(Value, String)>,
     owner: String,
 ) -> Consent {
     // An export whose idempotency key already produced an asset runs nothing, so
@@ -265,11 +269,21 @@ async fn consent(
     {
         return Consent::Proceed;
     }
-    if let Some(answer) = answer {
+    if let Some((answer, consent_id)) = answer {
         let accepted = answer.get("action").and_then(Value::as_str) == Some("accept")
             && answer.pointer("/content/proceed") != Some(&Value::Bool(false));
         return if accepted {
-            Consent::Proceed
+            if deps
+                .used_consents
+                .claim(&consent_id, crate::request_state::unix_now())
+            {
+                Consent::Proceed
+            } else {
+                Consent::Refuse(Refusal::UserDeclined.result(
+                    "this consent was already used: one answer runs the statement once",
+                    "Call the tool again without requestState to be asked again.",
+                ))
+            }
         } else {
             Consent::Refuse(Refusal::UserDeclined.result(
                 "query declined: the user did not agree to run it",
@@ -306,9 +320,16 @@ async fn consent(
         "consent".into(),
         InputRequest::Elicit(ElicitRequestParams::form(message, schema)),
     );
+    // A random id in the sealed state makes the answer to this question good for
+    // one run (`TrinoDeps::used_consents`).
+    let Ok(consent_id) = docket_catalog::generate_id() else {
+        return Consent::Error(crate::registry::ToolError::Internal(
+            "the OS random source failed".to_owned(),
+        ));
+    };
     Consent::Ask {
         requests,
-        state: json!({"estimate": estimate}),
+        state: json!({"estimate": estimate, "consent_id": consent_id}),
     }
 }
 
@@ -338,9 +359,12 @@ async fn explain_plan(client: &TrinoClient, sql: &str) -> Result<String, TrinoEr
 }
 
 fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> ConsentFuture {
-    let answer = request
-        .input
-        .and_then(|round| round.responses.get("consent").cloned());
+    // An answer counts only beside the sealed state of the question it answers: one
+    // sent without a requestState (or with another's) was never asked for.
+    let answer = request.input.and_then(|round| {
+        let consent_id = round.state.get("consent_id")?.as_str()?.to_owned();
+        Some((round.responses.get("consent")?.clone(), consent_id))
+    });
     Box::pin(consent(
         Arc::clone(deps),
         request.arguments.clone(),

@@ -597,7 +597,10 @@ async fn sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow(backe
     let (_, body) = older.request("tasks/get", json!({"taskId": "0"})).await;
     assert_eq!(body["error"]["code"], -32601, "{body}");
 
+    // alice's client declares no `tasks` of its own: in 2025-11-25 the receiver's
+    // declaration (the server's, below) is what a task-augmented call needs.
     let mut alice = LegacyClient::new(&server, "alice");
+    assert!(alice.capabilities.get("tasks").is_none());
     let result = alice.initialize("2025-11-25").await;
     assert_eq!(
         result["capabilities"]["tasks"]["requests"]["tools"]["call"],

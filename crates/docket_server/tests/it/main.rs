@@ -2,6 +2,7 @@
 
 mod api;
 mod auth;
+mod bounds;
 mod completions;
 mod features;
 mod http;

@@ -731,6 +731,18 @@ async fn a_connection_marked_consent_always_asks_even_for_one_row(backend: Backe
         return;
     };
     let caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
+    let answer_with = |tool: &'static str, arguments: Value, state: Option<String>| {
+        let mut params = json!({"name": tool, "arguments": arguments,
+            "inputResponses": {"consent": {"action": "accept", "content": {"proceed": true}}}});
+        if let Some(state) = state {
+            params["requestState"] = json!(state);
+        }
+        f.server
+            .rpc("tools/call", params)
+            .capabilities(caps.clone())
+            .header("x-api-key", &key_of("alice"))
+            .send()
+    };
     for (tool, arguments) in [
         ("trino_query", json!({"sql": "SELECT 1"})),
         (
@@ -738,6 +750,13 @@ async fn a_connection_marked_consent_always_asks_even_for_one_row(backend: Backe
             json!({"sql": "SELECT 1", "format": "csv", "name": "one"}),
         ),
     ] {
+        // An answer sent before any question (no requestState) is no consent: the
+        // call asks, and runs nothing.
+        let (_, unasked) = answer_with(tool, arguments.clone(), None).await;
+        assert_eq!(
+            unasked["result"]["resultType"], "input_required",
+            "{tool}: {unasked}"
+        );
         let (_, asked) = f.call("alice", tool, arguments.clone(), caps.clone()).await;
         let asked = &asked["result"];
         assert_eq!(asked["resultType"], "input_required", "{tool}: {asked}");
@@ -767,6 +786,15 @@ async fn a_connection_marked_consent_always_asks_even_for_one_row(backend: Backe
             accepted["result"]["resultType"], expected,
             "{tool}: {accepted}"
         );
+        // The same sealed answer replayed runs nothing more.
+        for _ in 0..2 {
+            let (_, replayed) = answer_with(tool, arguments.clone(), Some(state.to_owned())).await;
+            assert_eq!(replayed["result"]["isError"], true, "{tool}: {replayed}");
+            let said = replayed["result"]["structuredContent"]["error"]["message"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(said.contains("already used"), "{tool}: {replayed}");
+        }
     }
     // Only the accepted query ran; asking ran nothing but the EXPLAINs, if any.
     let statements: Vec<String> = f

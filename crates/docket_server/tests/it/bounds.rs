@@ -1,0 +1,429 @@
+//! Every bound holds on the newer surfaces, played as an authenticated caller who
+//! tries to blow an answer, a row or a stream up (THREATS.md, "Bounds"): a prompt
+//! whose rendering multiplies its argument, stored fields past their caps, an
+//! identity that opens every stream, the reads that cost spending the rate limit,
+//! near names of the server's own prompts, an `initialize` that parks megabytes,
+//! and the convention that every tool input declares its size.
+
+use docket_server::{App, Config};
+use serde_json::{Value, json};
+
+use crate::support::{
+    Backend, StoredServer, TASKS, TestServer, key_of, on_both_backends, read_until, users,
+};
+
+/// A server with the prompt library on `database`, for alice and bob (analysts)
+/// and root (an administrator), with `extra` YAML first.
+async fn library_server(
+    database: &docket_storage::test_db::TestDatabase,
+    extra: &str,
+) -> TestServer {
+    let store = database.connect().await;
+    let yaml = format!(
+        "{extra}\
+         admin: {{ persona: admin }}\n\
+         personas:\n\
+         \x20 analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }} }}\n\
+         \x20 admin: {{ roles: [admin], tools: {{ allow: [\"*\"] }} }}\n"
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[
+        ("alice", &["analyst"]),
+        ("bob", &["analyst"]),
+        ("root", &["admin"]),
+    ]);
+    let app = App::builder(config)
+        .prompt_library(store.prompt_library())
+        .build()
+        .expect("app");
+    TestServer::start(app).await
+}
+
+async fn rpc_as(server: &TestServer, user: &str, method: &str, params: Value) -> (u16, Value) {
+    server
+        .rpc(method, params)
+        .header("x-api-key", &key_of(user))
+        .send()
+        .await
+}
+
+/// The whole answer to a `manage_prompt` call.
+async fn manage_prompt_answer(server: &TestServer, user: &str, arguments: Value) -> Value {
+    let (_, body) = rpc_as(
+        server,
+        user,
+        "tools/call",
+        json!({"name": "manage_prompt", "arguments": arguments}),
+    )
+    .await;
+    body
+}
+
+async fn manage_prompt(server: &TestServer, user: &str, arguments: Value) -> Value {
+    manage_prompt_answer(server, user, arguments).await["result"].clone()
+}
+
+/// Whether a `manage_prompt` call was refused: by the tool, or (past a size its
+/// input schema declares) by the arguments' check before the tool runs.
+async fn manage_prompt_refused(server: &TestServer, user: &str, arguments: Value) -> bool {
+    let body = manage_prompt_answer(server, user, arguments).await;
+    body["result"]["isError"] == true || body["error"]["code"] == -32602
+}
+
+fn said(result: &Value) -> String {
+    result["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+on_both_backends!(a_prompt_that_multiplies_its_argument_is_refused_before_it_is_rendered);
+
+/// A template under its cap that repeats one placeholder 13 000 times, given a
+/// 16 KiB argument, would render to 213 MB: `prompts/get` refuses it, naming the
+/// limit, and the same prompt with a short argument still renders.
+async fn a_prompt_that_multiplies_its_argument_is_refused_before_it_is_rendered(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let server = library_server(&database, "").await;
+    let created = manage_prompt(
+        &server,
+        "alice",
+        json!({"command": "create", "name": "echo", "description": "Echoes.",
+               "template": "{{a}}".repeat(13_000),
+               "arguments": [{"name": "a", "required": true}], "shared_with": ["*"]}),
+    )
+    .await;
+    assert_ne!(created["isError"], true, "{created}");
+    let (status, refused) = rpc_as(
+        &server,
+        "bob",
+        "prompts/get",
+        json!({"name": "echo", "arguments": {"a": "v".repeat(16 * 1024)}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("212992000 bytes") && message.contains(&(1 << 20).to_string()),
+        "the size and the limit are named: {message}"
+    );
+    let (_, rendered) = rpc_as(
+        &server,
+        "bob",
+        "prompts/get",
+        json!({"name": "echo", "arguments": {"a": "v"}}),
+    )
+    .await;
+    let text = rendered["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(text, "v".repeat(13_000), "{rendered}");
+}
+
+on_both_backends!(stored_prompt_fields_have_caps_and_names_read_alike);
+
+/// Every field a caller writes into a prompt has its cap (the description, an
+/// argument's, the scripts and personas it names); a near name of a built-in
+/// prompt cannot be taken; and creating a name someone holds out of sight reads
+/// exactly as creating a built-in's name, never "exists".
+async fn stored_prompt_fields_have_caps_and_names_read_alike(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let server = library_server(&database, "").await;
+    let base = || {
+        json!({"command": "create", "name": "capped", "description": "d", "template": "t {{a}}",
+               "arguments": [{"name": "a"}]})
+    };
+    let oversized = [
+        ("description", json!("d".repeat(2049))),
+        (
+            "arguments",
+            json!([{"name": "a", "description": "d".repeat(1025)}]),
+        ),
+        ("scripts", json!(["s".repeat(129)])),
+        ("shared_with", json!(["p".repeat(129)])),
+        ("shared_with", json!(vec!["p"; 65])),
+    ];
+    for (field, value) in oversized {
+        let mut arguments = base();
+        arguments[field] = value;
+        assert!(
+            manage_prompt_refused(&server, "alice", arguments).await,
+            "{field}"
+        );
+    }
+    assert_ne!(
+        manage_prompt(&server, "alice", base()).await["isError"],
+        true
+    );
+
+    for near in [
+        "Explore_Table",
+        "explore_table.",
+        "explore-table",
+        "EXPLORETABLE",
+    ] {
+        let mut arguments = base();
+        arguments["name"] = json!(near);
+        arguments["shared_with"] = json!(["*"]);
+        assert!(
+            manage_prompt_refused(&server, "alice", arguments).await,
+            "{near}"
+        );
+    }
+
+    // alice's private prompt, and a built-in's name: bob is told the same.
+    let mut private = base();
+    private["name"] = json!("alices-own");
+    assert_ne!(
+        manage_prompt(&server, "alice", private).await["isError"],
+        true
+    );
+    let mut taken = base();
+    taken["name"] = json!("alices-own");
+    let hidden = manage_prompt(&server, "bob", taken).await;
+    let mut builtin = base();
+    builtin["name"] = json!("explore_table");
+    let reserved = manage_prompt(&server, "bob", builtin).await;
+    assert_eq!(hidden["isError"], true, "{hidden}");
+    assert_eq!(
+        said(&hidden).replace("alices-own", "NAME"),
+        said(&reserved).replace("explore_table", "NAME"),
+        "{hidden} / {reserved}"
+    );
+    assert!(!said(&hidden).contains("exist"), "{hidden}");
+}
+
+on_both_backends!(the_reads_that_cost_spend_the_rate_limit);
+
+/// `prompts/list`, `resources/read` and `completion/complete` take a token each, as
+/// a tool call does: past the burst the next read is refused with 429 and the limit
+/// code, and another identity is not held back.
+async fn the_reads_that_cost_spend_the_rate_limit(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let yaml = "rate_limit: { requests_per_minute: 1, burst: 3 }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let stored = StoredServer::start_with(config, &database, false, |builder| {
+        builder.prompt_library(store.prompt_library())
+    })
+    .await;
+    let server = &stored.server;
+    let reads = [
+        ("prompts/list", json!({})),
+        ("resources/read", json!({"uri": "docket://assets/nothing"})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "nothing"},
+                   "argument": {"name": "a", "value": ""}}),
+        ),
+    ];
+    for (method, params) in &reads {
+        let (status, answer) = rpc_as(server, "alice", method, params.clone()).await;
+        assert!(
+            status != 429 && status != 404,
+            "{method} is served and within the burst: {status} {answer}"
+        );
+    }
+    let (status, refused) = rpc_as(server, "alice", "prompts/list", json!({})).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rate_limit"),
+        "{refused}"
+    );
+    let (status, _) = rpc_as(server, "bob", "prompts/list", json!({})).await;
+    assert_eq!(status, 200, "bob has a budget of his own");
+}
+
+/// One identity holds at most `server.max_streams_per_identity` listens; the next
+/// is refused with 429 and a message that names the setting, someone else still
+/// listens, and a closed stream frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_cannot_hold_every_stream() {
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let yaml = "server: { max_streams_per_identity: 2 }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let stored = StoredServer::start(config, &database, false).await;
+    let server = &stored.server;
+    let listen = |user: &'static str| async move {
+        server
+            .rpc(
+                "subscriptions/listen",
+                json!({"notifications": {"taskIds": []}}),
+            )
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &key_of(user))
+            .response()
+            .await
+    };
+    let acknowledged =
+        |message: &Value| message["method"] == "notifications/subscriptions/acknowledged";
+    let mut first = listen("alice").await;
+    read_until(&mut first, acknowledged).await;
+    let mut second = listen("alice").await;
+    read_until(&mut second, acknowledged).await;
+    let refused = listen("alice").await;
+    assert_eq!(refused.status().as_u16(), 429);
+    let refused: Value = refused.json().await.expect("JSON");
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("server.max_streams_per_identity"),
+        "{refused}"
+    );
+    let mut bobs = listen("bob").await;
+    read_until(&mut bobs, acknowledged).await;
+    // A stream given up frees its place (the server notices at its next write, so
+    // the test asks until the place is back, not for a time).
+    drop(first);
+    loop {
+        let mut again = listen("alice").await;
+        if again.status().as_u16() == 200 {
+            read_until(&mut again, acknowledged).await;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    drop(second);
+}
+
+/// One identity holds at most its share of `server.max_connections` in requests
+/// at once: with 8 connections and a quarter each, alice's two open streams are
+/// her share, her next request of any kind is refused, and bob is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_holds_at_most_its_share_of_the_connections() {
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let yaml = "server: { max_connections: 8, max_connection_share_percent: 25 }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let stored = StoredServer::start(config, &database, false).await;
+    let server = &stored.server;
+    let acknowledged =
+        |message: &Value| message["method"] == "notifications/subscriptions/acknowledged";
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let mut stream = server
+            .rpc(
+                "subscriptions/listen",
+                json!({"notifications": {"taskIds": []}}),
+            )
+            .capabilities(json!({"extensions": {TASKS: {}}}))
+            .header("x-api-key", &key_of("alice"))
+            .response()
+            .await;
+        read_until(&mut stream, acknowledged).await;
+        streams.push(stream);
+    }
+    let (status, refused) = rpc_as(server, "alice", "tools/list", json!({})).await;
+    assert_eq!(status, 429, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("server.max_connection_share_percent"),
+        "{refused}"
+    );
+    let (status, _) = rpc_as(server, "bob", "tools/list", json!({})).await;
+    assert_eq!(status, 200);
+    drop(streams);
+}
+
+/// `initialize` that declares megabytes of capabilities is refused before a
+/// session is stored, naming the limit.
+#[tokio::test]
+async fn an_initialize_cannot_park_megabytes() {
+    let server = TestServer::default_app().await;
+    let padding = "x".repeat(64 * 1024);
+    let response = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"experimental": {"padding": padding}},
+                "clientInfo": {"name": "big", "version": "1"}
+            }}),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status().as_u16(), 400);
+    assert!(response.headers().get("mcp-session-id").is_none());
+    let body: Value = response.json().await.expect("JSON");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("16384"),
+        "{body}"
+    );
+}
+
+/// Every string and array in every registered tool's input schema declares its
+/// size (`maxLength`, `maxItems`; an `enum` or `const` is bounded by itself): the
+/// convention that keeps the next tool from forgetting it. The server has every
+/// kind of connection, scripts, assets and the prompt library, so every tool is
+/// registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_input_declares_its_size() {
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let store = database.connect().await;
+    let yaml = "admin: { persona: admin }\n\
+                personas:\n  admin: { roles: [admin], tools: { allow: [\"*\"] } }\n\
+                connections:\n\
+                \x20 warehouse: { kind: trino, url: \"http://127.0.0.1:9\", user: docket }\n\
+                \x20 shop: { kind: api, base_url: \"http://127.0.0.1:9\" }\n\
+                \x20 catalog: { kind: graphql, endpoint: \"http://127.0.0.1:9/graphql\" }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("root", &["admin"])]);
+    let stored = StoredServer::start_with(config, &database, true, |builder| {
+        builder.prompt_library(store.prompt_library())
+    })
+    .await;
+    let (_, listed) = rpc_as(&stored.server, "root", "tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().expect("tools").clone();
+    let names: Vec<&str> = tools
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    for expected in [
+        "trino_export",
+        "api_export",
+        "graphql_export",
+        "manage_script",
+        "run_script",
+        "manage_prompt",
+        "list_assets",
+    ] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+    let mut unbounded = Vec::new();
+    for tool in &tools {
+        let name = tool["name"].as_str().unwrap_or_default();
+        docket_server::registry::unbounded_inputs(&tool["inputSchema"], name, &mut unbounded);
+    }
+    assert!(
+        unbounded.is_empty(),
+        "inputs without maxLength / maxItems:\n{}",
+        unbounded.join("\n")
+    );
+}
