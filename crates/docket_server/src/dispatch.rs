@@ -58,7 +58,7 @@ pub(crate) async fn dispatch(
         // method it runs, not as large as the largest method.
         "tools/call" => Box::pin(call::call_tool(app, context, request.params)).await,
         crate::listen::METHOD if crate::listen::offered(app) => {
-            spend_rate_limit(app, &context)?;
+            spend_rate_limit(app, &context.identity.subject)?;
             Box::pin(crate::listen::listen(
                 app,
                 context,
@@ -68,7 +68,7 @@ pub(crate) async fn dispatch(
             .await
         }
         method if app.state.features.serves(method) => {
-            spend_rate_limit(app, &context)?;
+            spend_rate_limit(app, &context.identity.subject)?;
             let caller = crate::features::Caller::new(&context, &app.state.personas);
             Box::pin(crate::features::handle(
                 &app.state.features,
@@ -108,10 +108,10 @@ pub(crate) async fn dispatch(
 ///
 /// # Errors
 /// [`McpError::Limited`] saying when to come back.
-pub(crate) fn spend_rate_limit(app: &App, context: &RequestContext) -> Result<(), McpError> {
+pub(crate) fn spend_rate_limit(app: &App, subject: &str) -> Result<(), McpError> {
     app.state
         .rate_limiter
-        .check(&context.identity.subject, std::time::Instant::now())
+        .check(subject, std::time::Instant::now())
         .map_err(|limited| {
             McpError::Limited(format!(
                 "too many requests in a short window (rate_limit); wait {} seconds",

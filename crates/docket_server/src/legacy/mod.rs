@@ -52,8 +52,9 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// How many sessions one identity may hold unless configured otherwise.
 pub(crate) const DEFAULT_SESSIONS_PER_IDENTITY: u32 = 100;
 
-/// The shortest `server.session_idle_timeout` the configuration accepts.
-pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The shortest `server.session_idle_timeout` the configuration accepts: shorter,
+/// a session would end between one request and the next of a client that is using it.
+pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A session's last use is written again only when it is older than this, or than a
 /// quarter of the idle timeout when that is shorter, so a busy session costs one
@@ -131,6 +132,14 @@ pub(crate) async fn handle(
         return Err(unsupported_version(version));
     }
     if request.method == INITIALIZE {
+        // A session is a row kept for its idle timeout: opening one costs a token.
+        if let Err(limited) = crate::dispatch::spend_rate_limit(app, &identity.subject) {
+            return Err(Refusal::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                docket_protocol::error::LIMIT_REACHED,
+                limited.to_string(),
+            ));
+        }
         return initialize(app, &identity, request.params).await;
     }
     let Some(id) = session_id(&headers) else {
@@ -209,7 +218,8 @@ async fn open_session(app: &App, identity: &Identity, id: &str) -> Result<Sessio
         .find_session(id, idle)
         .await
         .map_err(|err| Refusal::unavailable(&err))?;
-    let Some((session, now)) = found.filter(|(session, _)| session.subject == identity.subject)
+    let Some((session, now)) =
+        found.filter(|(session, _)| session.subject == session_subject(identity, id))
     else {
         return Err(Refusal::no_session());
     };
@@ -220,6 +230,18 @@ async fn open_session(app: &App, identity: &Identity, id: &str) -> Result<Sessio
         tracing::warn!(error = %err, "could not mark a session used");
     }
     Ok(session)
+}
+
+/// The subject a session of `identity` with id `id` is kept under. Anonymous callers
+/// share one identity, so each of their sessions is a subject of its own: its id (a
+/// 128-bit secret) is all that opens it, and no flood of anonymous sessions ends
+/// another's (the per-subject cap ends a subject's own least recently used).
+fn session_subject(identity: &Identity, id: &str) -> String {
+    if identity.kind == crate::auth::IdentityKind::Anonymous {
+        format!("{}:{id}", Identity::ANONYMOUS_SUBJECT)
+    } else {
+        identity.subject.clone()
+    }
 }
 
 /// `initialize`: negotiates the revision and opens a session.
@@ -250,7 +272,7 @@ async fn initialize(
         protocol_version: version.to_owned(),
         client_capabilities: Value::Object(params.capabilities),
         client_info: params.client_info,
-        subject: identity.subject.clone(),
+        subject: session_subject(identity, &id),
     };
     // Said before anything is stored: a session keeps what its client declared.
     let declared = session.declaration_bytes();
@@ -344,7 +366,7 @@ async fn serve(
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
                 feature if app.state.features.serves(feature) => {
-                    match crate::dispatch::spend_rate_limit(app, &context) {
+                    match crate::dispatch::spend_rate_limit(app, &context.identity.subject) {
                         Ok(()) => {
                             let caller =
                                 crate::features::Caller::new(&context, &app.state.personas);
@@ -638,5 +660,23 @@ fn unsupported_version(requested: &str) -> Refusal {
                 "requested": requested,
             })),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_used_within_its_idle_timeout_is_always_touched_in_time() {
+        // Written at least four times within any idle timeout, never more than once
+        // a minute: a session used every 2 s with an 8 s timeout is touched every 2 s.
+        assert_eq!(touch_after(Duration::from_secs(8)), Duration::from_secs(2));
+        assert_eq!(touch_after(DEFAULT_IDLE_TIMEOUT), TOUCH_AFTER);
+        for seconds in [1, 8, 60, 61, 200, 239, 240, 241, 3600, 86_400] {
+            let idle = Duration::from_secs(seconds);
+            assert!(touch_after(idle) * 4 <= idle, "{seconds}");
+            assert!(touch_after(idle) <= TOUCH_AFTER, "{seconds}");
+        }
     }
 }

@@ -50,6 +50,14 @@ impl ScriptHost {
     /// One tool call; its answer as a script sees it.
     async fn tool(&self, tool: &str, arguments: Value) -> Result<Value, HostError> {
         let app = self.app()?;
+        // A script's call is held to what a request may carry, as a person's is.
+        let limit = app.config().server.max_request_bytes;
+        let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |encoded| encoded.len());
+        if size > limit {
+            return Err(HostError::Tool(format!(
+                "{tool}: the arguments take {size} bytes, over server.max_request_bytes ({limit})"
+            )));
+        }
         let answer = call_in_process(
             &app,
             Arc::clone(&self.identity),

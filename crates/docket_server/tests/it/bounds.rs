@@ -345,27 +345,74 @@ async fn one_identity_holds_at_most_its_share_of_the_connections() {
     drop(streams);
 }
 
+/// Posts an earlier-era request, in the session `session` when given.
+async fn legacy_post(
+    server: &TestServer,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+) -> reqwest::Response {
+    let mut request = server
+        .http
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("sent")
+}
+
+fn initialize_params(capabilities: Value) -> Value {
+    json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+           "clientInfo": {"name": "docket-tests", "version": "1"}})
+}
+
+/// Anonymous callers share one identity, but not their sessions: with one session
+/// allowed per identity, a second anonymous `initialize` does not end the first
+/// one's session, and each session opens only with its own id.
+#[tokio::test]
+async fn anonymous_sessions_do_not_evict_each_other() {
+    let mut config = Config::embedded_default();
+    config.server.max_sessions_per_identity = 1;
+    let server = TestServer::start(App::builder(config).build().expect("app")).await;
+    let open = || async {
+        let response = legacy_post(&server, None, "initialize", initialize_params(json!({}))).await;
+        assert_eq!(response.status().as_u16(), 200);
+        response.headers()["mcp-session-id"]
+            .to_str()
+            .expect("id")
+            .to_owned()
+    };
+    let first = open().await;
+    let second = open().await;
+    for session in [&first, &second] {
+        let response = legacy_post(&server, Some(session), "ping", json!({})).await;
+        assert_eq!(response.status().as_u16(), 200, "{session}");
+    }
+    let unknown = legacy_post(&server, Some(&"0".repeat(32)), "ping", json!({})).await;
+    assert_eq!(unknown.status().as_u16(), 404);
+}
+
 /// `initialize` that declares megabytes of capabilities is refused before a
 /// session is stored, naming the limit.
 #[tokio::test]
 async fn an_initialize_cannot_park_megabytes() {
     let server = TestServer::default_app().await;
     let padding = "x".repeat(64 * 1024);
-    let response = server
-        .http
-        .post(server.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"experimental": {"padding": padding}},
-                "clientInfo": {"name": "big", "version": "1"}
-            }}),
-        )
-        .send()
-        .await
-        .expect("sent");
+    let response = legacy_post(
+        &server,
+        None,
+        "initialize",
+        initialize_params(json!({"experimental": {"padding": padding}})),
+    )
+    .await;
     assert_eq!(response.status().as_u16(), 400);
     assert!(response.headers().get("mcp-session-id").is_none());
     let body: Value = response.json().await.expect("JSON");
@@ -426,4 +473,51 @@ async fn every_tool_input_declares_its_size() {
         "inputs without maxLength / maxItems:\n{}",
         unbounded.join("\n")
     );
+}
+
+/// A script's `platform.call` is held to `server.max_request_bytes`, as a request
+/// is: a draft that builds a 100 000-byte argument under a 64 KiB limit fails with
+/// the limit named, and the tool never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_call_is_held_to_the_request_size() {
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let yaml = "server: { max_request_bytes: 65536 }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"])]);
+    let stored = StoredServer::start(config, &database, true).await;
+    let (_, answer) = rpc_as(
+        &stored.server,
+        "alice",
+        "tools/call",
+        json!({"name": "manage_script", "arguments": {"command": "run_draft",
+               "source": "platform.call('platform_info', {'padding': 'a' * 100000})"}}),
+    )
+    .await;
+    let draft = &answer["result"]["structuredContent"];
+    assert_eq!(draft["status"], "failed", "{answer}");
+    assert!(
+        draft.to_string().contains("server.max_request_bytes"),
+        "{answer}"
+    );
+}
+
+/// A session in use never expires: with a 4 s idle timeout, one pinged every half
+/// second for 6 s is still open (its last use is written every quarter of the
+/// timeout, not only once a minute).
+#[tokio::test]
+async fn a_session_in_use_outlives_its_idle_timeout() {
+    let mut config = Config::embedded_default();
+    config.server.session_idle_timeout = std::time::Duration::from_secs(4);
+    let server = TestServer::start(App::builder(config).build().expect("app")).await;
+    let response = legacy_post(&server, None, "initialize", initialize_params(json!({}))).await;
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
+    for _ in 0..12 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let ping = legacy_post(&server, Some(&session), "ping", json!({})).await;
+        assert_eq!(ping.status().as_u16(), 200, "a used session expired");
+    }
 }

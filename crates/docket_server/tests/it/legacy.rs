@@ -19,16 +19,18 @@ on_both_backends!(
 /// Every revision Docket speaks, as its errors must name them.
 const ALL_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"];
 
-fn config(idle: &str) -> Config {
-    let yaml = format!(
-        "server: {{ session_idle_timeout: {idle}, max_sessions_per_identity: 3 }}\n\
-         personas:\n\
-         \x20 analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }} }}\n"
-    );
-    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+/// Sessions that end after `idle` unused.
+fn config(idle: std::time::Duration) -> Config {
+    let yaml = "server: { max_sessions_per_identity: 3 }\n\
+                personas:\n\
+                \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.server.session_idle_timeout = idle;
     config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
     config
 }
+
+const AN_HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// An earlier-era client: no `_meta`, no `Mcp-Method`, a session once it has one.
 struct LegacyClient<'a> {
@@ -155,8 +157,8 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_only_to_its_op
     let Some(database) = backend.database().await else {
         return;
     };
-    let first = StoredServer::start(config("1h"), &database, false).await;
-    let second = StoredServer::start(config("1h"), &database, false).await;
+    let first = StoredServer::start(config(AN_HOUR), &database, false).await;
+    let second = StoredServer::start(config(AN_HOUR), &database, false).await;
 
     // Negotiation: a version Docket speaks is kept; any other gets its newest.
     for (asked, answered) in [
@@ -301,7 +303,8 @@ async fn sessions_end_on_delete_and_after_sitting_idle(backend: Backend) {
     let Some(database) = backend.database().await else {
         return;
     };
-    let stored = StoredServer::start(config("400ms"), &database, false).await;
+    let stored =
+        StoredServer::start(config(std::time::Duration::from_secs(1)), &database, false).await;
     let server = &stored.server;
     let delete = |user: &str, session: Option<&str>| {
         let mut request = server
@@ -348,7 +351,7 @@ async fn sessions_end_on_delete_and_after_sitting_idle(backend: Backend) {
     idle.initialize("2025-11-25").await;
     let (status_now, _) = idle.request("ping", json!({})).await;
     assert_eq!(status_now, StatusCode::OK);
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     let (status_later, body) = idle.request("ping", json!({})).await;
     assert_eq!(status_later, StatusCode::NOT_FOUND, "{body}");
 
@@ -854,7 +857,7 @@ async fn asking_app(database: &docket_storage::test_db::TestDatabase) -> docket_
     use docket_server::{ToolCall, ToolOutcome, ToolSpec};
 
     let store = database.connect().await;
-    docket_server::App::builder(config("1h"))
+    docket_server::App::builder(config(AN_HOUR))
         .task_store(store.task_store())
         .sessions(store.session_store())
         .tool(
