@@ -145,7 +145,7 @@ impl Lane {
         let runner = SandboxRunner::new(
             Limits::run(),
             isolation,
-            move |run: &Run, _version: &ScriptVersion| {
+            move |run: &Run, _version: &ScriptVersion, _roles: &[String]| {
                 Arc::new(RunHost {
                     marks: Arc::clone(&marks),
                     run_id: run.id.clone(),
@@ -241,16 +241,19 @@ pub(crate) struct ScriptResults {
 
 async fn save(store: &dyn ScriptStore, name: &str, source: &str) -> anyhow::Result<Script> {
     let (script, _) = store
-        .create_script(NewScript {
-            id: RunBridge::new_run_id().context("id")?,
-            owner: "bench".into(),
-            name: name.into(),
-            description: String::new(),
-            params: json!([]),
-            source: source.into(),
-            author: "bench".into(),
-            author_roles: Vec::new(),
-        })
+        .create_script(
+            NewScript {
+                id: RunBridge::new_run_id().context("id")?,
+                owner: "bench".into(),
+                name: name.into(),
+                description: String::new(),
+                params: json!([]),
+                source: source.into(),
+                author: "bench".into(),
+                author_roles: Vec::new(),
+            },
+            u32::MAX,
+        )
         .await
         .context("save the script")?;
     Ok(script)

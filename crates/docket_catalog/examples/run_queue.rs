@@ -21,16 +21,19 @@ const LEASE: Duration = Duration::from_secs(30);
 async fn main() -> Result<(), Box<dyn Error>> {
     let store = MemoryScripts::new();
     let (script, version) = store
-        .create_script(NewScript {
-            id: generate_id()?,
-            owner: "apikey:alice".into(),
-            name: "daily-orders".into(),
-            description: "counts yesterday's orders".into(),
-            params: json!([{"name": "day", "type": "string", "required": true}]),
-            source: "result = platform.query('warehouse', 'SELECT 1')".into(),
-            author: "apikey:alice".into(),
-            author_roles: vec!["analyst".into()],
-        })
+        .create_script(
+            NewScript {
+                id: generate_id()?,
+                owner: "apikey:alice".into(),
+                name: "daily-orders".into(),
+                description: "counts yesterday's orders".into(),
+                params: json!([{"name": "day", "type": "string", "required": true}]),
+                source: "result = platform.query('warehouse', 'SELECT 1')".into(),
+                author: "apikey:alice".into(),
+                author_roles: vec!["analyst".into()],
+            },
+            u32::MAX,
+        )
         .await?;
     println!("saved {} version {}", script.name, version.version);
 
@@ -53,12 +56,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     // Someone cancels the second run while the worker is busy with the first.
     let first = store
-        .claim("worker-1", LEASE)
+        .claim("worker-1", LEASE, u32::MAX)
         .await?
         .ok_or("a queued run")?;
     let lease = first.lease().ok_or("a claimed run has a lease")?;
     let second = store
-        .claim("worker-1", LEASE)
+        .claim("worker-1", LEASE, u32::MAX)
         .await?
         .ok_or("a second run")?;
     let second_lease = second.lease().ok_or("a claimed run has a lease")?;

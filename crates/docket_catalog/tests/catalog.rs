@@ -61,7 +61,7 @@ mod scripts {
     async fn a_run_needs_its_script() {
         let store = MemoryScripts::new();
         let (script, _) = store
-            .create_script(new_script("alice", "daily"))
+            .create_script(new_script("alice", "daily"), u32::MAX)
             .await
             .expect("create");
         let mut run = docket_catalog::scripts::testing::new_run(&script, "alice");
@@ -77,7 +77,7 @@ mod scripts {
     async fn flaky_scripts_fail_on_demand() {
         let flaky = FlakyScripts::new(Arc::new(MemoryScripts::new()));
         flaky
-            .create_script(new_script("alice", "daily"))
+            .create_script(new_script("alice", "daily"), u32::MAX)
             .await
             .expect("forwarded");
         flaky.set_failing(true);

@@ -29,6 +29,10 @@ pub struct BridgeConfig {
     /// being started again, so no source can take down one replica after
     /// another.
     pub max_reclaims: u32,
+    /// The most runs of one script owner running at once, on every replica
+    /// together: a claim passes over an owner at this share, so one owner's
+    /// queue cannot take every worker and starve another's runs.
+    pub max_running_per_owner: u32,
     /// The first retry's delay; each further retry doubles it.
     pub retry_backoff: Duration,
     /// How long after a run finished the retention pass deletes it.
@@ -42,8 +46,9 @@ pub struct BridgeConfig {
 
 impl BridgeConfig {
     /// Defaults for `replica_id`: two workers, a 30 s lease renewed every 2 s,
-    /// a 5 s poll, 3 retries from 1 s, 2 reclaims, runs kept 365 days, retention hourly,
-    /// a scheduler pass every 15 s.
+    /// a 5 s poll, 3 retries from 1 s, 2 reclaims, one running run per owner
+    /// (one of the two workers is always left to another owner), runs kept 365
+    /// days, retention hourly, a scheduler pass every 15 s.
     pub fn new(replica_id: impl Into<String>) -> Self {
         Self {
             replica_id: replica_id.into(),
@@ -53,6 +58,7 @@ impl BridgeConfig {
             poll_interval: Duration::from_secs(5),
             max_platform_retries: 3,
             max_reclaims: 2,
+            max_running_per_owner: 1,
             retry_backoff: Duration::from_secs(1),
             run_retention: Duration::from_secs(365 * 86_400),
             maintenance_interval: Duration::from_secs(3600),

@@ -8,23 +8,38 @@ use docket_catalog::scripts::{Run, ScriptVersion};
 use docket_script::{Host, Isolation, Limits, RunProgress, ScriptInput, ScriptReport};
 use tokio_util::sync::CancellationToken;
 
+use crate::owners::OwnerAccess;
+
 /// What executes one run: the sandbox with a host (see [`SandboxRunner`]), or
 /// a stand-in in tests.
 #[async_trait]
 pub trait ScriptRunner: Send + Sync + 'static {
-    /// Runs `version` for `run`, stopping when `cancel` fires; `progress`
-    /// counts tool calls as they happen.
+    /// What is known of the script owner `owner` now; the worker asks when a
+    /// run starts, and fails a refused one. The default checks nothing: a
+    /// runner without an identity configuration behind it knows no owners.
+    async fn owner_access(&self, owner: &str) -> OwnerAccess {
+        let _ = owner;
+        OwnerAccess::Unchecked
+    }
+
+    /// Runs `version` for `run` acting with `roles` (see
+    /// [`acting_roles`](crate::acting_roles)), stopping when `cancel` fires;
+    /// `progress` counts tool calls as they happen.
     async fn run(
         &self,
         run: &Run,
         version: &ScriptVersion,
+        roles: &[String],
         cancel: CancellationToken,
         progress: Arc<RunProgress>,
     ) -> ScriptReport;
 }
 
-/// Makes the [`Host`] a run talks to.
-type HostFactory = dyn Fn(&Run, &ScriptVersion) -> Arc<dyn Host> + Send + Sync;
+/// Makes the [`Host`] a run talks to, acting with the roles given.
+type HostFactory = dyn Fn(&Run, &ScriptVersion, &[String]) -> Arc<dyn Host> + Send + Sync;
+
+/// Tells what is known of a script owner now (see [`ScriptRunner::owner_access`]).
+type OwnerLookup = dyn Fn(&str) -> OwnerAccess + Send + Sync;
 
 /// The real runner: the version's source in `docket_script` under `limits`,
 /// evaluated where `isolation` says (a child process, in a server), with the
@@ -33,29 +48,49 @@ pub struct SandboxRunner {
     limits: Limits,
     isolation: Isolation,
     host_for: Box<HostFactory>,
+    owners: Option<Box<OwnerLookup>>,
 }
 
 impl SandboxRunner {
-    /// A runner with these limits, isolation and host factory.
+    /// A runner with these limits, isolation and host factory, that checks no
+    /// owner (see [`SandboxRunner::checking_owners`]).
     pub fn new(
         limits: Limits,
         isolation: Isolation,
-        host_for: impl Fn(&Run, &ScriptVersion) -> Arc<dyn Host> + Send + Sync + 'static,
+        host_for: impl Fn(&Run, &ScriptVersion, &[String]) -> Arc<dyn Host> + Send + Sync + 'static,
     ) -> Self {
         Self {
             limits,
             isolation,
             host_for: Box::new(host_for),
+            owners: None,
         }
+    }
+
+    /// This runner, asking `owners` about each run's owner when the run starts.
+    #[must_use]
+    pub fn checking_owners(
+        mut self,
+        owners: impl Fn(&str) -> OwnerAccess + Send + Sync + 'static,
+    ) -> Self {
+        self.owners = Some(Box::new(owners));
+        self
     }
 }
 
 #[async_trait]
 impl ScriptRunner for SandboxRunner {
+    async fn owner_access(&self, owner: &str) -> OwnerAccess {
+        self.owners
+            .as_ref()
+            .map_or(OwnerAccess::Unchecked, |owners| owners(owner))
+    }
+
     async fn run(
         &self,
         run: &Run,
         version: &ScriptVersion,
+        roles: &[String],
         cancel: CancellationToken,
         progress: Arc<RunProgress>,
     ) -> ScriptReport {
@@ -67,7 +102,7 @@ impl ScriptRunner for SandboxRunner {
                     .ok()
             }),
         };
-        let host = (self.host_for)(run, version);
+        let host = (self.host_for)(run, version, roles);
         self.isolation
             .run(
                 version.source.clone(),

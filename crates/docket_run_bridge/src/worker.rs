@@ -29,7 +29,15 @@ impl Replica {
             // Registered before the claim, so a wake between an empty claim and
             // the wait is not lost.
             let woken = self.wake.notified();
-            match self.store.claim(&worker, self.config.lease).await {
+            match self
+                .store
+                .claim(
+                    &worker,
+                    self.config.lease,
+                    self.config.max_running_per_owner,
+                )
+                .await
+            {
                 Ok(Some(run)) => {
                     failures = 0;
                     self.execute(run).await;
@@ -123,6 +131,18 @@ impl Replica {
                 return;
             }
         }
+        // Checked at every start (first, retry, reclaim): the owner's access is
+        // what it is now, not what it was when the run was queued or its
+        // schedule set.
+        let owner = self.runner.owner_access(&run.script_owner).await;
+        let roles = match crate::owners::acting_roles(&version.author_roles, owner) {
+            Ok(roles) => roles,
+            Err(message) => {
+                self.end(&run, &lease, script_failure(message, json!({})), started)
+                    .await;
+                return;
+            }
+        };
 
         let cancel = CancellationToken::new();
         let reason = Arc::new(AtomicU8::new(StopReason::None as u8));
@@ -138,9 +158,13 @@ impl Replica {
         }
         let progress = Arc::new(RunProgress::new());
         let report = {
-            let sandbox = self
-                .runner
-                .run(&run, &version, cancel.clone(), Arc::clone(&progress));
+            let sandbox = self.runner.run(
+                &run,
+                &version,
+                &roles,
+                cancel.clone(),
+                Arc::clone(&progress),
+            );
             tokio::pin!(sandbox);
             let mut beat = tokio::time::interval(self.config.heartbeat_interval);
             beat.tick().await;

@@ -17,10 +17,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use docket_catalog::scripts::testing::{new_run, new_script};
 use docket_catalog::scripts::{
-    CancelOutcome, Run, RunErrorKind, RunStatus, ScriptStore, ScriptVersion,
+    CancelOutcome, Fire, FireOutcome, NewSchedule, Run, RunErrorKind, RunStatus, ScriptStore,
+    ScriptVersion,
 };
 use docket_run_bridge::task::run_task;
-use docket_run_bridge::{BridgeConfig, RunBridge, ScriptRunner};
+use docket_run_bridge::{BridgeConfig, OwnerAccess, RunBridge, ScriptRunner};
 use docket_script::{RunProgress, ScriptFailure, ScriptReport};
 use docket_storage::test_db::{FaultProxy, PostgresServer, TestDatabase};
 use docket_task::{TaskStatus, TaskStore};
@@ -43,11 +44,15 @@ async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
 }
 
-/// Runs scripts by what their source says, counting executions per run. A `gated`
-/// run succeeds once the test signals `release`.
+/// Runs scripts by what their source says, counting executions per run and
+/// keeping the roles each acted with. A `gated` run succeeds once the test
+/// signals `release`. Owners are as `owners` says (unchecked when absent), as
+/// a server's identity configuration would tell them.
 #[derive(Default)]
 struct StandIn {
     executions: Mutex<HashMap<String, u32>>,
+    roles: Mutex<HashMap<String, Vec<String>>>,
+    owners: Mutex<HashMap<String, OwnerAccess>>,
     release: tokio::sync::Notify,
 }
 
@@ -59,6 +64,17 @@ impl StandIn {
             .get(run_id)
             .copied()
             .unwrap_or(0)
+    }
+
+    fn roles(&self, run_id: &str) -> Option<Vec<String>> {
+        self.roles.lock().expect("lock").get(run_id).cloned()
+    }
+
+    fn set_owner(&self, owner: &str, access: OwnerAccess) {
+        self.owners
+            .lock()
+            .expect("lock")
+            .insert(owner.to_owned(), access);
     }
 }
 
@@ -74,13 +90,27 @@ fn report(outcome: Result<serde_json::Value, ScriptFailure>) -> ScriptReport {
 
 #[async_trait]
 impl ScriptRunner for StandIn {
+    async fn owner_access(&self, owner: &str) -> OwnerAccess {
+        self.owners
+            .lock()
+            .expect("lock")
+            .get(owner)
+            .cloned()
+            .unwrap_or(OwnerAccess::Unchecked)
+    }
+
     async fn run(
         &self,
         run: &Run,
         version: &ScriptVersion,
+        roles: &[String],
         cancel: CancellationToken,
         _progress: Arc<RunProgress>,
     ) -> ScriptReport {
+        self.roles
+            .lock()
+            .expect("lock")
+            .insert(run.id.clone(), roles.to_vec());
         *self
             .executions
             .lock()
@@ -188,12 +218,21 @@ impl Harness {
     }
 
     async fn queue(&self, bridge: &RunBridge, source: &str) -> Run {
+        self.queue_for(bridge, "alice", source).await
+    }
+
+    /// A run of a new script of `owner`'s.
+    async fn queue_for(&self, bridge: &RunBridge, owner: &str, source: &str) -> Run {
         let mut script = new_script(
-            "alice",
+            owner,
             &format!("s-{}", RunBridge::new_run_id().expect("id")),
         );
         script.source = source.to_owned();
-        let (script, _) = self.store.create_script(script).await.expect("create");
+        let (script, _) = self
+            .store
+            .create_script(script, u32::MAX)
+            .await
+            .expect("create");
         bridge
             .enqueue(new_run(&script, "bob"))
             .await
@@ -371,7 +410,7 @@ async fn a_dead_workers_run_is_reclaimed_when_its_lease_expires(h: Harness) {
     // A worker takes the run and dies: nothing renews its short lease.
     let dead = h
         .store
-        .claim("dead-replica/w0", Duration::from_millis(50))
+        .claim("dead-replica/w0", Duration::from_millis(50), u32::MAX)
         .await
         .expect("claim")
         .expect("the run");
@@ -398,7 +437,11 @@ async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
             loop {
                 if let Some(claimed) = h
                     .store
-                    .claim(&format!("dead-{worker}/w0"), Duration::from_millis(20))
+                    .claim(
+                        &format!("dead-{worker}/w0"),
+                        Duration::from_millis(20),
+                        u32::MAX,
+                    )
                     .await
                     .expect("claim")
                 {
@@ -427,6 +470,127 @@ async fn a_run_that_keeps_stopping_its_worker_is_not_started_again(h: Harness) {
     assert_eq!(h.runner.executions(&run.id), 0, "the source never ran");
     survivor.shutdown(Duration::ZERO).await;
     idle.shutdown(Duration::ZERO).await;
+}
+
+/// Access that ends, ends for runs too: when a worker starts a run (queued, or
+/// taken back from a dead worker), an owner who no longer exists fails it
+/// without running it, and an owner whose roles were cut gets a run acting
+/// only with the saved roles they still hold.
+async fn a_run_starts_only_with_what_its_owner_still_holds(h: Harness) {
+    let idle = h.idle("idle").await;
+    let gone = h.queue(&idle, "ok").await;
+    let reclaimed = h.queue(&idle, "ok").await;
+    // A worker takes the second run and dies with it while the owner still exists.
+    patiently("the dead worker's claim", async {
+        while h
+            .store
+            .claim("dead-replica/w0", Duration::from_millis(20), u32::MAX)
+            .await
+            .expect("claim")
+            .is_none_or(|claimed| claimed.id != reclaimed.id)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // And a schedule fires, queueing a run on the same terms.
+    let scheduled = {
+        let (script, _) = h
+            .store
+            .create_script(new_script("alice", "nightly"), u32::MAX)
+            .await
+            .expect("create");
+        let fire_time = time::macros::datetime!(2026-06-01 04:00 UTC);
+        h.store
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "0 4 * * *".into(),
+                    timezone: "UTC".into(),
+                    args: json!({}),
+                    next_fire_at: fire_time,
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
+            .await
+            .expect("schedule");
+        let fired = h
+            .store
+            .fire_schedule(Fire {
+                script_id: script.id.clone(),
+                expected_next_fire_at: fire_time,
+                fire_time,
+                missed: 0,
+                next_fire_at: time::macros::datetime!(2026-06-02 04:00 UTC),
+                fired_by: "idle".into(),
+                run: Some(new_run(&script, "alice")),
+            })
+            .await
+            .expect("fire");
+        let FireOutcome::Queued(run) = fired else {
+            panic!("the fire queued no run: {fired:?}");
+        };
+        *run
+    };
+    h.runner.set_owner(
+        "alice",
+        OwnerAccess::Refused("the script's owner alice no longer exists".into()),
+    );
+    let survivor = h.replica(Harness::config("survivor")).await;
+    for run in [&gone, &reclaimed, &scheduled] {
+        let ended = h.ended(&survivor, run).await;
+        assert_eq!(ended.status, RunStatus::Failed);
+        assert_eq!(ended.error_kind, Some(RunErrorKind::Script));
+        assert_eq!(
+            ended.error.as_deref(),
+            Some("the script's owner alice no longer exists")
+        );
+        assert_eq!(h.runner.executions(&run.id), 0, "the source never ran");
+    }
+
+    // Cut to one of the two roles the version saved.
+    h.runner.set_owner(
+        "alice",
+        OwnerAccess::Holds(vec!["analyst".into(), "viewer".into()]),
+    );
+    let cut = h.queue(&survivor, "ok").await;
+    assert_eq!(h.ended(&survivor, &cut).await.status, RunStatus::Succeeded);
+    assert_eq!(h.runner.roles(&cut.id), Some(vec!["analyst".to_owned()]));
+    survivor.shutdown(Duration::ZERO).await;
+    idle.shutdown(Duration::ZERO).await;
+}
+
+/// One owner's queue cannot starve another's: with two workers and a share of
+/// one running run per owner, alice's first run holds one worker while her
+/// others wait, and bob's run, queued after them all, starts on the other.
+async fn a_full_queue_of_one_owner_leaves_a_worker_to_another(h: Harness) {
+    let bridge = h
+        .replica(BridgeConfig {
+            workers: 2,
+            max_running_per_owner: 1,
+            ..Harness::config("shared")
+        })
+        .await;
+    let mut alices = Vec::new();
+    for _ in 0..4 {
+        alices.push(h.queue_for(&bridge, "alice", "block").await);
+    }
+    let bobs = h.queue_for(&bridge, "bob", "ok").await;
+    let ended = h.ended(&bridge, &bobs).await;
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    // Her oldest run was claimed before bob's; it may still be on its way to
+    // the runner.
+    h.running(&bridge, &alices[0]).await;
+    let started: Vec<u32> = alices
+        .iter()
+        .map(|run| h.runner.executions(&run.id))
+        .collect();
+    assert_eq!(started, vec![1, 0, 0, 0], "alice holds one worker, no more");
+    for run in &alices {
+        bridge.cancel(&run.id).await.expect("cancel");
+    }
+    bridge.shutdown(Duration::ZERO).await;
 }
 
 /// A run that ends while its worker cannot reach the database keeps its outcome:
@@ -470,7 +634,7 @@ async fn a_worker_that_lost_its_lease_writes_nothing(h: Harness) {
         loop {
             if let Some(run) = h
                 .store
-                .claim("thief", Duration::from_secs(600))
+                .claim("thief", Duration::from_secs(600), u32::MAX)
                 .await
                 .expect("claim")
             {
@@ -633,6 +797,8 @@ both_backends!(
     shutdown_releases_a_running_run_to_the_queue,
     a_dead_workers_run_is_reclaimed_when_its_lease_expires,
     a_run_that_keeps_stopping_its_worker_is_not_started_again,
+    a_run_starts_only_with_what_its_owner_still_holds,
+    a_full_queue_of_one_owner_leaves_a_worker_to_another,
     a_worker_that_lost_its_lease_writes_nothing,
     two_replicas_share_one_queue_and_run_each_run_once,
     retention_deletes_runs_after_they_finished,
@@ -673,7 +839,7 @@ mod schedules {
     async fn finish_queued(store: &Arc<dyn ScriptStore>) -> usize {
         let mut finished = 0;
         while let Some(run) = store
-            .claim("test-worker", Duration::from_secs(600))
+            .claim("test-worker", Duration::from_secs(600), u32::MAX)
             .await
             .expect("claim")
         {
@@ -703,19 +869,22 @@ mod schedules {
         );
         let (script, _) = h
             .store
-            .create_script(new_script("alice", "minutely"))
+            .create_script(new_script("alice", "minutely"), u32::MAX)
             .await
             .expect("create");
         let cadence = Cadence::parse("* * * * *", "UTC").expect("cron");
         h.store
-            .set_schedule(NewSchedule {
-                script_id: script.id.clone(),
-                cron: "* * * * *".into(),
-                timezone: "UTC".into(),
-                args: json!({"day": "${fire_date}"}),
-                next_fire_at: cadence.first_after(clock.now()).expect("fires"),
-                set_by: "alice".into(),
-            })
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "* * * * *".into(),
+                    timezone: "UTC".into(),
+                    args: json!({"day": "${fire_date}"}),
+                    next_fire_at: cadence.first_after(clock.now()).expect("fires"),
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
             .await
             .expect("schedule");
 
@@ -816,18 +985,21 @@ mod schedules {
         );
         let (script, _) = h
             .store
-            .create_script(new_script("alice", "paused"))
+            .create_script(new_script("alice", "paused"), u32::MAX)
             .await
             .expect("create");
         h.store
-            .set_schedule(NewSchedule {
-                script_id: script.id.clone(),
-                cron: "*/5 * * * *".into(),
-                timezone: "Europe/Berlin".into(),
-                args: json!({}),
-                next_fire_at: datetime!(2026-06-01 04:00 UTC),
-                set_by: "alice".into(),
-            })
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "*/5 * * * *".into(),
+                    timezone: "Europe/Berlin".into(),
+                    args: json!({}),
+                    next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
             .await
             .expect("schedule");
         h.store
@@ -897,19 +1069,22 @@ mod schedules {
         );
         let (script, _) = h
             .store
-            .create_script(new_script("alice", "stored-elsewhere"))
+            .create_script(new_script("alice", "stored-elsewhere"), u32::MAX)
             .await
             .expect("create");
         // An expression that no longer parses (stored by another version, say).
         h.store
-            .set_schedule(NewSchedule {
-                script_id: script.id.clone(),
-                cron: "every full moon".into(),
-                timezone: "UTC".into(),
-                args: json!({}),
-                next_fire_at: datetime!(2026-06-01 04:00 UTC),
-                set_by: "alice".into(),
-            })
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "every full moon".into(),
+                    timezone: "UTC".into(),
+                    args: json!({}),
+                    next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
             .await
             .expect("schedule");
         clock.advance(Duration::from_secs(60));
@@ -959,16 +1134,23 @@ mod schedules {
     pub(super) async fn a_clock_that_moves_during_a_pass_is_not_waited_again(h: Harness) {
         let mut script = new_script("alice", "moved");
         script.source = "ok".into();
-        let (script, _) = h.store.create_script(script).await.expect("create");
+        let (script, _) = h
+            .store
+            .create_script(script, u32::MAX)
+            .await
+            .expect("create");
         h.store
-            .set_schedule(NewSchedule {
-                script_id: script.id.clone(),
-                cron: "* * * * *".into(),
-                timezone: "UTC".into(),
-                args: json!({}),
-                next_fire_at: datetime!(2026-06-01 04:00 UTC),
-                set_by: "alice".into(),
-            })
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "* * * * *".into(),
+                    timezone: "UTC".into(),
+                    args: json!({}),
+                    next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
             .await
             .expect("schedule");
         let clock = Arc::new(MovesOnce {
@@ -1022,16 +1204,23 @@ mod schedules {
         bridge.start();
         let mut script = new_script("alice", "looped");
         script.source = "ok".into();
-        let (script, _) = h.store.create_script(script).await.expect("create");
+        let (script, _) = h
+            .store
+            .create_script(script, u32::MAX)
+            .await
+            .expect("create");
         h.store
-            .set_schedule(NewSchedule {
-                script_id: script.id.clone(),
-                cron: "* * * * *".into(),
-                timezone: "UTC".into(),
-                args: json!({}),
-                next_fire_at: datetime!(2026-06-01 04:00 UTC),
-                set_by: "alice".into(),
-            })
+            .set_schedule(
+                NewSchedule {
+                    script_id: script.id.clone(),
+                    cron: "* * * * *".into(),
+                    timezone: "UTC".into(),
+                    args: json!({}),
+                    next_fire_at: datetime!(2026-06-01 04:00 UTC),
+                    set_by: "alice".into(),
+                },
+                u32::MAX,
+            )
             .await
             .expect("schedule");
         clock.advance(Duration::from_secs(45));

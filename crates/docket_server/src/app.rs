@@ -24,7 +24,7 @@ use crate::state::{App, AppState, SERVER_NAME};
 use crate::tasks::{CallTasks, TaskSource, Tasks};
 use crate::tools;
 use crate::tools::script_host::ScriptHost;
-use crate::tools::scripts::{RunTasks, ScriptTools};
+use crate::tools::scripts::{ConfiguredOwners, RunTasks, ScriptTools};
 use docket_catalog::ScriptStore;
 use docket_catalog::scripts::{Run, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
@@ -541,15 +541,15 @@ fn script_tools(
         ..Limits::run()
     };
     let cell = Arc::clone(app_cell);
-    let host_for = move |run: &Run, version: &ScriptVersion| {
+    let host_for = move |run: &Run, _version: &ScriptVersion, roles: &[String]| {
         // A run acts as its script (by id, so two owners' same-named scripts
-        // share nothing), with the roles of its source's author, on behalf of
-        // the script's owner.
+        // share nothing), with the roles of its source's author that its owner
+        // still holds, on behalf of the script's owner.
         let identity = Identity {
             subject: format!("script:{}", run.script_id),
             display_name: format!("script:{}/{}", run.script_owner, run.script_name),
             email: None,
-            roles: version.author_roles.clone(),
+            roles: roles.to_vec(),
             kind: IdentityKind::Script,
             run: Some(RunIdentity {
                 run_id: run.id.clone(),
@@ -562,7 +562,10 @@ fn script_tools(
             run_id: run.id.clone(),
         }) as Arc<dyn docket_script::Host>
     };
-    let runner = SandboxRunner::new(run_limits, isolation.clone(), host_for);
+    let owners =
+        ConfiguredOwners::new(&config.auth, Personas::new(&config.personas, &config.admin));
+    let runner = SandboxRunner::new(run_limits, isolation.clone(), host_for)
+        .checking_owners(move |owner| owners.access(owner));
     let run_retention = Duration::from_secs(u64::from(settings.run_retention_days) * 86_400);
     let bridge = RunBridge::with_clock(
         Arc::clone(&store),
@@ -578,6 +581,7 @@ fn script_tools(
             heartbeat_interval: settings.heartbeat_interval,
             max_platform_retries: settings.max_platform_retries,
             max_reclaims: settings.max_reclaims,
+            max_running_per_owner: settings.worker.running_share(),
             run_retention,
             schedule_interval: settings
                 .schedules
@@ -597,5 +601,7 @@ fn script_tools(
         run_retention,
         poll_interval_ms: config.tasks.poll_interval_ms,
         draft_slots: tokio::sync::Semaphore::new(crate::tools::scripts::DRAFT_SLOTS),
+        max_per_owner: settings.max_per_owner,
+        max_schedules_per_owner: settings.max_schedules_per_owner,
     })
 }

@@ -1173,7 +1173,7 @@ mod scripts {
                 database.connect().await.script_store(),
             ];
             let (script, _) = replicas[0]
-                .create_script(new_script("alice", "shared"))
+                .create_script(new_script("alice", "shared"), u32::MAX)
                 .await
                 .expect("create");
             let mut ids = HashSet::new();
@@ -1192,7 +1192,11 @@ mod scripts {
                 workers.push(tokio::spawn(async move {
                     let mut mine = Vec::new();
                     while let Some(run) = store
-                        .claim(&format!("replica-{}-{worker}", worker % 2), PATIENCE)
+                        .claim(
+                            &format!("replica-{}-{worker}", worker % 2),
+                            PATIENCE,
+                            u32::MAX,
+                        )
                         .await
                         .expect("claim")
                     {
@@ -1224,7 +1228,7 @@ mod scripts {
                 let _ = sender.send(signal);
             }));
             let (script, _) = taking
-                .create_script(new_script("alice", "signals"))
+                .create_script(new_script("alice", "signals"), u32::MAX)
                 .await
                 .expect("create");
             // LISTEN starts in the background; queue runs until one is heard.
@@ -1247,7 +1251,7 @@ mod scripts {
             .await;
             let claimed = loop {
                 let run = taking
-                    .claim("w", PATIENCE)
+                    .claim("w", PATIENCE, u32::MAX)
                     .await
                     .expect("claim")
                     .expect("run");

@@ -3,7 +3,7 @@
 //! stated bound. Each of these once made the server allocate hundreds of megabytes
 //! or abort: a prompt that repeats its argument, a patch that repeats its
 //! replacement, a listing of oversized prompts, an `initialize` that parks megabytes,
-//! and one identity opening every stream. A refusal has to come before the
+//! an asset read whole, and one identity opening every stream. A refusal has to come before the
 //! allocation, so the bound holds only if every size is computed first.
 
 use std::time::Duration;
@@ -44,7 +44,11 @@ async fn post(
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", method);
-    if let Some(name) = params.get("name").and_then(Value::as_str) {
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+    {
         request = request.header("mcp-name", name);
     }
     request
@@ -151,6 +155,36 @@ async fn the_largest_requests_stay_within_the_memory_budget() {
         "{}",
         &text[..text.len().min(400)]
     );
+
+    // An asset just under `server.max_resource_read_bytes`, read whole three times.
+    let drafted = call(
+        &http,
+        &base,
+        "manage_script",
+        json!({"command": "run_draft",
+               "source": "platform.export('big', [{'v': 'x' * 1000}] * 7000, 'jsonl')"}),
+    )
+    .await;
+    let asset_id = drafted["result"]["structuredContent"]["result"]["outputs"][0]["asset_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an asset was made: {drafted}"))
+        .to_owned();
+    for _ in 0..3 {
+        let read: Value = post(
+            &http,
+            &base,
+            "resources/read",
+            json!({"uri": format!("docket://assets/{asset_id}")}),
+        )
+        .await
+        .json()
+        .await
+        .expect("JSON");
+        let text = read["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.len() > 7_000_000, "read whole: {}", read["error"]);
+    }
 
     // Ten `initialize`s, each declaring 3.9 MB of capabilities.
     let padding = "p".repeat(3_900_000);

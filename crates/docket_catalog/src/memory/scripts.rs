@@ -129,6 +129,7 @@ impl ScriptStore for MemoryScripts {
     async fn create_script(
         &self,
         script: NewScript,
+        owner_limit: u32,
     ) -> Result<(Script, ScriptVersion), CatalogError> {
         script.validate()?;
         let mut state = lock(&self.state);
@@ -137,6 +138,14 @@ impl ScriptStore for MemoryScripts {
         });
         if taken {
             return Err(CatalogError::Duplicate);
+        }
+        let owned = state
+            .scripts
+            .values()
+            .filter(|stored| stored.owner == script.owner)
+            .count();
+        if owned >= owner_limit as usize {
+            return Err(CatalogError::LimitReached(owner_limit));
         }
         let now = now();
         let stored = Script {
@@ -330,9 +339,24 @@ impl ScriptStore for MemoryScripts {
         Ok(runs)
     }
 
-    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+    async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        max_running_per_owner: u32,
+    ) -> Result<Option<Run>, CatalogError> {
         let mut state = lock(&self.state);
         let now = now();
+        // Each owner's runs held by a live lease: an owner at their share is
+        // passed over, so their queue never takes every worker.
+        let mut running: HashMap<String, u32> = HashMap::new();
+        for held in state.runs.values() {
+            if held.run.status == RunStatus::Running
+                && held.run.lease_expires_at.is_some_and(|ends| ends >= now)
+            {
+                *running.entry(held.run.script_owner.clone()).or_default() += 1;
+            }
+        }
         let claimable = state
             .runs
             .values_mut()
@@ -340,6 +364,9 @@ impl ScriptStore for MemoryScripts {
                 RunStatus::Queued => queued.not_before <= now,
                 RunStatus::Running => queued.run.lease_expires_at.is_some_and(|ends| ends < now),
                 _ => false,
+            })
+            .filter(|queued| {
+                running.get(&queued.run.script_owner).copied().unwrap_or(0) < max_running_per_owner
             })
             .min_by(|a, b| (a.not_before, a.run.created_at).cmp(&(b.not_before, b.run.created_at)));
         let Some(queued) = claimable else {
@@ -466,7 +493,11 @@ impl ScriptStore for MemoryScripts {
         Ok(due)
     }
 
-    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
+    async fn set_schedule(
+        &self,
+        schedule: NewSchedule,
+        owner_limit: u32,
+    ) -> Result<Schedule, CatalogError> {
         schedule.validate()?;
         let mut state = lock(&self.state);
         let Some(script) = state.scripts.get(&schedule.script_id).cloned() else {
@@ -475,6 +506,15 @@ impl ScriptStore for MemoryScripts {
                 schedule.script_id
             )));
         };
+        // Replacing this script's schedule adds none.
+        let others = state
+            .schedules
+            .values()
+            .filter(|other| other.script_owner == script.owner && other.script_id != script.id)
+            .count();
+        if others >= owner_limit as usize {
+            return Err(CatalogError::LimitReached(owner_limit));
+        }
         let now = now();
         let created_at = state
             .schedules

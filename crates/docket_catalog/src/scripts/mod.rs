@@ -428,15 +428,19 @@ pub struct RunFilter {
 /// What the script tools and the run bridge need from a database.
 #[async_trait]
 pub trait ScriptStore: Send + Sync + 'static {
-    /// Creates a script with its first version, in one transaction.
+    /// Creates a script with its first version, in one transaction, unless its
+    /// owner already owns `owner_limit` scripts. The count and the insert are
+    /// one step: racing creates of one owner never pass the limit.
     ///
     /// # Errors
     /// [`CatalogError::Duplicate`] when the owner has a script of that name (or
-    /// the id exists), [`CatalogError::Invalid`] for a malformed value,
-    /// [`CatalogError::Unavailable`] when the database fails.
+    /// the id exists), [`CatalogError::LimitReached`] with `owner_limit` when
+    /// the owner has that many, [`CatalogError::Invalid`] for a malformed
+    /// value, [`CatalogError::Unavailable`] when the database fails.
     async fn create_script(
         &self,
         script: NewScript,
+        owner_limit: u32,
     ) -> Result<(Script, ScriptVersion), CatalogError>;
 
     /// Applies a change and saves it as the next version; `None` when the script
@@ -509,12 +513,19 @@ pub trait ScriptStore: Send + Sync + 'static {
 
     /// Claims the oldest claimable run for `worker` — a queued run whose
     /// `not_before` has come, or a running run whose lease expired (counted in
-    /// [`Run::reclaims`], not as a platform fault) — leasing it for `lease`.
-    /// `None` when there is none.
+    /// [`Run::reclaims`], not as a platform fault) — leasing it for `lease`,
+    /// passing over the runs of owners who already hold
+    /// `max_running_per_owner` running runs under a live lease (the fair share:
+    /// one owner's queue cannot take every worker). `None` when there is none.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] or [`CatalogError::Corrupt`].
-    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError>;
+    async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        max_running_per_owner: u32,
+    ) -> Result<Option<Run>, CatalogError>;
 
     /// Extends a held lease by `lease` from now and records the tool calls made
     /// so far; reports whether a cancel was asked for, or that the lease is lost.
@@ -574,12 +585,19 @@ pub trait ScriptStore: Send + Sync + 'static {
     ) -> Result<Vec<String>, CatalogError>;
 
     /// Sets `schedule` as its script's one schedule (replacing any), enabled,
-    /// with its missed-fire count at 0.
+    /// with its missed-fire count at 0 — unless the script's owner already has
+    /// `owner_limit` schedules on other scripts (replacing one adds none). The
+    /// count and the write are one step: racing sets never pass the limit.
     ///
     /// # Errors
+    /// [`CatalogError::LimitReached`] with `owner_limit`,
     /// [`CatalogError::Invalid`], or [`CatalogError::Unavailable`] (also when
     /// the script does not exist).
-    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError>;
+    async fn set_schedule(
+        &self,
+        schedule: NewSchedule,
+        owner_limit: u32,
+    ) -> Result<Schedule, CatalogError>;
 
     /// The schedule of this script.
     ///

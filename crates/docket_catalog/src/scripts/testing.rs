@@ -71,10 +71,10 @@ pub fn succeeded(result: Value) -> RunEnding {
 
 async fn queued_run(store: &dyn ScriptStore, owner: &str) -> Run {
     let (script, _) = store
-        .create_script(new_script(
-            owner,
-            &format!("s-{}", generate_id().expect("random")),
-        ))
+        .create_script(
+            new_script(owner, &format!("s-{}", generate_id().expect("random"))),
+            u32::MAX,
+        )
         .await
         .expect("create script");
     store
@@ -88,7 +88,10 @@ async fn queued_run(store: &dyn ScriptStore, owner: &str) -> Run {
 /// owner.
 pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
     let new = new_script("alice", "daily");
-    let (script, version) = store.create_script(new.clone()).await.expect("create");
+    let (script, version) = store
+        .create_script(new.clone(), u32::MAX)
+        .await
+        .expect("create");
     assert_eq!(
         (script.owner.as_str(), script.name.as_str(), script.version),
         ("alice", "daily", 1)
@@ -102,11 +105,11 @@ pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
     let mut same_name = new_script("alice", "daily");
     same_name.source = "x = 2".into();
     assert_eq!(
-        store.create_script(same_name).await,
+        store.create_script(same_name, u32::MAX).await,
         Err(CatalogError::Duplicate)
     );
     store
-        .create_script(new_script("bob", "daily"))
+        .create_script(new_script("bob", "daily"), u32::MAX)
         .await
         .expect("another owner may use the name");
 
@@ -194,7 +197,13 @@ pub async fn scripts_keep_every_version(store: Arc<dyn ScriptStore>) {
 /// A queued run reads back as queued; claims take the oldest first, each run
 /// once, raising the attempt and setting the lease.
 pub async fn claims_take_the_oldest_run_once(store: Arc<dyn ScriptStore>) {
-    assert!(store.claim("w1", LONG).await.expect("claim").is_none());
+    assert!(
+        store
+            .claim("w1", LONG, u32::MAX)
+            .await
+            .expect("claim")
+            .is_none()
+    );
     let first = queued_run(store.as_ref(), "alice").await;
     assert_eq!(first.status, RunStatus::Queued);
     assert_eq!(
@@ -206,7 +215,7 @@ pub async fn claims_take_the_oldest_run_once(store: Arc<dyn ScriptStore>) {
     let second = queued_run(store.as_ref(), "bob").await;
 
     let claimed = store
-        .claim("w1", LONG)
+        .claim("w1", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("a run");
@@ -216,12 +225,18 @@ pub async fn claims_take_the_oldest_run_once(store: Arc<dyn ScriptStore>) {
     assert_eq!(claimed.lease_owner.as_deref(), Some("w1"));
     assert!(claimed.lease_expires_at.is_some() && claimed.started_at.is_some());
     let next = store
-        .claim("w2", LONG)
+        .claim("w2", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("a run");
     assert_eq!(next.id, second.id);
-    assert!(store.claim("w3", LONG).await.expect("claim").is_none());
+    assert!(
+        store
+            .claim("w3", LONG, u32::MAX)
+            .await
+            .expect("claim")
+            .is_none()
+    );
 
     let (read, now) = store.run(&first.id).await.expect("get").expect("present");
     assert_eq!(read, claimed);
@@ -241,7 +256,7 @@ pub async fn concurrent_claims_take_each_run_once(store: Arc<dyn ScriptStore>) {
         workers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             while let Some(run) = store
-                .claim(&format!("w{worker}"), LONG)
+                .claim(&format!("w{worker}"), LONG, u32::MAX)
                 .await
                 .expect("claim")
             {
@@ -264,14 +279,14 @@ pub async fn concurrent_claims_take_each_run_once(store: Arc<dyn ScriptStore>) {
 pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
     let run = queued_run(store.as_ref(), "alice").await;
     let old = store
-        .claim("old", Duration::from_millis(1))
+        .claim("old", Duration::from_millis(1), u32::MAX)
         .await
         .expect("claim")
         .expect("a run");
     let old_lease = old.lease().expect("leased");
     tokio::time::sleep(Duration::from_millis(50)).await;
     let new = store
-        .claim("new", LONG)
+        .claim("new", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("the expired lease is reclaimed");
@@ -340,7 +355,11 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
         "a run ends once"
     );
     assert!(
-        store.claim("third", LONG).await.expect("claim").is_none(),
+        store
+            .claim("third", LONG, u32::MAX)
+            .await
+            .expect("claim")
+            .is_none(),
         "an ended run is never claimed"
     );
 }
@@ -351,7 +370,10 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
 /// makes its editor the author, with the editor's roles.
 pub async fn versions_keep_the_roles_of_their_sources_author(store: Arc<dyn ScriptStore>) {
     let new = new_script("alice", "owned");
-    let (script, v1) = store.create_script(new.clone()).await.expect("create");
+    let (script, v1) = store
+        .create_script(new.clone(), u32::MAX)
+        .await
+        .expect("create");
     let admin = |change: ScriptChange| ScriptChange {
         editor: "root".into(),
         editor_roles: vec!["admin".into()],
@@ -457,7 +479,7 @@ pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStor
     let run = queued_run(store.as_ref(), "alice").await;
     let expire = Duration::from_millis(1);
     let first = store
-        .claim("w1", expire)
+        .claim("w1", expire, u32::MAX)
         .await
         .expect("claim")
         .expect("run");
@@ -465,7 +487,7 @@ pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStor
     for reclaims in 1..=2 {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let taken = store
-            .claim("w2", expire)
+            .claim("w2", expire, u32::MAX)
             .await
             .expect("claim")
             .expect("the expired lease is reclaimed");
@@ -477,7 +499,7 @@ pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStor
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     let lease = store
-        .claim("w3", LONG)
+        .claim("w3", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -490,7 +512,7 @@ pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStor
             .expect("retry")
     );
     let lease = store
-        .claim("w3", LONG)
+        .claim("w3", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("a retried run is claimed from the queue")
@@ -510,7 +532,7 @@ pub async fn reclaims_count_apart_from_platform_faults(store: Arc<dyn ScriptStor
 pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
     let run = queued_run(store.as_ref(), "alice").await;
     let lease = store
-        .claim("w", LONG)
+        .claim("w", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -528,7 +550,7 @@ pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
     assert_eq!(requeued.error.as_deref(), Some("the database went away"));
 
     let lease = store
-        .claim("w", LONG)
+        .claim("w", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -543,7 +565,7 @@ pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
     );
 
     let lease = store
-        .claim("w", LONG)
+        .claim("w", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -551,13 +573,17 @@ pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
         .expect("lease");
     assert!(store.retry(&lease, "again", LONG).await.expect("retry"));
     assert!(
-        store.claim("w", LONG).await.expect("claim").is_none(),
+        store
+            .claim("w", LONG, u32::MAX)
+            .await
+            .expect("claim")
+            .is_none(),
         "a retried run waits for its delay"
     );
 
     let other = queued_run(store.as_ref(), "bob").await;
     let lease = store
-        .claim("w", LONG)
+        .claim("w", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -603,11 +629,17 @@ pub async fn cancels_end_queued_runs_and_mark_running_ones(store: Arc<dyn Script
     };
     assert_eq!(ended.status, RunStatus::Cancelled);
     assert!(ended.finished_at.is_some() && ended.cancel_requested_at.is_some());
-    assert!(store.claim("w", LONG).await.expect("claim").is_none());
+    assert!(
+        store
+            .claim("w", LONG, u32::MAX)
+            .await
+            .expect("claim")
+            .is_none()
+    );
 
     let running = queued_run(store.as_ref(), "alice").await;
     let lease = store
-        .claim("w", LONG)
+        .claim("w", LONG, u32::MAX)
         .await
         .expect("claim")
         .expect("run")
@@ -645,7 +677,7 @@ pub async fn retention_deletes_only_ended_runs(store: Arc<dyn ScriptStore>) {
     store.cancel_run(&ended.id).await.expect("cancel");
     let waiting = queued_run(store.as_ref(), "alice").await;
     let running = queued_run(store.as_ref(), "alice").await;
-    store.claim("w", LONG).await.expect("claim");
+    store.claim("w", LONG, u32::MAX).await.expect("claim");
     assert!(
         store
             .delete_finished_runs(LONG, 100)
@@ -669,7 +701,7 @@ pub async fn retention_deletes_only_ended_runs(store: Arc<dyn ScriptStore>) {
 /// for them and the script's owner).
 pub async fn runs_list_by_script_and_visibility(store: Arc<dyn ScriptStore>) {
     let (script, _) = store
-        .create_script(new_script("alice", "a"))
+        .create_script(new_script("alice", "a"), u32::MAX)
         .await
         .expect("create");
     let mine = store
@@ -779,17 +811,17 @@ fn fire_at(script: &super::Script, fire_time: OffsetDateTime, replica: &str) -> 
 /// it goes with its script.
 pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
     let (script, _) = store
-        .create_script(new_script("alice", "nightly"))
+        .create_script(new_script("alice", "nightly"), u32::MAX)
         .await
         .expect("create");
     let (other, _) = store
-        .create_script(new_script("bob", "hourly"))
+        .create_script(new_script("bob", "hourly"), u32::MAX)
         .await
         .expect("create");
     assert_eq!(store.schedule(&script.id).await.expect("read"), None);
     let first = datetime!(2026-06-01 04:00 UTC);
     let set = store
-        .set_schedule(new_schedule(&script, first))
+        .set_schedule(new_schedule(&script, first), u32::MAX)
         .await
         .expect("set");
     assert_eq!(set.script_name, "nightly");
@@ -798,16 +830,19 @@ pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
     assert_eq!(set.next_fire_at, first);
     assert_eq!(set.args, json!({"day": "${fire_date}"}));
     let replaced = store
-        .set_schedule(NewSchedule {
-            cron: "@daily".into(),
-            ..new_schedule(&script, first + time::Duration::days(1))
-        })
+        .set_schedule(
+            NewSchedule {
+                cron: "@daily".into(),
+                ..new_schedule(&script, first + time::Duration::days(1))
+            },
+            u32::MAX,
+        )
         .await
         .expect("replace");
     assert_eq!(replaced.cron, "@daily");
     assert_eq!(replaced.created_at, set.created_at);
     store
-        .set_schedule(new_schedule(&other, first))
+        .set_schedule(new_schedule(&other, first), u32::MAX)
         .await
         .expect("set");
     let mine = store.list_schedules(Some("alice"), 10).await.expect("list");
@@ -854,7 +889,7 @@ pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
     );
     assert!(matches!(
         store
-            .set_schedule(new_schedule(&script, first))
+            .set_schedule(new_schedule(&script, first), u32::MAX)
             .await
             .map(|_| ()),
         Ok(())
@@ -865,7 +900,7 @@ pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
     };
     assert!(
         store
-            .set_schedule(new_schedule(&missing, first))
+            .set_schedule(new_schedule(&missing, first), u32::MAX)
             .await
             .is_err()
     );
@@ -879,12 +914,12 @@ pub async fn schedules_are_one_per_script(store: Arc<dyn ScriptStore>) {
 /// fire without a run only advances; missed fires add up.
 pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
     let (script, _) = store
-        .create_script(new_script("alice", "minutely"))
+        .create_script(new_script("alice", "minutely"), u32::MAX)
         .await
         .expect("create");
     let first = datetime!(2026-06-01 04:00 UTC);
     store
-        .set_schedule(new_schedule(&script, first))
+        .set_schedule(new_schedule(&script, first), u32::MAX)
         .await
         .expect("set");
     let due = store.due_schedules(first, 10).await.expect("due");
@@ -925,7 +960,7 @@ pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
     assert_eq!(schedule.last_fire_at, Some(first));
     // A fire for a time already fired (the schedule set back to it) writes nothing.
     store
-        .set_schedule(new_schedule(&script, first))
+        .set_schedule(new_schedule(&script, first), u32::MAX)
         .await
         .expect("set back");
     assert_eq!(
@@ -945,7 +980,10 @@ pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
         first
     );
     store
-        .set_schedule(new_schedule(&script, first + time::Duration::minutes(1)))
+        .set_schedule(
+            new_schedule(&script, first + time::Duration::minutes(1)),
+            u32::MAX,
+        )
         .await
         .expect("set forward");
 
@@ -968,7 +1006,11 @@ pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
     assert_eq!(schedule.next_fire_at, second + time::Duration::minutes(1));
 
     // Once it ended, the next fire queues again.
-    let claimed = store.claim("w", LONG).await.expect("claim").expect("run");
+    let claimed = store
+        .claim("w", LONG, u32::MAX)
+        .await
+        .expect("claim")
+        .expect("run");
     assert_eq!(claimed.id, run.id);
     let lease = claimed.lease().expect("leased");
     assert!(
@@ -1056,6 +1098,137 @@ pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
     );
 }
 
+/// Each owner holds at most the scripts and the schedules the limit given
+/// allows, counted atomically: of racing creates of one owner exactly the
+/// limit succeed; other owners are not counted; replacing a schedule adds none.
+pub async fn owners_are_capped_in_scripts_and_schedules(store: Arc<dyn ScriptStore>) {
+    let creates = (0..6).map(|index| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .create_script(new_script("alice", &format!("s{index}")), 3)
+                .await
+        })
+    });
+    let mut outcomes = Vec::new();
+    for create in creates {
+        outcomes.push(create.await.expect("join"));
+    }
+    assert_eq!(outcomes.iter().filter(|outcome| outcome.is_ok()).count(), 3);
+    assert!(
+        outcomes
+            .iter()
+            .filter_map(|outcome| outcome.as_ref().err())
+            .all(|error| *error == CatalogError::LimitReached(3)),
+        "{outcomes:?}"
+    );
+    let (bobs, _) = store
+        .create_script(new_script("bob", "s0"), 3)
+        .await
+        .expect("bob's first");
+
+    let alices: Vec<super::Script> = outcomes
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|(script, _)| script)
+        .collect();
+    let at = datetime!(2026-06-01 04:00 UTC);
+    store
+        .set_schedule(new_schedule(&alices[0], at), 1)
+        .await
+        .expect("the first schedule");
+    store
+        .set_schedule(new_schedule(&alices[0], at), 1)
+        .await
+        .expect("replacing it adds none");
+    assert_eq!(
+        store.set_schedule(new_schedule(&alices[1], at), 1).await,
+        Err(CatalogError::LimitReached(1))
+    );
+    store
+        .set_schedule(new_schedule(&bobs, at), 1)
+        .await
+        .expect("bob's count is his own");
+}
+
+/// A claim passes over the runs of an owner who already holds
+/// `max_running_per_owner` running runs, so another owner's run queued later
+/// starts; a lease that expired holds nothing, and an ended run frees its place.
+pub async fn claims_pass_over_owners_at_their_share(store: Arc<dyn ScriptStore>) {
+    let first = queued_run(store.as_ref(), "alice").await;
+    tokio::time::sleep(TICK).await;
+    let second = queued_run(store.as_ref(), "alice").await;
+    tokio::time::sleep(TICK).await;
+    let bobs = queued_run(store.as_ref(), "bob").await;
+
+    let claimed = store
+        .claim("w1", LONG, 1)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!(claimed.id, first.id);
+    let claimed = store
+        .claim("w2", LONG, 1)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!(
+        claimed.id, bobs.id,
+        "alice holds her share; bob's run starts"
+    );
+    assert!(
+        store.claim("w3", LONG, 1).await.expect("claim").is_none(),
+        "both owners hold their share"
+    );
+    assert_eq!(
+        store
+            .claim("w3", LONG, 2)
+            .await
+            .expect("claim")
+            .map(|run| run.id),
+        Some(second.id.clone()),
+        "a larger share takes alice's next run"
+    );
+
+    // An ended run frees its owner's place.
+    let third = queued_run(store.as_ref(), "alice").await;
+    let first_lease = store
+        .run(&first.id)
+        .await
+        .expect("read")
+        .and_then(|(run, _)| run.lease())
+        .expect("leased");
+    assert!(
+        store
+            .finish(&first_lease, succeeded(json!({})))
+            .await
+            .expect("finish")
+    );
+    assert!(
+        store
+            .claim("w4", LONG, 2)
+            .await
+            .expect("claim")
+            .is_some_and(|run| run.id == third.id)
+    );
+
+    // A run whose lease expired holds no place: it is taken back.
+    let fourth = queued_run(store.as_ref(), "carol").await;
+    let dead = store
+        .claim("dead", Duration::from_millis(1), 1)
+        .await
+        .expect("claim")
+        .expect("carol's run");
+    assert_eq!(dead.id, fourth.id);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let reclaimed = store
+        .claim("w5", LONG, 1)
+        .await
+        .expect("claim")
+        .expect("taken back");
+    assert_eq!((reclaimed.id, reclaimed.reclaims), (fourth.id, 1));
+}
+
 /// Generates one `#[tokio::test]` per [`ScriptStore`] property in
 /// [`crate::scripts::testing`]. `$make` is awaited and must yield
 /// `(Arc<dyn ScriptStore>, guard)`; the guard lives until the test ends.
@@ -1075,6 +1248,8 @@ macro_rules! script_store_suite {
             runs_list_by_script_and_visibility,
             schedules_are_one_per_script,
             a_fire_time_fires_once,
+            owners_are_capped_in_scripts_and_schedules,
+            claims_pass_over_owners_at_their_share,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -1135,9 +1310,10 @@ impl ScriptStore for FlakyScripts {
     async fn create_script(
         &self,
         script: NewScript,
+        owner_limit: u32,
     ) -> Result<(super::Script, super::ScriptVersion), CatalogError> {
         self.check()?;
-        self.inner.create_script(script).await
+        self.inner.create_script(script, owner_limit).await
     }
     async fn update_script(
         &self,
@@ -1195,9 +1371,14 @@ impl ScriptStore for FlakyScripts {
         self.check()?;
         self.inner.list_runs(filter, limit).await
     }
-    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+    async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        max_running_per_owner: u32,
+    ) -> Result<Option<Run>, CatalogError> {
         self.check()?;
-        self.inner.claim(worker, lease).await
+        self.inner.claim(worker, lease, max_running_per_owner).await
     }
     async fn renew(
         &self,
@@ -1244,9 +1425,10 @@ impl ScriptStore for FlakyScripts {
     async fn set_schedule(
         &self,
         schedule: super::NewSchedule,
+        owner_limit: u32,
     ) -> Result<super::Schedule, CatalogError> {
         self.check()?;
-        self.inner.set_schedule(schedule).await
+        self.inner.set_schedule(schedule, owner_limit).await
     }
     async fn schedule(&self, script_id: &str) -> Result<Option<super::Schedule>, CatalogError> {
         self.check()?;

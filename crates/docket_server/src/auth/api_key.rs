@@ -59,6 +59,12 @@ impl fmt::Debug for ApiKeyConfig {
 }
 
 impl ApiKeyConfig {
+    /// The subject of this key's holder: `apikey:<name>`.
+    #[must_use]
+    pub fn subject(&self) -> String {
+        format!("apikey:{}", self.name)
+    }
+
     /// The SHA-256 digest of this entry's key, from whichever of `key` and
     /// `key_sha256` is set; `None` when the entry is not valid (see
     /// [`ApiKeyConfig::problems`]).
@@ -173,7 +179,7 @@ impl ApiKeyTable {
                 );
             }
             let identity = Identity {
-                subject: format!("apikey:{}", config.name),
+                subject: config.subject(),
                 display_name: config.name.clone(),
                 email: config.email.clone(),
                 roles: config.roles.clone(),

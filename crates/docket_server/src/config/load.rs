@@ -121,6 +121,21 @@ impl Config {
         if self.scripts.heartbeat_interval.is_zero() {
             problems.push("scripts.heartbeat_interval: must be greater than zero".into());
         }
+        for (key, value) in [
+            ("scripts.max_per_owner", Some(self.scripts.max_per_owner)),
+            (
+                "scripts.max_schedules_per_owner",
+                Some(self.scripts.max_schedules_per_owner),
+            ),
+            (
+                "scripts.worker.max_running_per_owner",
+                self.scripts.worker.max_running_per_owner,
+            ),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("{key}: must be at least 1"));
+            }
+        }
         if self.scripts.schedules.interval < std::time::Duration::from_secs(1) {
             problems.push(
                 "scripts.schedules.interval: must be at least 1s (a schedule fires at most once a minute)"

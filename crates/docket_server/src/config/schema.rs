@@ -292,6 +292,11 @@ pub struct ScriptsConfig {
     pub default_wait: Duration,
     /// This replica's scheduler.
     pub schedules: ScheduleConfig,
+    /// Scripts one identity may own; a create past it is refused.
+    pub max_per_owner: u32,
+    /// Schedules one identity's scripts may have; a `schedule_set` past it is
+    /// refused (replacing a script's schedule adds none).
+    pub max_schedules_per_owner: u32,
 }
 
 /// The `scripts.schedules:` section.
@@ -330,6 +335,8 @@ impl Default for ScriptsConfig {
             timeout: Duration::from_secs(600),
             default_wait: Duration::from_secs(120),
             schedules: ScheduleConfig::default(),
+            max_per_owner: 200,
+            max_schedules_per_owner: 20,
         }
     }
 }
@@ -342,6 +349,23 @@ pub struct ScriptWorkerConfig {
     pub enabled: bool,
     /// How many runs this replica executes at once.
     pub concurrency: usize,
+    /// The most runs of one script owner running at once, on all replicas
+    /// together; a worker passes over the queued runs of an owner at this
+    /// share, so one owner's queue cannot starve another's. Unset: one less
+    /// than `concurrency` (at least 1), so another owner always finds a worker.
+    pub max_running_per_owner: Option<u32>,
+}
+
+impl ScriptWorkerConfig {
+    /// [`ScriptWorkerConfig::max_running_per_owner`], or its default.
+    #[must_use]
+    pub fn running_share(&self) -> u32 {
+        self.max_running_per_owner.unwrap_or_else(|| {
+            u32::try_from(self.concurrency.saturating_sub(1))
+                .unwrap_or(u32::MAX)
+                .max(1)
+        })
+    }
 }
 
 impl Default for ScriptWorkerConfig {
@@ -349,6 +373,7 @@ impl Default for ScriptWorkerConfig {
         Self {
             enabled: true,
             concurrency: 2,
+            max_running_per_owner: None,
         }
     }
 }

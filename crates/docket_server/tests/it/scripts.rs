@@ -66,6 +66,9 @@ on_both_backends!(
     a_draining_replica_refuses_every_task_capable_tool_alike,
     every_script_tool_answers_unavailable_while_the_run_store_is_down,
     a_task_that_is_not_yours_takes_the_path_of_one_that_does_not_exist,
+    a_run_of_an_owner_who_is_gone_does_not_start,
+    a_prompt_made_by_a_run_is_its_owners_and_counts_against_their_cap,
+    owners_are_capped_and_share_the_workers,
 );
 
 async fn fixture(backend: Backend) -> Option<Fixture> {
@@ -387,9 +390,13 @@ async fn an_administrators_metadata_edit_keeps_the_owners_roles(backend: Backend
             updated["structuredContent"]["author"], "apikey:alice",
             "{updated}"
         );
-        assert_eq!(
-            updated["structuredContent"]["message"],
-            "Saved as a new version."
+        assert!(
+            updated["structuredContent"]["message"]
+                .as_str()
+                .is_some_and(
+                    |text| text.starts_with("Saved as version") && !text.contains("author")
+                ),
+            "{updated}"
         );
     }
     assert_eq!(run_log(&f, "alice", json!({"name": "who"})).await, as_alice);
@@ -418,10 +425,38 @@ async fn an_administrators_metadata_edit_keeps_the_owners_roles(backend: Backend
             .is_some_and(|text| text.contains("You are now the author of version 4")),
         "{edited}"
     );
-    let log = run_log(&f, "alice", json!({"name": "who"})).await;
+    // Its runs act with the roles root and alice both hold: none, so the
+    // administrator's tools are not handed to alice's script.
+    let narrowed = f.call("alice", "run_script", json!({"name": "who"})).await;
+    assert_eq!(
+        narrowed["structuredContent"]["status"], "failed",
+        "{narrowed}"
+    );
     assert!(
-        log.starts_with(&format!("script:{id} script:apikey:alice/who admin True")),
-        "{log}"
+        narrowed["structuredContent"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("platform_info")),
+        "{narrowed}"
+    );
+
+    // A patch is a save like any other and says the same.
+    let patched = f
+        .call(
+            "root",
+            "manage_script",
+            json!({"command": "patch", "name": "who", "owner": "apikey:alice",
+                   "edits": [{"op": "append", "text": "# reviewed\n"}]}),
+        )
+        .await;
+    assert_eq!(
+        patched["structuredContent"]["author"], "apikey:root",
+        "{patched}"
+    );
+    assert!(
+        patched["structuredContent"]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("You are now the author of version 5")),
+        "{patched}"
     );
 }
 
@@ -1258,4 +1293,299 @@ async fn a_task_is_looked_up_only_where_its_id_says_it_lives() {
     assert_eq!(get(legacy.id.as_str().to_owned()).await, "");
     runs.set_failing(true);
     assert_eq!(get(legacy.id.as_str().to_owned()).await, "");
+}
+
+/// The configuration of [`fixture`] without its Trino connection, with `yaml`
+/// added and these users.
+fn config_of(yaml: &str, people: &[(&str, &[&str])]) -> Config {
+    let yaml = format!(
+        "tasks: {{ heartbeat_interval: 100ms }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n\
+         {yaml}"
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(people);
+    config
+}
+
+/// A tool call's `CallToolResult` on `server` as `user`.
+async fn call_on(server: &TestServer, user: &str, tool: &str, arguments: Value) -> Value {
+    let (_, body) = server
+        .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+        .header("x-api-key", &key_of(user))
+        .send()
+        .await;
+    body.get("result").cloned().unwrap_or(body)
+}
+
+/// Access that ends, ends for runs: a run queued while its owner had a key does
+/// not start once the key is removed (and the server restarted); it fails with
+/// why, and none of its source runs.
+async fn a_run_of_an_owner_who_is_gone_does_not_start(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let people: &[(&str, &[&str])] = &[("alice", &["analyst"]), ("root", &["admin"])];
+    // A replica that queues and runs nothing: the run waits for a worker.
+    let queuing = StoredServer::start(
+        config_of(
+            "scripts: { heartbeat_interval: 100ms, lease: 5s, worker: { enabled: false } }\n",
+            people,
+        ),
+        &database,
+        true,
+    )
+    .await;
+    let created = call_on(
+        &queuing.server,
+        "alice",
+        "manage_script",
+        json!({"command": "create", "name": "leaver", "source": "platform.export('left', [{'a': 1}], 'csv')"}),
+    )
+    .await;
+    assert_eq!(created["isError"], Value::Null, "{created}");
+    let queued = call_on(
+        &queuing.server,
+        "alice",
+        "run_script",
+        json!({"name": "leaver", "wait_seconds": -1}),
+    )
+    .await;
+    let run_id = queued["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a run id: {queued}"))
+        .to_owned();
+    assert_eq!(queued["structuredContent"]["status"], "queued", "{queued}");
+
+    // alice's key is removed; a replica with workers starts.
+    let working = StoredServer::start(
+        config_of(
+            "scripts: { heartbeat_interval: 100ms, lease: 5s }\n",
+            &people[1..],
+        ),
+        &database,
+        true,
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let ended = loop {
+        let run = call_on(
+            &working.server,
+            "root",
+            "get_run",
+            json!({"run_id": run_id}),
+        )
+        .await;
+        if run["structuredContent"]["status"] != "queued"
+            && run["structuredContent"]["status"] != "running"
+        {
+            break run;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run never ended: {run}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended["structuredContent"]["status"], "failed", "{ended}");
+    assert!(
+        ended["structuredContent"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("apikey:alice no longer exists")),
+        "{ended}"
+    );
+    let assets = call_on(&working.server, "root", "list_assets", json!({})).await;
+    assert_eq!(
+        assets["structuredContent"]["assets"],
+        json!([]),
+        "the source never ran: {assets}"
+    );
+}
+
+/// Creates a prompt named after the run's `skip` argument.
+const MAKES_A_PROMPT: &str = r#"
+made = platform.call("manage_prompt", {"command": "create", "name": "made-" + run.params["skip"],
+    "description": "made by a run", "template": "Hello.", "shared_with": ["*"]})
+print(made["owner"])
+"#;
+
+/// A prompt a run creates is its script owner's: the owner lists, changes and
+/// deletes it, and it counts against the owner's `server.max_prompts_per_owner`.
+async fn a_prompt_made_by_a_run_is_its_owners_and_counts_against_their_cap(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let library = database.connect().await.prompt_library();
+    let stored = StoredServer::start_with(
+        config_of(
+            "server: { max_prompts_per_owner: 2 }\n\
+             scripts: { heartbeat_interval: 100ms, lease: 5s }\n",
+            &[("alice", &["analyst"])],
+        ),
+        &database,
+        true,
+        |builder| builder.prompt_library(library),
+    )
+    .await;
+    let server = &stored.server;
+    let mine = call_on(
+        server,
+        "alice",
+        "manage_prompt",
+        json!({"command": "create", "name": "by-hand", "description": "mine", "template": "Hi."}),
+    )
+    .await;
+    assert_eq!(mine["isError"], Value::Null, "{mine}");
+    call_on(
+        server,
+        "alice",
+        "manage_script",
+        json!({"command": "create", "name": "maker", "source": MAKES_A_PROMPT,
+               "params": [{"name": "skip", "type": "string", "default": "X"}]}),
+    )
+    .await;
+    let first = call_on(
+        server,
+        "alice",
+        "run_script",
+        json!({"name": "maker", "args": {"skip": "one"}}),
+    )
+    .await;
+    assert_eq!(first["structuredContent"]["status"], "succeeded", "{first}");
+    assert_eq!(
+        first["structuredContent"]["log"].as_str().map(str::trim),
+        Some("apikey:alice"),
+        "{first}"
+    );
+    // A second script's run hits the owner's cap, not a fresh one of its own.
+    call_on(
+        server,
+        "alice",
+        "manage_script",
+        json!({"command": "create", "name": "maker-too", "source": MAKES_A_PROMPT,
+               "params": [{"name": "skip", "type": "string", "default": "X"}]}),
+    )
+    .await;
+    let capped = call_on(
+        server,
+        "alice",
+        "run_script",
+        json!({"name": "maker-too", "args": {"skip": "two"}}),
+    )
+    .await;
+    assert_eq!(capped["structuredContent"]["status"], "failed", "{capped}");
+    assert!(
+        capped["structuredContent"]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("2 prompts")),
+        "{capped}"
+    );
+    let deleted = call_on(
+        server,
+        "alice",
+        "manage_prompt",
+        json!({"command": "delete", "name": "made-one"}),
+    )
+    .await;
+    assert_eq!(
+        deleted["isError"],
+        Value::Null,
+        "the owner deletes it: {deleted}"
+    );
+}
+
+/// `scripts.max_per_owner` and `scripts.max_schedules_per_owner` refuse the
+/// save past them, naming the key; and with two workers, alice's queue of busy
+/// runs holds one of them while bob's run starts on the other.
+async fn owners_are_capped_and_share_the_workers(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let stored = StoredServer::start(
+        config_of(
+            "scripts: { heartbeat_interval: 100ms, lease: 5s, max_per_owner: 3, \
+             max_schedules_per_owner: 1, worker: { concurrency: 2 } }\n",
+            &[("alice", &["analyst"]), ("bob", &["analyst"])],
+        ),
+        &database,
+        true,
+    )
+    .await;
+    let server = &stored.server;
+    let create = |user: &'static str, name: &'static str, source: &'static str| {
+        call_on(
+            server,
+            user,
+            "manage_script",
+            json!({"command": "create", "name": name, "source": source}),
+        )
+    };
+    for name in ["busy", "two", "three"] {
+        let created = create("alice", name, BUSY).await;
+        assert_eq!(created["isError"], Value::Null, "{created}");
+    }
+    let refused = create("alice", "four", BUSY).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused["content"][0]["text"].as_str().is_some_and(
+            |text| text.contains("3 scripts") && text.contains("scripts.max_per_owner")
+        ),
+        "{refused}"
+    );
+    let schedule = |name: &'static str| {
+        call_on(
+            server,
+            "alice",
+            "manage_script",
+            json!({"command": "schedule_set", "name": name, "cron": "0 6 * * *"}),
+        )
+    };
+    assert_eq!(schedule("two").await["isError"], Value::Null);
+    assert_eq!(
+        schedule("two").await["isError"],
+        Value::Null,
+        "replacing a schedule adds none"
+    );
+    let refused = schedule("three").await;
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("scripts.max_schedules_per_owner")),
+        "{refused}"
+    );
+
+    // alice fills the queue; bob's run, queued after, still starts and ends.
+    let mut alices = Vec::new();
+    for _ in 0..3 {
+        let started = call_on(
+            server,
+            "alice",
+            "run_script",
+            json!({"name": "busy", "wait_seconds": -1}),
+        )
+        .await;
+        alices.push(
+            started["structuredContent"]["run_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a run: {started}"))
+                .to_owned(),
+        );
+    }
+    create("bob", "quick", "print('bob')").await;
+    let bobs = call_on(server, "bob", "run_script", json!({"name": "quick"})).await;
+    assert_eq!(bobs["structuredContent"]["status"], "succeeded", "{bobs}");
+    let mut statuses = Vec::new();
+    for run_id in &alices {
+        let run = call_on(server, "alice", "get_run", json!({"run_id": run_id})).await;
+        statuses.push(run["structuredContent"]["status"].clone());
+        call_on(server, "alice", "cancel_run", json!({"run_id": run_id})).await;
+    }
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|status| **status == "queued")
+            .count(),
+        2,
+        "alice's share is one running run: {statuses:?}"
+    );
 }

@@ -59,11 +59,33 @@ async fn read_schedule(
 pub(super) async fn set_schedule(
     store: &PgStore,
     schedule: NewSchedule,
+    owner_limit: u32,
 ) -> Result<Schedule, CatalogError> {
     schedule.validate()?;
     let mut conn = store.catalog_conn().await?;
     let row = conn
         .transaction(async |conn| {
+            // One owner's schedule sets take turns on a transaction-scoped
+            // advisory lock, so each count includes every set committed before it.
+            statement(
+                "SELECT pg_advisory_xact_lock(hashtext('script_schedules'), hashtext(owner)) \
+                 FROM scripts WHERE id = $1",
+            )
+            .bind::<Text, _>(&schedule.script_id)
+            .execute(conn)
+            .await?;
+            let others = statement(
+                "SELECT count(*) AS count FROM script_schedules sc \
+                 JOIN scripts s ON s.id = sc.script_id \
+                 WHERE s.owner = (SELECT owner FROM scripts WHERE id = $1) \
+                 AND sc.script_id <> $1",
+            )
+            .bind::<Text, _>(&schedule.script_id)
+            .get_result::<Count>(conn)
+            .await?;
+            if others.count >= i64::from(owner_limit) {
+                return Ok(Err(CatalogError::LimitReached(owner_limit)));
+            }
             statement(
                 "INSERT INTO script_schedules \
                  (script_id, cron, timezone, args, next_fire_at, set_by) \
@@ -81,7 +103,7 @@ pub(super) async fn set_schedule(
             .bind::<Text, _>(&schedule.set_by)
             .execute(conn)
             .await?;
-            read_schedule(conn, &schedule.script_id).await
+            read_schedule(conn, &schedule.script_id).await.map(Ok)
         })
         .await
         .map_err(|error| match error {
@@ -89,7 +111,7 @@ pub(super) async fn set_schedule(
                 CatalogError::Invalid("there is no such script to schedule".into())
             }
             other => catalog_query_error(other),
-        })?;
+        })??;
     row.ok_or_else(|| CatalogError::Corrupt("a schedule vanished as it was saved".into()))?
         .try_into()
 }

@@ -75,15 +75,23 @@ impl ScriptStore for PgStore {
     async fn create_script(
         &self,
         script: NewScript,
+        owner_limit: u32,
     ) -> Result<(Script, ScriptVersion), CatalogError> {
         script.validate()?;
         let author_roles = scripts::roles_json(&script.author_roles);
         let mut conn = self.catalog_conn().await?;
-        let (script_row, version_row) = conn
+        let created = conn
             .transaction(async |conn| {
-                let script_row = statement(concat!(
+                // One owner's creates take turns on a transaction-scoped advisory
+                // lock, so each count includes every create committed before it.
+                statement("SELECT pg_advisory_xact_lock(hashtext('scripts'), hashtext($1))")
+                    .bind::<Text, _>(&script.owner)
+                    .execute(conn)
+                    .await?;
+                let Some(script_row) = statement(concat!(
                     "INSERT INTO scripts (id, owner, name, description, params, version) \
-                     VALUES ($1, $2, $3, $4, $5, 1) RETURNING ",
+                     SELECT $1, $2, $3, $4, $5, 1 \
+                      WHERE (SELECT count(*) FROM scripts WHERE owner = $2) < $6 RETURNING ",
                     script_columns!()
                 ))
                 .bind::<Text, _>(&script.id)
@@ -91,8 +99,13 @@ impl ScriptStore for PgStore {
                 .bind::<Text, _>(&script.name)
                 .bind::<Text, _>(&script.description)
                 .bind::<Jsonb, _>(&script.params)
+                .bind::<BigInt, _>(i64::from(owner_limit))
                 .get_result::<ScriptRow>(conn)
-                .await?;
+                .await
+                .optional()?
+                else {
+                    return Ok(None);
+                };
                 let version_row = insert_version(
                     conn,
                     &VersionInsert {
@@ -106,10 +119,13 @@ impl ScriptStore for PgStore {
                     },
                 )
                 .await?;
-                Ok::<_, diesel::result::Error>((script_row, version_row))
+                Ok::<_, diesel::result::Error>(Some((script_row, version_row)))
             })
             .await
             .map_err(catalog_query_error)?;
+        let Some((script_row, version_row)) = created else {
+            return Err(CatalogError::LimitReached(owner_limit));
+        };
         Ok((script_row.try_into()?, version_row.try_into()?))
     }
 
@@ -346,7 +362,12 @@ impl ScriptStore for PgStore {
         runs(rows)
     }
 
-    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+    async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        max_running_per_owner: u32,
+    ) -> Result<Option<Run>, CatalogError> {
         statement(concat!(
             include_str!("scripts/claim.sql"),
             " ",
@@ -354,6 +375,7 @@ impl ScriptStore for PgStore {
         ))
         .bind::<Text, _>(worker)
         .bind::<BigInt, _>(shared::millis(lease))
+        .bind::<BigInt, _>(i64::from(max_running_per_owner))
         .get_result::<RunRow>(&mut *self.catalog_conn().await?)
         .await
         .optional()
@@ -504,8 +526,12 @@ impl ScriptStore for PgStore {
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
-    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
-        schedules::set_schedule(self, schedule).await
+    async fn set_schedule(
+        &self,
+        schedule: NewSchedule,
+        owner_limit: u32,
+    ) -> Result<Schedule, CatalogError> {
+        schedules::set_schedule(self, schedule, owner_limit).await
     }
 
     async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError> {

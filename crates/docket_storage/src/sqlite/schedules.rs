@@ -48,6 +48,7 @@ fn read_schedule(conn: &mut SqliteConnection, script_id: &str) -> QueryResult<Op
 pub(super) async fn set_schedule(
     store: &SqliteStore,
     schedule: NewSchedule,
+    owner_limit: u32,
 ) -> Result<Schedule, CatalogError> {
     schedule.validate()?;
     let next_fire_at = stored_time(schedule.next_fire_at)?;
@@ -60,6 +61,15 @@ pub(super) async fn set_schedule(
                         .get_result::<Found>(conn)?;
                 if !exists.found {
                     return Ok(None);
+                }
+                // Under the immediate transaction's write lock: the count is of
+                // every schedule committed before this one.
+                let at_limit = statement(OTHER_SCHEDULES_AT_LIMIT)
+                    .bind::<Text, _>(&schedule.script_id)
+                    .bind::<BigInt, _>(i64::from(owner_limit))
+                    .get_result::<Found>(conn)?;
+                if at_limit.found {
+                    return Ok(Some(Err(CatalogError::LimitReached(owner_limit))));
                 }
                 statement(concat!(
                     "INSERT INTO script_schedules \
@@ -78,14 +88,20 @@ pub(super) async fn set_schedule(
                 .bind::<Text, _>(&next_fire_at)
                 .bind::<Text, _>(&schedule.set_by)
                 .execute(conn)?;
-                read_schedule(conn, &schedule.script_id)
+                read_schedule(conn, &schedule.script_id).map(|row| row.map(Ok))
             })
         })
         .await
         .map_err(catalog_error)?;
-    row.ok_or_else(|| CatalogError::Invalid("there is no such script to schedule".into()))?
+    row.ok_or_else(|| CatalogError::Invalid("there is no such script to schedule".into()))??
         .try_into()
 }
+
+/// Whether the owner of script `?1` has `?2` schedules on their other scripts.
+const OTHER_SCHEDULES_AT_LIMIT: &str = "SELECT (SELECT count(*) FROM script_schedules sc \
+     JOIN scripts s ON s.id = sc.script_id \
+     WHERE s.owner = (SELECT owner FROM scripts WHERE id = ?1) AND sc.script_id <> ?1) >= ?2 \
+     AS found";
 
 pub(super) async fn schedule(
     store: &SqliteStore,

@@ -83,15 +83,19 @@ impl ScriptStore for SqliteStore {
     async fn create_script(
         &self,
         script: NewScript,
+        owner_limit: u32,
     ) -> Result<(Script, ScriptVersion), CatalogError> {
         script.validate()?;
         let author_roles = scripts::roles_json(&script.author_roles);
-        let (script_row, version_row) = self
+        // The immediate transaction holds the write lock from its start, so the
+        // count is of every create committed before this one.
+        let created = self
             .write(move |conn| {
                 conn.immediate_transaction(|conn| {
-                    let script_row = statement(concat!(
+                    let Some(script_row) = statement(concat!(
                         "INSERT INTO scripts (id, owner, name, description, params, version) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, 1) RETURNING ",
+                         SELECT ?1, ?2, ?3, ?4, ?5, 1 \
+                          WHERE (SELECT count(*) FROM scripts WHERE owner = ?2) < ?6 RETURNING ",
                         script_columns!()
                     ))
                     .bind::<Text, _>(&script.id)
@@ -99,7 +103,12 @@ impl ScriptStore for SqliteStore {
                     .bind::<Text, _>(&script.name)
                     .bind::<Text, _>(&script.description)
                     .bind::<Text, _>(script.params.to_string())
-                    .get_result::<ScriptRow>(conn)?;
+                    .bind::<BigInt, _>(i64::from(owner_limit))
+                    .get_result::<ScriptRow>(conn)
+                    .optional()?
+                    else {
+                        return Ok(None);
+                    };
                     let version_row = insert_version(
                         conn,
                         &VersionInsert {
@@ -112,11 +121,14 @@ impl ScriptStore for SqliteStore {
                             author_roles: &author_roles,
                         },
                     )?;
-                    Ok((script_row, version_row))
+                    Ok(Some((script_row, version_row)))
                 })
             })
             .await
             .map_err(catalog_error)?;
+        let Some((script_row, version_row)) = created else {
+            return Err(CatalogError::LimitReached(owner_limit));
+        };
         Ok((script_row.try_into()?, version_row.try_into()?))
     }
 
@@ -378,7 +390,12 @@ impl ScriptStore for SqliteStore {
         run_rows(rows)
     }
 
-    async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Run>, CatalogError> {
+    async fn claim(
+        &self,
+        worker: &str,
+        lease: Duration,
+        max_running_per_owner: u32,
+    ) -> Result<Option<Run>, CatalogError> {
         let worker = worker.to_owned();
         self.write(move |conn| {
             statement(concat!(
@@ -393,19 +410,26 @@ impl ScriptStore for SqliteStore {
                 "), updated_at = ",
                 now!(),
                 " \
-                  WHERE id = (SELECT id FROM script_runs \
-                               WHERE (status = 'queued' AND not_before <= ",
+                  WHERE id = (SELECT id FROM script_runs AS candidate \
+                               WHERE ((status = 'queued' AND not_before <= ",
                 now!(),
                 ") \
                                   OR (status = 'running' AND lease_expires_at < ",
                 now!(),
-                ") \
+                ")) \
+                                 AND (SELECT count(*) FROM script_runs AS held \
+                                       WHERE held.script_owner = candidate.script_owner \
+                                         AND held.status = 'running' \
+                                         AND held.lease_expires_at >= ",
+                now!(),
+                ") < ?3 \
                                ORDER BY not_before, created_at LIMIT 1) \
                  RETURNING ",
                 run_columns!()
             ))
             .bind::<Text, _>(&worker)
             .bind::<Text, _>(modifier('+', lease))
+            .bind::<BigInt, _>(i64::from(max_running_per_owner))
             .get_result::<RunRow>(conn)
             .optional()
         })
@@ -576,8 +600,12 @@ impl ScriptStore for SqliteStore {
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
-    async fn set_schedule(&self, schedule: NewSchedule) -> Result<Schedule, CatalogError> {
-        schedules::set_schedule(self, schedule).await
+    async fn set_schedule(
+        &self,
+        schedule: NewSchedule,
+        owner_limit: u32,
+    ) -> Result<Schedule, CatalogError> {
+        schedules::set_schedule(self, schedule, owner_limit).await
     }
 
     async fn schedule(&self, script_id: &str) -> Result<Option<Schedule>, CatalogError> {

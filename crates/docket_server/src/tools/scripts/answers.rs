@@ -1,7 +1,7 @@
 //! How the script tools answer: run and script summaries, and their refusals.
 
 use docket_catalog::CatalogError;
-use docket_catalog::scripts::{Run, RunErrorKind, RunStatus, Script};
+use docket_catalog::scripts::{Run, RunErrorKind, RunStatus, Script, ScriptVersion};
 use docket_protocol::tools::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -22,6 +22,34 @@ pub(super) fn text_result(value: Value, is_error: bool) -> CallToolResult {
         result.is_error = Some(true);
     }
     result
+}
+
+/// What every command that saved a new version says: its number, and, when
+/// `editor` is not the owner yet is now the version's author, that its runs
+/// act with the editor's roles (those the owner holds too) — one sentence for
+/// `update`, `patch` and any later command that saves, so none hands roles
+/// over silently.
+pub(super) fn saved_message(script: &Script, version: &ScriptVersion, editor: &str) -> String {
+    let saved = format!("Saved as version {}.", version.version);
+    if version.author == editor && script.owner != editor {
+        format!(
+            "{saved} You are now the author of version {}: its runs act with your roles, \
+             as far as {} holds them too.",
+            version.version, script.owner
+        )
+    } else {
+        saved
+    }
+}
+
+/// The refusal of a save past a per-owner cap: what is counted, the limit,
+/// and the configuration key that sets it.
+pub(super) fn limit_reached(what: &str, limit: u32, key: &str, hint: &str) -> ToolOutcome {
+    refusal(
+        Refusal::LimitReached,
+        &format!("you already have {limit} {what}, the most one identity may ({key})"),
+        hint,
+    )
 }
 
 /// A refusal in the platform's error contract.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::refusal::Refusal;
 use crate::registry::{ToolCall, ToolOutcome};
 
-use super::answers::{not_found, refusal, syntax_refusal, text_result, unavailable};
+use super::answers::{not_found, refusal, saved_message, syntax_refusal, text_result, unavailable};
 use super::context::ScriptTools;
 
 /// A patch refusal: its stable `PATCH_*` code in the text and under
@@ -174,10 +174,10 @@ pub(super) async fn patch(deps: &ScriptTools, call: &ToolCall, script: Script) -
         )
         .await;
     match saved {
-        Ok(Some((_, version))) => {
+        Ok(Some((script, version))) => {
             answer["version"] = json!(version.version);
             answer["author"] = json!(version.author);
-            answer["message"] = json!(format!("Saved as version {}.", version.version));
+            answer["message"] = json!(saved_message(&script, &version, &call.identity.subject));
             ToolOutcome::Result(text_result(answer, false))
         }
         Ok(None) => not_found(&script.name),

@@ -47,6 +47,10 @@ pub(crate) struct ScriptTools {
     /// Drafts running on this replica at once (they run in the request, as
     /// their caller, outside the queue).
     pub(crate) draft_slots: tokio::sync::Semaphore,
+    /// Scripts one identity may own (`scripts.max_per_owner`).
+    pub(crate) max_per_owner: u32,
+    /// Schedules one identity's scripts may have (`scripts.max_schedules_per_owner`).
+    pub(crate) max_schedules_per_owner: u32,
 }
 
 /// How many drafts one replica runs at once.

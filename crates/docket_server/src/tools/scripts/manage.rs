@@ -10,8 +10,8 @@ use crate::refusal::Refusal;
 use crate::registry::{ToolCall, ToolOutcome};
 
 use super::answers::{
-    AUTHORING, REENTRANT, inside_run, not_found, refusal, script_json, syntax_refusal, text_result,
-    unavailable,
+    AUTHORING, REENTRANT, inside_run, limit_reached, not_found, refusal, saved_message,
+    script_json, syntax_refusal, text_result, unavailable,
 };
 use super::authoring::{patch, script_outline, stats, version_diff};
 use super::context::{MAX_LIST, ScriptTools, is_run, string_arg};
@@ -112,8 +112,14 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
                 author: call.identity.subject.clone(),
                 author_roles: call.identity.roles.clone(),
             };
-            match deps.store.create_script(new).await {
+            match deps.store.create_script(new, deps.max_per_owner).await {
                 Ok((script, version)) => saved(&script, &version, "Saved."),
+                Err(CatalogError::LimitReached(limit)) => limit_reached(
+                    "scripts",
+                    limit,
+                    "scripts.max_per_owner",
+                    "Delete a script you no longer need, or ask an administrator to raise the limit.",
+                ),
                 Err(CatalogError::Duplicate) => refusal(
                     Refusal::AlreadyExists,
                     &format!("a script named {name:?} already exists"),
@@ -137,26 +143,12 @@ pub(super) async fn manage(deps: &ScriptTools, call: ToolCall) -> ToolOutcome {
                 editor_roles: call.identity.roles.clone(),
                 base_version: None,
             };
-            let gave_source = change.source.is_some();
             match deps.store.update_script(&script.id, change).await {
-                // An administrator who changed another person's source is now
-                // its author: runs of this version act with their roles.
-                Ok(Some((script, version)))
-                    if gave_source
-                        && version.author == call.identity.subject
-                        && script.owner != call.identity.subject =>
-                {
-                    saved(
-                        &script,
-                        &version,
-                        &format!(
-                            "Saved as a new version. You are now the author of version {}: \
-                             runs of it act with your roles, not {}'s.",
-                            version.version, script.owner
-                        ),
-                    )
-                }
-                Ok(Some((script, version))) => saved(&script, &version, "Saved as a new version."),
+                Ok(Some((script, version))) => saved(
+                    &script,
+                    &version,
+                    &saved_message(&script, &version, &call.identity.subject),
+                ),
                 Ok(None) => not_found(name),
                 Err(error) => unavailable(&error),
             }

@@ -24,6 +24,7 @@ mod context;
 mod draft;
 mod help;
 mod manage;
+mod owners;
 mod params;
 mod run;
 mod run_tasks;
@@ -31,6 +32,7 @@ mod runs;
 mod schedules;
 
 pub(crate) use context::{DRAFT_SLOTS, ScriptTools};
+pub(crate) use owners::ConfiguredOwners;
 pub(crate) use run_tasks::RunTasks;
 
 use std::sync::Arc;

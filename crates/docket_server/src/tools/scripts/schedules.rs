@@ -4,6 +4,7 @@
 //! `docket_run_bridge::cadence`; the times shown are read on the scheduler's
 //! clock.
 
+use docket_catalog::CatalogError;
 use docket_catalog::scripts::{FireRecord, NewSchedule, Schedule, Script};
 use docket_run_bridge::cadence::Cadence;
 use serde_json::{Value, json};
@@ -12,7 +13,7 @@ use time::OffsetDateTime;
 use crate::refusal::Refusal;
 use crate::registry::{ToolCall, ToolOutcome};
 
-use super::answers::{refusal, text_result, timestamp, unavailable};
+use super::answers::{limit_reached, refusal, text_result, timestamp, unavailable};
 use super::context::{MAX_LIST, ScriptTools, string_arg};
 use super::params::bind_params;
 
@@ -122,26 +123,36 @@ pub(super) async fn schedule_set(
     };
     let saved = deps
         .store
-        .set_schedule(NewSchedule {
-            script_id: script.id.clone(),
-            cron: cadence.expression().to_owned(),
-            timezone: cadence.zone().to_owned(),
-            args: Value::Object(bound),
-            next_fire_at: first,
-            set_by: call.identity.subject.clone(),
-        })
+        .set_schedule(
+            NewSchedule {
+                script_id: script.id.clone(),
+                cron: cadence.expression().to_owned(),
+                timezone: cadence.zone().to_owned(),
+                args: Value::Object(bound),
+                next_fire_at: first,
+                set_by: call.identity.subject.clone(),
+            },
+            deps.max_schedules_per_owner,
+        )
         .await;
     match saved {
         Ok(schedule) => {
             let mut answer = schedule_json(&schedule, now);
             answer["dst_rule"] = json!(DST_RULE);
             answer["message"] = json!(if script.enabled {
-                "Scheduled. Each fire runs the script's newest version with its author's roles (trigger schedule)."
+                "Scheduled. Each fire runs the script's newest version with its author's roles that the owner still holds when it starts (trigger schedule)."
             } else {
                 "Scheduled, but the script is disabled: it does not fire until the script is enabled."
             });
             ToolOutcome::Result(text_result(answer, false))
         }
+        Err(CatalogError::LimitReached(limit)) => limit_reached(
+            "scheduled scripts",
+            limit,
+            "scripts.max_schedules_per_owner",
+            "Remove the schedule of a script you no longer run on a clock (delete the script or \
+             ask an administrator to raise the limit).",
+        ),
         Err(error) => unavailable(&error),
     }
 }

@@ -4,7 +4,11 @@
 -- that keeps taking its worker down). SKIP LOCKED lets workers on every replica
 -- claim at once without waiting on, or taking, each other's rows. The attempt
 -- goes up: it is the fencing token of every later write.
--- $1 worker, $2 lease in milliseconds. The statement ends with RETURNING; the
+-- An owner who already holds $3 running runs under a live lease is passed over,
+-- so one owner's queue cannot take every worker (the fair share). Claims racing
+-- on other replicas each count before the others commit, so the share can be
+-- passed by as many runs as claims race at that instant, never more.
+-- $1 worker, $2 lease in milliseconds, $3 the share. The statement ends with RETURNING; the
 -- code appends the run's columns (run_columns!), so the list is written once.
 UPDATE script_runs AS run
    SET status = 'running',
@@ -17,9 +21,14 @@ UPDATE script_runs AS run
        updated_at = now()
  WHERE run.id = (
        SELECT id
-         FROM script_runs
-        WHERE (status = 'queued' AND not_before <= now())
-           OR (status = 'running' AND lease_expires_at < now())
+         FROM script_runs AS candidate
+        WHERE ((status = 'queued' AND not_before <= now())
+           OR (status = 'running' AND lease_expires_at < now()))
+          AND (SELECT count(*)
+                 FROM script_runs AS held
+                WHERE held.script_owner = candidate.script_owner
+                  AND held.status = 'running'
+                  AND held.lease_expires_at >= now()) < $3
         ORDER BY not_before, created_at
         LIMIT 1
           FOR UPDATE SKIP LOCKED
