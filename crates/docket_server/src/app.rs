@@ -398,6 +398,11 @@ impl AppBuilder {
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
         let rate_limiter = RateLimiter::new(&config.rate_limit);
+        let holds = crate::holds::Holds::new(
+            config.server.max_connections,
+            config.server.max_connection_share_percent,
+            config.server.max_streams_per_identity,
+        );
         let state_key = match &config.server.request_state_secret {
             Some(secret) => RequestStateKey::from_secret(secret),
             None => RequestStateKey::random().map_err(|err| BuildError::Random(err.to_string()))?,
@@ -500,6 +505,7 @@ impl AppBuilder {
             authenticator,
             personas,
             rate_limiter,
+            holds,
             state_key,
             metrics,
             draining: AtomicBool::new(false),

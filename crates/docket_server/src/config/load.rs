@@ -182,8 +182,7 @@ impl Config {
         }
         if self.server.session_idle_timeout < crate::legacy::MIN_IDLE_TIMEOUT {
             problems.push(format!(
-                "server.session_idle_timeout: must be at least {} s (a session's last use is \
-                 recorded a fraction of it apart, not at every request)",
+                "server.session_idle_timeout: must be at least {} s",
                 crate::legacy::MIN_IDLE_TIMEOUT.as_secs()
             ));
         }
@@ -486,6 +485,25 @@ mod tests {
             no_credentials.problems[0].contains("no credentials"),
             "{no_credentials}"
         );
+    }
+
+    #[test]
+    fn the_per_identity_limits_and_a_usable_idle_timeout_are_required() {
+        let text = "server: { session_idle_timeout: 400ms, max_connection_share_percent: 0, \
+                    max_streams_per_identity: 0 }\n";
+        let err = Config::from_yaml(text, &env).expect_err("invalid");
+        for key in [
+            "server.session_idle_timeout",
+            "server.max_connection_share_percent",
+            "server.max_streams_per_identity",
+        ] {
+            assert!(
+                err.problems.iter().any(|p| p.starts_with(key)),
+                "{key}: {err}"
+            );
+        }
+        let fine = "server: { session_idle_timeout: 8s, max_connection_share_percent: 100 }\n";
+        Config::from_yaml(fine, &env).expect("valid");
     }
 
     #[test]

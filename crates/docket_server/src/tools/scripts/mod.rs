@@ -57,18 +57,23 @@ fn annotations(read_only: bool, destructive: bool) -> ToolAnnotations {
     }
 }
 
+/// The longest `source` the schema takes: a script's own limit
+/// (`Limits::max_source_bytes`, configurable) is checked where it is parsed, with
+/// its message; this is the outer bound that holds whatever it is set to.
+const MAX_SOURCE_INPUT_BYTES: usize = 4 * 1024 * 1024;
+
 /// Registers the script tools.
 pub(crate) fn register(
     registry: &mut ToolRegistry,
     deps: Arc<ScriptTools>,
 ) -> Result<(), RegistryError> {
     let param = json!({"type": "object", "properties": {
-        "name": {"type": "string"},
+        "name": {"type": "string", "maxLength": 64},
         "type": {"type": "string", "enum": ["string", "int", "float", "bool", "date", "enum", "connection"]},
         "required": {"type": "boolean"},
         "default": {},
-        "description": {"type": "string"},
-        "values": {"type": "array"}
+        "description": {"type": "string", "maxLength": 1024},
+        "values": {"type": "array", "maxItems": 256}
     }, "required": ["name"]});
     let handler =
         |deps: &Arc<ScriptTools>,
@@ -90,26 +95,26 @@ pub(crate) fn register(
             json!({"type": "object", "properties": {
                 // No enum: an unknown command is answered by the tool, with the
                 // known ones named (as the original answers `unknown command: X`).
-                "command": {"type": "string", "description": format!("one of: {}", help::known_commands())},
+                "command": {"type": "string", "maxLength": 32, "description": format!("one of: {}", help::known_commands())},
                 "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                "source": {"type": "string"},
-                "description": {"type": "string"},
-                "params": {"type": "array", "items": param},
+                "source": {"type": "string", "maxLength": MAX_SOURCE_INPUT_BYTES},
+                "description": {"type": "string", "maxLength": 2048},
+                "params": {"type": "array", "maxItems": 64, "items": param},
                 "args": {"type": "object"},
                 "enabled": {"type": "boolean"},
                 "status": {"type": "string", "enum": ["active", "deprecated"]},
-                "owner": {"type": "string", "description": "Administrators: the owner of the script to address."},
+                "owner": {"type": "string", "maxLength": 256, "description": "Administrators: the owner of the script to address."},
                 "edits": {"type": "array", "maxItems": 100, "items": {"type": "object"},
                           "description": "patch: [{op?, find | pattern, replace | text, section?, occurrence?}]"},
                 "base_version": {"type": "integer", "minimum": 1, "description": "patch: the version the edits were written against."},
                 "dry_run": {"type": "boolean", "description": "patch: answer the diff without saving."},
                 "from_version": {"type": "integer", "minimum": 1},
                 "to_version": {"type": "integer", "minimum": 1},
-                "run_id": {"type": "string"},
+                "run_id": {"type": "string", "maxLength": 64},
                 "run_status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST},
-                "cron": {"type": "string", "description": "schedule_set: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."},
-                "timezone": {"type": "string", "description": "schedule_set: an IANA time zone (default UTC)."}
+                "cron": {"type": "string", "maxLength": 128, "description": "schedule_set: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."},
+                "timezone": {"type": "string", "maxLength": 64, "description": "schedule_set: an IANA time zone (default UTC)."}
             }, "required": ["command"], "additionalProperties": false}),
         )
         .with_annotations(annotations(false, true)),
@@ -122,10 +127,10 @@ pub(crate) fn register(
              negative: do not wait) and returns the run or its pending state; with the tasks extension the run \
              is the task (its taskId is the run id).",
             json!({"type": "object", "properties": {
-                "name": {"type": "string", "minLength": 1},
+                "name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "args": {"type": "object"},
                 "wait_seconds": {"type": "integer"},
-                "owner": {"type": "string", "description": "Administrators: the owner of the script."}
+                "owner": {"type": "string", "maxLength": 256, "description": "Administrators: the owner of the script."}
             }, "required": ["name"], "additionalProperties": false}),
         )
         .with_annotations(annotations(false, false))
@@ -137,7 +142,7 @@ pub(crate) fn register(
         },
     )?;
     let run_id = json!({"type": "object", "properties": {
-        "run_id": {"type": "string", "minLength": 1}
+        "run_id": {"type": "string", "minLength": 1, "maxLength": 64}
     }, "required": ["run_id"], "additionalProperties": false});
     registry.register(
         ToolSpec::new(
@@ -155,8 +160,8 @@ pub(crate) fn register(
             LIST_RUNS,
             "Lists script runs you may read (yours, and those of your scripts), newest first; name narrows to one script, status to one status.",
             json!({"type": "object", "properties": {
-                "name": {"type": "string", "minLength": 1},
-                "owner": {"type": "string"},
+                "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                "owner": {"type": "string", "maxLength": 256},
                 "status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}
             }, "additionalProperties": false}),
