@@ -488,6 +488,45 @@ mod tests {
     }
 
     #[test]
+    fn the_per_owner_script_caps_and_worker_share_are_at_least_one() {
+        let text = "scripts: { max_per_owner: 0, max_schedules_per_owner: 0, \
+                    worker: { max_running_per_owner: 0 } }\n";
+        let err = Config::from_yaml(text, &env).expect_err("invalid");
+        for key in [
+            "scripts.max_per_owner",
+            "scripts.max_schedules_per_owner",
+            "scripts.worker.max_running_per_owner",
+        ] {
+            assert!(
+                err.problems.iter().any(|p| p.starts_with(key)),
+                "{key}: {err}"
+            );
+        }
+        let config =
+            Config::from_yaml("scripts: { worker: { concurrency: 8 } }\n", &env).expect("valid");
+        assert_eq!(
+            (
+                config.scripts.max_per_owner,
+                config.scripts.max_schedules_per_owner
+            ),
+            (200, 20)
+        );
+        assert_eq!(
+            config.scripts.worker.running_share(),
+            7,
+            "one worker is left to others"
+        );
+        assert_eq!(
+            Config::from_yaml("scripts: { worker: { concurrency: 1 } }\n", &env)
+                .expect("valid")
+                .scripts
+                .worker
+                .running_share(),
+            1
+        );
+    }
+
+    #[test]
     fn the_per_identity_limits_and_a_usable_idle_timeout_are_required() {
         let text = "server: { session_idle_timeout: 400ms, max_connection_share_percent: 0, \
                     max_streams_per_identity: 0 }\n";
