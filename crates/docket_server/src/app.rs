@@ -342,6 +342,9 @@ impl AppBuilder {
             );
         }
         features.set_completion_timeout(config.server.completion_timeout);
+        // One budget per caller for everything that costs: tool calls, the reads
+        // that cost, and the statements a completion sends Trino.
+        let rate_limiter = Arc::new(RateLimiter::new(&config.rate_limit));
         if let Some(library) = prompt_library {
             features.set_library(Arc::clone(&library))?;
             // The built-in prompts' and the library prompts' arguments, completed by
@@ -356,7 +359,7 @@ impl AppBuilder {
                     .as_ref()
                     .filter(|_| config.scripts.enabled && store.is_some())
                     .map(Arc::clone),
-                &config.rate_limit,
+                Arc::clone(&rate_limiter),
             ));
             for (prompt, script_argument) in crate::features::BUILT_IN_PROMPTS {
                 let completions = Arc::clone(&completions);
@@ -397,7 +400,6 @@ impl AppBuilder {
         )?;
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
-        let rate_limiter = RateLimiter::new(&config.rate_limit);
         let holds = crate::holds::Holds::new(
             config.server.max_connections,
             config.server.max_connection_share_percent,

@@ -68,7 +68,7 @@ pub(crate) async fn dispatch(
             .await
         }
         method if app.state.features.serves(method) => {
-            spend_rate_limit(app, &context.identity.subject)?;
+            spend_on(app, &context.identity.subject, method)?;
             let caller = crate::features::Caller::new(&context, &app.state.personas);
             Box::pin(crate::features::handle(
                 &app.state.features,
@@ -118,6 +118,20 @@ pub(crate) fn spend_rate_limit(app: &App, subject: &str) -> Result<(), McpError>
                 limited.retry_after.as_secs().max(1)
             ))
         })
+}
+
+/// [`spend_rate_limit`] for a feature `method`, except `completion/complete`, which a
+/// client sends on every keystroke: it spends a token only for what costs (a
+/// statement it sends Trino), and past the budget suggests nothing rather than
+/// failing, so typing stays quiet.
+///
+/// # Errors
+/// [`McpError::Limited`] saying when to come back.
+pub(crate) fn spend_on(app: &App, subject: &str, method: &str) -> Result<(), McpError> {
+    if method == crate::features::COMPLETION_METHOD {
+        return Ok(());
+    }
+    spend_rate_limit(app, subject)
 }
 
 fn discover(app: &App) -> Result<Value, McpError> {

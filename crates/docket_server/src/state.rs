@@ -45,7 +45,7 @@ pub(crate) struct AppState {
     pub(crate) registry: ToolRegistry,
     pub(crate) authenticator: Authenticator,
     pub(crate) personas: Personas,
-    pub(crate) rate_limiter: RateLimiter,
+    pub(crate) rate_limiter: Arc<RateLimiter>,
     /// What each identity holds of the server's connections now.
     pub(crate) holds: crate::holds::Holds,
     pub(crate) state_key: RequestStateKey,

@@ -16,7 +16,7 @@ use docket_catalog::ScriptStore;
 
 use crate::connections::TrinoConnection;
 use crate::features::CompletionRequest;
-use crate::rate_limit::{RateLimitConfig, RateLimiter};
+use crate::rate_limit::RateLimiter;
 
 /// What the platform completes prompt arguments from.
 pub(crate) struct PlatformCompletions {
@@ -29,16 +29,17 @@ pub(crate) struct PlatformCompletions {
 }
 
 impl PlatformCompletions {
-    /// Completions over these connections, formats and (when offered) scripts; the
-    /// statements sent to Trino for one caller are held to `rate_limit`.
+    /// Completions over these connections, formats and (when offered) scripts; each
+    /// statement sent to Trino spends a token of the caller's budget in `limiter`
+    /// (the one tool calls spend).
     pub(crate) fn new(
         connections: Vec<TrinoConnection>,
         formats: Vec<String>,
         scripts: Option<Arc<dyn ScriptStore>>,
-        rate_limit: &RateLimitConfig,
+        limiter: Arc<RateLimiter>,
     ) -> Self {
         Self {
-            trino: trino::TrinoNames::new(connections, RateLimiter::new(rate_limit)),
+            trino: trino::TrinoNames::new(connections, limiter),
             formats,
             scripts: scripts.map(scripts::ScriptNames::new),
         }

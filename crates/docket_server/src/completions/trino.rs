@@ -12,6 +12,7 @@
 //! calls spend): a client asks on every keystroke, and past the budget it gets no
 //! names rather than sending Trino a statement.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -52,11 +53,11 @@ impl Level {
 pub(super) struct TrinoNames {
     connections: Vec<TrinoConnection>,
     /// Each caller's budget of statements.
-    limiter: RateLimiter,
+    limiter: Arc<RateLimiter>,
 }
 
 impl TrinoNames {
-    pub(super) fn new(connections: Vec<TrinoConnection>, limiter: RateLimiter) -> Self {
+    pub(super) fn new(connections: Vec<TrinoConnection>, limiter: Arc<RateLimiter>) -> Self {
         Self {
             connections,
             limiter,

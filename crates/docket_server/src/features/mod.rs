@@ -69,7 +69,7 @@ const RESOURCE_METHODS: &[&str] = &[
 /// The prompts methods.
 const PROMPT_METHODS: &[&str] = &["prompts/list", "prompts/get"];
 /// The completion method.
-const COMPLETION_METHOD: &str = "completion/complete";
+pub(crate) const COMPLETION_METHOD: &str = "completion/complete";
 
 /// Everything registered besides tools.
 #[derive(Default)]

@@ -366,7 +366,7 @@ async fn serve(
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
                 feature if app.state.features.serves(feature) => {
-                    match crate::dispatch::spend_rate_limit(app, &context.identity.subject) {
+                    match crate::dispatch::spend_on(app, &context.identity.subject, feature) {
                         Ok(()) => {
                             let caller =
                                 crate::features::Caller::new(&context, &app.state.personas);
