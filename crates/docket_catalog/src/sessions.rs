@@ -197,12 +197,22 @@ pub trait SessionStore: Send + Sync {
     async fn forget_question(&self, session_id: &str, request_id: &str)
     -> Result<(), CatalogError>;
 
-    /// Deletes the sessions idle for longer than `idle` (and their questions); how
-    /// many.
+    /// Deletes the sessions idle for longer than `idle` (and their questions), and
+    /// the used answers past their lifetime; how many sessions.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError>;
+
+    /// Marks the answer `key` used for `lifetime`: true the first time, on whichever
+    /// replica asks, false every time after, so an answer sealed in a `requestState`
+    /// (a consent) runs its call once however often it is replayed. The mark is
+    /// kept for `lifetime` (as long as the seal opens), then
+    /// [`SessionStore::delete_idle_sessions`] drops it.
+    ///
+    /// # Errors
+    /// [`CatalogError::Unavailable`] when the store cannot be reached.
+    async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError>;
 
     /// Asks to be told when an answer arrives, on any replica. A store without
     /// notifications ignores it; whoever waits reads the store now and then too.

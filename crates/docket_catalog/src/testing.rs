@@ -688,6 +688,50 @@ pub async fn sessions_read_back_exactly(store: Arc<dyn SessionStore>) {
     );
 }
 
+/// An answer is used once: the first mark wins, every later one (from any
+/// replica: the store is the arbiter) is refused while the mark lives; concurrent
+/// marks of one answer let exactly one through; a mark past its lifetime is swept
+/// and the key can be marked again.
+pub async fn an_answer_is_used_once(store: Arc<dyn SessionStore>) {
+    let long = Duration::from_secs(900);
+    let key = format!("consent:{}", crate::generate_id().expect("id"));
+    assert!(store.use_answer_once(&key, long).await.expect("mark"));
+    assert!(!store.use_answer_once(&key, long).await.expect("mark"));
+    assert!(!store.use_answer_once(&key, long).await.expect("mark"));
+
+    let raced = format!("consent:{}", crate::generate_id().expect("id"));
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let raced = raced.clone();
+            tokio::spawn(async move { store.use_answer_once(&raced, long).await.expect("mark") })
+        })
+        .collect();
+    let mut marks = Vec::new();
+    for racer in racers {
+        marks.push(racer.await.expect("racer"));
+    }
+    assert_eq!(marks.iter().filter(|&&won| won).count(), 1, "{marks:?}");
+
+    let brief = format!("consent:{}", crate::generate_id().expect("id"));
+    assert!(
+        store
+            .use_answer_once(&brief, Duration::from_millis(100))
+            .await
+            .expect("mark")
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    store
+        .delete_idle_sessions(Duration::from_secs(3600))
+        .await
+        .expect("sweep");
+    assert!(
+        store.use_answer_once(&brief, long).await.expect("mark"),
+        "a mark past its lifetime is gone"
+    );
+    assert!(!store.use_answer_once(&key, long).await.expect("mark"), "a live mark stays");
+}
+
 /// A session idle for longer than the timeout is not found, and the sweep
 /// deletes exactly the idle ones; a deleted session is gone.
 pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
@@ -1175,6 +1219,7 @@ macro_rules! session_store_suite {
             idle_and_deleted_sessions_are_gone,
             answers_are_kept_only_for_waiting_questions,
             a_subject_beyond_its_session_cap_loses_its_least_recently_used,
+            an_answer_is_used_once,
         );
     };
 }

@@ -388,6 +388,9 @@ impl AppBuilder {
                 }),
             )?;
         }
+        let sessions = sessions.unwrap_or_else(|| {
+            Arc::new(docket_catalog::memory::MemorySessions::new()) as Arc<dyn SessionStore>
+        });
         let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(
             &mut registry,
@@ -397,6 +400,7 @@ impl AppBuilder {
             trino_connections,
             http_connections,
             assets.clone(),
+            Arc::clone(&sessions),
         )?;
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
@@ -490,9 +494,6 @@ impl AppBuilder {
         let server_info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));
         // Strings only: encoding cannot fail.
         let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
-        let sessions = sessions.unwrap_or_else(|| {
-            Arc::new(docket_catalog::memory::MemorySessions::new()) as Arc<dyn SessionStore>
-        });
         let answer_waiters = Arc::new(crate::answers::AnswerWaiters::default());
         sessions.set_answer_listener(answer_waiters.listener());
         let state = AppState {

@@ -26,41 +26,6 @@ pub(crate) fn unix_now() -> u64 {
 /// How long a sealed state stays valid, in seconds.
 pub(crate) const STATE_LIFETIME_SECONDS: u64 = 15 * 60;
 
-/// The most answers a [`SingleUse`] remembers; past it, the oldest are forgotten
-/// first (they are the nearest to expiring anyway).
-const MAX_REMEMBERED: usize = 100_000;
-
-/// The consents already used on this replica, by the random id sealed into the
-/// question's state: an answer, like the question, is good for one call, so a
-/// sealed state replayed runs nothing a second time. Entries are kept for as long
-/// as a state can be opened.
-#[derive(Debug, Default)]
-pub(crate) struct SingleUse {
-    used: std::sync::Mutex<std::collections::VecDeque<(u64, String)>>,
-}
-
-impl SingleUse {
-    /// Marks `id` used at `now_unix`; false when it already was.
-    pub(crate) fn claim(&self, id: &str, now_unix: u64) -> bool {
-        let mut used = self
-            .used
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        while used
-            .front()
-            .is_some_and(|(at, _)| at.saturating_add(STATE_LIFETIME_SECONDS) < now_unix)
-            || used.len() >= MAX_REMEMBERED
-        {
-            used.pop_front();
-        }
-        if used.iter().any(|(_, seen)| seen == id) {
-            return false;
-        }
-        used.push_back((now_unix, id.to_owned()));
-        true
-    }
-}
-
 /// The secret key states are sealed with.
 #[derive(Clone)]
 pub(crate) struct RequestStateKey([u8; 32]);

@@ -18,6 +18,8 @@ pub struct MemorySessions {
     sessions: Mutex<HashMap<String, Session>>,
     /// Questions by (session, request): `None` while unanswered.
     questions: Mutex<HashMap<(String, String), Option<Value>>>,
+    /// Used answers, with when their mark may go.
+    used_answers: Mutex<HashMap<String, OffsetDateTime>>,
     listener: Mutex<Option<AnswerListener>>,
 }
 
@@ -168,6 +170,20 @@ impl SessionStore for MemorySessions {
         let before_count = sessions.len();
         sessions.retain(|_, session| session.last_used_at > cutoff);
         lock(&self.questions).retain(|(session, _), _| sessions.contains_key(session));
+        let now = now();
+        lock(&self.used_answers).retain(|_, expires_at| *expires_at > now);
         Ok(u64::try_from(before_count - sessions.len()).unwrap_or(u64::MAX))
+    }
+
+    async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {
+        let now = now();
+        let mut used = lock(&self.used_answers);
+        match used.get(key) {
+            Some(expires_at) if *expires_at > now => Ok(false),
+            _ => {
+                used.insert(key.to_owned(), now + lifetime);
+                Ok(true)
+            }
+        }
     }
 }

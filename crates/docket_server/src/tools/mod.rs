@@ -34,6 +34,7 @@ pub(crate) fn register_platform_tools(
     trino_connections: Vec<crate::connections::TrinoConnection>,
     http_connections: Vec<crate::connections::HttpConnection>,
     assets: Option<Assets>,
+    sessions: Arc<dyn docket_catalog::SessionStore>,
 ) -> Result<(), RegistryError> {
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {
@@ -56,7 +57,7 @@ pub(crate) fn register_platform_tools(
             row_threshold: config.consent.trino.row_threshold,
             exports: config.exports.clone(),
             assets,
-            used_consents: Default::default(),
+            used_answers: sessions,
         };
         trino::register(registry, Arc::new(deps))?;
     }

@@ -8,7 +8,7 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use docket_catalog::{CallKind, NewAsset, NewCallRecord};
 use docket_export::export::{ExportError, ExportLimits, export_query};
@@ -52,8 +52,9 @@ pub(crate) struct TrinoDeps {
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
     pub(crate) assets: Option<Assets>,
-    /// The consents already given, so each is used once.
-    pub(crate) used_consents: crate::request_state::SingleUse,
+    /// Where a consent is marked used, so each runs its statement once on any
+    /// replica (the sessions' store, which every replica shares).
+    pub(crate) used_answers: Arc<dyn docket_catalog::SessionStore>,
 }
 
 impl TrinoDeps {
@@ -273,16 +274,20 @@ async fn consent(
         let accepted = answer.get("action").and_then(Value::as_str) == Some("accept")
             && answer.pointer("/content/proceed") != Some(&Value::Bool(false));
         return if accepted {
-            if deps
-                .used_consents
-                .claim(&consent_id, crate::request_state::unix_now())
+            let lifetime = Duration::from_secs(crate::request_state::STATE_LIFETIME_SECONDS);
+            match deps
+                .used_answers
+                .use_answer_once(&format!("consent:{consent_id}"), lifetime)
+                .await
             {
-                Consent::Proceed
-            } else {
-                Consent::Refuse(Refusal::UserDeclined.result(
+                Ok(true) => Consent::Proceed,
+                Ok(false) => Consent::Refuse(Refusal::UserDeclined.result(
                     "this consent was already used: one answer runs the statement once",
                     "Call the tool again without requestState to be asked again.",
-                ))
+                )),
+                Err(error) => Consent::Error(crate::registry::ToolError::Internal(format!(
+                    "could not record the consent as used: {error}"
+                ))),
             }
         } else {
             Consent::Refuse(Refusal::UserDeclined.result(

@@ -528,3 +528,61 @@ async fn a_session_in_use_outlives_its_idle_timeout() {
         assert_eq!(ping.status().as_u16(), 200, "a used session expired");
     }
 }
+
+on_both_backends!(a_consent_runs_its_statement_once_on_any_replica);
+
+/// Two replicas share one database and one `request_state_secret`: a consent
+/// asked and answered on one runs its statement there, and the same sealed answer
+/// replayed to the other runs nothing (a 2025-era session refuses the same).
+async fn a_consent_runs_its_statement_once_on_any_replica(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let double = docket_trino_double::TrinoDouble::start()
+        .await
+        .expect("double");
+    let yaml = format!(
+        "server: {{ request_state_secret: shared-between-replicas }}\n\
+         connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, consent: always }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        double.url()
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"])]);
+    let first = StoredServer::start(config.clone(), &database, false).await;
+    let second = StoredServer::start(config, &database, false).await;
+    let caps = json!({"elicitation": {}});
+    let arguments = json!({"sql": "SELECT 1"});
+    let call = |server: &TestServer, params: Value| {
+        server
+            .rpc("tools/call", params)
+            .capabilities(caps.clone())
+            .header("x-api-key", &key_of("alice"))
+            .send()
+    };
+    let (_, asked) = call(
+        &first.server,
+        json!({"name": "trino_query", "arguments": arguments}),
+    )
+    .await;
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("asked: {asked}"))
+        .to_owned();
+    let answered = json!({"name": "trino_query", "arguments": arguments, "requestState": state,
+        "inputResponses": {"consent": {"action": "accept", "content": {"proceed": true}}}});
+    let (_, ran) = call(&first.server, answered.clone()).await;
+    assert_eq!(ran["result"]["resultType"], "complete", "{ran}");
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    double.clear_requests();
+    let (_, replayed) = call(&second.server, answered).await;
+    assert_eq!(replayed["result"]["isError"], true, "{replayed}");
+    assert!(replayed.to_string().contains("already used"), "{replayed}");
+    let ran_again: Vec<String> = double
+        .submitted()
+        .iter()
+        .map(|request| request.body.clone())
+        .filter(|sql| !sql.starts_with("EXPLAIN"))
+        .collect();
+    assert!(ran_again.is_empty(), "{ran_again:?}");
+}

@@ -436,7 +436,13 @@ impl SessionStore for PgStore {
     }
 
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
-        sessions::delete_idle(&mut *self.catalog_conn().await?, idle).await
+        let mut conn = self.catalog_conn().await?;
+        sessions::delete_expired_answers(&mut conn).await?;
+        sessions::delete_idle(&mut conn, idle).await
+    }
+
+    async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {
+        sessions::use_answer_once(&mut *self.catalog_conn().await?, key, lifetime).await
     }
 
     fn set_answer_listener(&self, listener: AnswerListener) {

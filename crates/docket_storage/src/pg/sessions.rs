@@ -118,6 +118,36 @@ pub(crate) async fn delete_idle(
     .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
 }
 
+/// Marks an answer used for `lifetime`; false when it already was. A mark past its
+/// lifetime is taken again, as if swept.
+pub(crate) async fn use_answer_once(
+    conn: &mut AsyncPgConnection,
+    key: &str,
+    lifetime: Duration,
+) -> Result<bool, CatalogError> {
+    statement(
+        "INSERT INTO used_answers (key, expires_at) \
+         VALUES ($1, now() + $2 * interval '1 millisecond') \
+         ON CONFLICT (key) DO UPDATE SET expires_at = EXCLUDED.expires_at \
+         WHERE used_answers.expires_at <= now()",
+    )
+    .bind::<Text, _>(key)
+    .bind::<BigInt, _>(shared::millis(lifetime))
+    .execute(conn)
+    .await
+    .map_err(catalog_query_error)
+    .map(|marked| marked == 1)
+}
+
+/// Deletes the used answers past their lifetime.
+pub(crate) async fn delete_expired_answers(conn: &mut AsyncPgConnection) -> Result<(), CatalogError> {
+    statement("DELETE FROM used_answers WHERE expires_at <= now()")
+        .execute(conn)
+        .await
+        .map_err(catalog_query_error)
+        .map(drop)
+}
+
 /// Records a question asked in a live session; false when the session is gone.
 pub(crate) async fn ask(
     conn: &mut AsyncPgConnection,

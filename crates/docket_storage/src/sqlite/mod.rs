@@ -594,10 +594,20 @@ impl SessionStore for SqliteStore {
     }
 
     async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
-        self.write(move |conn| sessions::delete_idle(conn, idle))
+        self.write(move |conn| {
+            sessions::delete_expired_answers(conn)?;
+            sessions::delete_idle(conn, idle)
+        })
+        .await
+        .map_err(catalog_error)
+        .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
+    }
+
+    async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {
+        let key = key.to_owned();
+        self.write(move |conn| sessions::use_answer_once(conn, &key, lifetime))
             .await
             .map_err(catalog_error)
-            .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
     }
 
     fn set_answer_listener(&self, listener: AnswerListener) {

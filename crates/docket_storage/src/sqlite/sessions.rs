@@ -105,6 +105,31 @@ pub(crate) fn delete_idle(conn: &mut SqliteConnection, idle: Duration) -> QueryR
     .execute(conn)
 }
 
+/// Marks an answer used for `lifetime`; false when it already was. A mark past its
+/// lifetime is taken again, as if swept.
+pub(crate) fn use_answer_once(
+    conn: &mut SqliteConnection,
+    key: &str,
+    lifetime: Duration,
+) -> QueryResult<bool> {
+    statement(
+        "INSERT INTO used_answers (key, expires_at) \
+         VALUES (?1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)) \
+         ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at \
+         WHERE used_answers.expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    )
+    .bind::<Text, _>(key)
+    .bind::<Text, _>(modifier('+', lifetime))
+    .execute(conn)
+    .map(|marked| marked == 1)
+}
+
+/// Deletes the used answers past their lifetime.
+pub(crate) fn delete_expired_answers(conn: &mut SqliteConnection) -> QueryResult<usize> {
+    statement("DELETE FROM used_answers WHERE expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')")
+        .execute(conn)
+}
+
 /// Records a question asked in a live session; false when the session is gone.
 pub(crate) fn ask(
     conn: &mut SqliteConnection,
