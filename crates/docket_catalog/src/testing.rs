@@ -729,7 +729,10 @@ pub async fn an_answer_is_used_once(store: Arc<dyn SessionStore>) {
         store.use_answer_once(&brief, long).await.expect("mark"),
         "a mark past its lifetime is gone"
     );
-    assert!(!store.use_answer_once(&key, long).await.expect("mark"), "a live mark stays");
+    assert!(
+        !store.use_answer_once(&key, long).await.expect("mark"),
+        "a live mark stays"
+    );
 }
 
 /// A session idle for longer than the timeout is not found, and the sweep

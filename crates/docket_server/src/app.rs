@@ -397,10 +397,14 @@ impl AppBuilder {
             &config,
             Arc::clone(&tool_names),
             store.is_some() && config.tasks.enabled,
-            trino_connections,
-            http_connections,
-            assets.clone(),
-            Arc::clone(&sessions),
+            tools::Connections {
+                trino: trino_connections,
+                http: http_connections,
+            },
+            tools::Stores {
+                assets: assets.clone(),
+                sessions: Arc::clone(&sessions),
+            },
         )?;
         let authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);

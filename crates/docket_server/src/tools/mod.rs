@@ -18,6 +18,22 @@ use crate::assets::Assets;
 use crate::config::Config;
 use crate::registry::{RegistryError, ToolRegistry};
 
+/// The connections the platform's tools reach, by kind.
+pub(crate) struct Connections {
+    /// Trino connections.
+    pub(crate) trino: Vec<crate::connections::TrinoConnection>,
+    /// API and GraphQL connections.
+    pub(crate) http: Vec<crate::connections::HttpConnection>,
+}
+
+/// The stores the platform's tools write to.
+pub(crate) struct Stores {
+    /// Asset rows and bytes, when configured.
+    pub(crate) assets: Option<Assets>,
+    /// Sessions, and the answers marked used (consents run once).
+    pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
+}
+
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
 /// tools when Trino connections exist, the API and GraphQL tools when connections
 /// of those kinds exist, the asset tools when assets are configured, and
@@ -31,11 +47,14 @@ pub(crate) fn register_platform_tools(
     config: &Config,
     tool_names: Arc<std::sync::OnceLock<Vec<String>>>,
     tasks_enabled: bool,
-    trino_connections: Vec<crate::connections::TrinoConnection>,
-    http_connections: Vec<crate::connections::HttpConnection>,
-    assets: Option<Assets>,
-    sessions: Arc<dyn docket_catalog::SessionStore>,
+    connections: Connections,
+    stores: Stores,
 ) -> Result<(), RegistryError> {
+    let Connections {
+        trino: trino_connections,
+        http: http_connections,
+    } = connections;
+    let Stores { assets, sessions } = stores;
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {
             connections: http_connections,

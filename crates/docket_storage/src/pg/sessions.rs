@@ -140,7 +140,9 @@ pub(crate) async fn use_answer_once(
 }
 
 /// Deletes the used answers past their lifetime.
-pub(crate) async fn delete_expired_answers(conn: &mut AsyncPgConnection) -> Result<(), CatalogError> {
+pub(crate) async fn delete_expired_answers(
+    conn: &mut AsyncPgConnection,
+) -> Result<(), CatalogError> {
     statement("DELETE FROM used_answers WHERE expires_at <= now()")
         .execute(conn)
         .await
