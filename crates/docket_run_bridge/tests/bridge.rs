@@ -688,8 +688,12 @@ async fn retention_deletes_runs_after_they_finished(h: Harness) {
     let run = h.queue(&bridge, "ok").await;
     h.ended(&bridge, &run).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(bridge.delete_expired_runs().await, 1);
+    // The pass the bridge runs as it starts may still be under way on a busy machine
+    // (its first statement waiting for a connection) and take the run first: either
+    // pass deletes it, and no pass deletes more than it.
+    assert!(bridge.delete_expired_runs().await <= 1);
     assert!(h.store.run(&run.id).await.expect("get").is_none());
+    assert_eq!(bridge.delete_expired_runs().await, 0);
     bridge.shutdown(Duration::ZERO).await;
 }
 
