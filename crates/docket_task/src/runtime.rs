@@ -360,7 +360,15 @@ impl TaskRuntime {
         let mut delay = FIRST_ENDING_RETRY;
         loop {
             let error = match self.store.finish(id, outcome.clone()).await {
-                Ok(_) => {
+                Ok(ended) => {
+                    if !ended {
+                        // Compare-and-set: an ending recorded first stands (a reader
+                        // that found this replica gone, a cancel, a stale sweep).
+                        tracing::info!(
+                            task = %id,
+                            "the task had already ended; this replica's ending is not kept"
+                        );
+                    }
                     // Followers here learn at once; other replicas' through the store.
                     let _ = self.changes.send(id.clone());
                     return;

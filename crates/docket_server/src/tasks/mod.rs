@@ -166,7 +166,13 @@ pub(crate) async fn find(
     if !found.record.may_follow(&caller) || expired {
         return Err(unknown());
     }
-    let view = found.record.view(found.now, tasks.stale_after);
+    let mut view = found.record.view(found.now, tasks.stale_after);
+    let mut found = found;
+    if view.stale {
+        // Told as final, so recorded as final first (docs/design.md, "Stale replicas").
+        found = Arc::clone(&found.source).settle_stale(found).await?;
+        view = found.record.view(found.now, tasks.stale_after);
+    }
     Ok((found, view))
 }
 

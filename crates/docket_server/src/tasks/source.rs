@@ -8,7 +8,7 @@ use docket_catalog::PageCursor;
 use docket_protocol::JsonObject;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::TaskSignal;
-use docket_task::{IdPrefix, TaskId, TaskPosition, TaskRecord};
+use docket_task::{IdPrefix, Outcome, TaskError, TaskId, TaskPosition, TaskRecord};
 use time::OffsetDateTime;
 
 use crate::error::McpError;
@@ -72,6 +72,19 @@ pub trait TaskSource: Send + Sync {
     /// # Errors
     /// [`McpError::Unavailable`] when the answers cannot be stored.
     async fn answer_input(&self, id: &TaskId, responses: &JsonObject) -> Result<(), McpError>;
+
+    /// Called when `found` reads as failed because its replica went stale, before
+    /// that is answered: a source that can records the failure (compare-and-set, so
+    /// an ending that landed first stands) and answers the task as it is then, so a
+    /// status a reader is told is final never changes after. The default records
+    /// nothing and answers `found`: a source whose work outlives its replica (a run
+    /// is taken over from its lease) keeps the reading a view.
+    ///
+    /// # Errors
+    /// [`McpError::Unavailable`] when the failure cannot be recorded.
+    async fn settle_stale(self: Arc<Self>, found: FoundTask) -> Result<FoundTask, McpError> {
+        Ok(found)
+    }
 }
 
 /// The prefix of the ids of the tasks the pipeline creates for calls (`task_…`):
@@ -128,6 +141,30 @@ impl TaskSource for CallTasks {
 
     async fn cancel(&self, id: &TaskId) -> Result<(), McpError> {
         self.runtime.cancel(id).await.map_err(store_failure)
+    }
+
+    async fn settle_stale(self: Arc<Self>, found: FoundTask) -> Result<FoundTask, McpError> {
+        let id = found.record.id.clone();
+        let failed = Outcome::Failed(TaskError::replica_gone());
+        if self
+            .runtime
+            .store()
+            .finish(&id, failed)
+            .await
+            .map_err(store_failure)?
+        {
+            tracing::info!(task = %id, "recorded a task failed: its replica went stale");
+            self.runtime.signal(TaskSignal::Changed(id.clone()));
+        }
+        // Read again: the failure just recorded, or the ending that landed first.
+        match self.runtime.store().get(&id).await.map_err(store_failure)? {
+            Some((record, now)) => Ok(FoundTask {
+                record,
+                now,
+                source: self,
+            }),
+            None => Ok(found),
+        }
     }
 
     async fn answer_input(&self, id: &TaskId, responses: &JsonObject) -> Result<(), McpError> {

@@ -44,6 +44,32 @@ impl TestServer {
         }
     }
 
+    /// Serves `app`'s routes alone, as an embedder mounting [`App::service`] would
+    /// before calling `App::start_background`: no heartbeat, no maintenance pass, so
+    /// a test sees what a read does by itself, with no sweep racing it.
+    pub(crate) async fn start_without_background(app: App) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let (shutdown, signal) = oneshot::channel::<()>();
+        let router = axum::Router::new().fallback_service(app.service());
+        let stopped = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = signal.await;
+                })
+                .await
+        });
+        Self {
+            addr,
+            app,
+            http: reqwest::Client::new(),
+            shutdown: Some(shutdown),
+            stopped: Some(stopped),
+        }
+    }
+
     /// Serves the embedded default configuration plus nothing else.
     pub(crate) async fn default_app() -> Self {
         Self::start(

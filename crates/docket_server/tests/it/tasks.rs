@@ -799,6 +799,84 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres
     assert_eq!(ended["result"]["content"][0]["text"], "released", "{ended}");
 }
 
+/// A status a reader is told is final stays final. Replica A runs a task through a
+/// proxy that then cuts it from PostgreSQL for longer than `stale_after`; replica B
+/// (straight on the database) reads the task failed ("call the tool again") and
+/// records that before answering. When A's work ends and its store comes back, its
+/// ending is refused by the compare-and-set: the task reads failed on both replicas,
+/// never completed, so a client that followed the advice runs the work once more,
+/// not twice. (Without the record, B's "failed" was computed at read time and the
+/// task read completed once A's retried ending landed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_read_failed_from_a_stale_replica_stays_failed_on_postgres() {
+    let Some(database) =
+        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await
+    else {
+        return;
+    };
+    let proxy =
+        docket_storage::test_db::FaultProxy::start(database.server_authority().expect("postgres"))
+            .await;
+    let through_proxy = docket_storage::connect(
+        &database.url_through(&proxy).expect("url"),
+        docket_storage::ConnectOptions {
+            max_connections: 4,
+            migrate: false,
+        },
+    )
+    .await
+    .expect("connect through the proxy");
+    let direct = database.connect().await;
+    // B calls a replica gone after 1 s without a beat; A keeps retrying its ending
+    // for its own 30 s, so its ending lands once the 3 s cut is over.
+    let config = |stale_after| {
+        let mut config = fast_tasks(Config::embedded_default());
+        config.tasks.stale_after = stale_after;
+        config
+    };
+    let gate = Arc::new(Gate::default());
+    let running = with_gated_tool(App::builder(config(Duration::from_secs(30))), &gate)
+        .task_store(through_proxy.task_store())
+        .build()
+        .expect("app");
+    let runtime = Arc::clone(running.task_runtime().expect("tasks"));
+    let a = TestServer::start(running).await;
+    // B only reads: no maintenance pass of its own records the failure for it.
+    let b = TestServer::start_without_background(
+        with_gated_tool(
+            App::builder(config(Duration::from_secs(1))),
+            &Arc::new(Gate::default()),
+        )
+        .task_store(direct.task_store())
+        .build()
+        .expect("app"),
+    )
+    .await;
+    let id = a.start_task("gated", json!({})).await;
+    gate.started.notified().await;
+    proxy.cut(Duration::from_secs(3));
+    let told = b.wait_for(&id, "failed").await;
+    assert!(
+        told["statusMessage"]
+            .as_str()
+            .is_some_and(|message| message.contains("call the tool again")),
+        "{told}"
+    );
+    gate.release.notify_one();
+    // A keeps trying to record its ending until the store answers again; the test
+    // waits for it to be done, however long that takes.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while runtime.running_count() > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "A never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for replica in [&b, &a] {
+        let read = replica.get_task(&id).await;
+        assert_eq!(read["status"], "failed", "{read}");
+        assert!(read.get("result").is_none(), "{read}");
+    }
+}
+
 /// While the task store is unavailable every task method answers a clear
 /// "unavailable" error (and nothing is lost or half-written); once it is back, the
 /// same task reads and cancels as before.
