@@ -7,6 +7,7 @@ mod call;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -182,9 +183,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
                 max_connections: usize::try_from(config.database.max_connections).unwrap_or(16),
                 migrate: config.database.migrate_on_start,
             };
-            let store = docket_storage::connect(url, options)
-                .await
-                .with_context(|| format!("cannot open the database {}", redact_url(url)))?;
+            let store = connect_waiting(url, options, config.database.start_timeout).await?;
             tracing::info!(database = %redact_url(url), backend = ?store.backend(), "database ready");
             remove_stale_uploads(&config.storage).await;
             builder = builder
@@ -264,6 +263,56 @@ async fn remove_stale_uploads(storage: &docket_server::config::StorageConfig) {
         Ok(removed) => tracing::info!(removed, path = storage.path, "removed unfinished uploads"),
         Err(error) => {
             tracing::warn!(%error, path = storage.path, "could not look for unfinished uploads");
+        }
+    }
+}
+
+/// The first wait between start-up attempts to reach the database; it doubles up
+/// to [`LONGEST_CONNECT_WAIT`].
+const FIRST_CONNECT_WAIT: Duration = Duration::from_millis(250);
+
+/// The longest wait between start-up attempts to reach the database.
+const LONGEST_CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens the database, waiting up to `patience` for one that does not answer yet (a
+/// database that starts after the server, or is briefly away), with a logged
+/// attempt and a growing pause each time. A URL, folder or migration that fails
+/// for any other reason fails at once.
+async fn connect_waiting(
+    url: &str,
+    options: docket_storage::ConnectOptions,
+    patience: Duration,
+) -> anyhow::Result<docket_storage::Store> {
+    let give_up_at = tokio::time::Instant::now() + patience;
+    let mut wait = FIRST_CONNECT_WAIT;
+    let mut attempt = 1u32;
+    loop {
+        match docket_storage::connect(url, options.clone()).await {
+            Ok(store) => return Ok(store),
+            Err(error)
+                if error.is_unreachable() && tokio::time::Instant::now() + wait <= give_up_at =>
+            {
+                tracing::warn!(
+                    database = %redact_url(url),
+                    attempt,
+                    retry_in = ?wait,
+                    error = format!("{:#}", anyhow::Error::new(error)),
+                    "the database does not answer yet; trying again (database.start_timeout)"
+                );
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(LONGEST_CONNECT_WAIT);
+                attempt += 1;
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error)).with_context(|| {
+                    format!(
+                        "cannot open the database {} (after {attempt} attempt(s); \
+                         database.start_timeout is {:?})",
+                        redact_url(url),
+                        patience
+                    )
+                });
+            }
         }
     }
 }

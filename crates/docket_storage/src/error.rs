@@ -70,6 +70,15 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// Whether the database could not be reached (it may come up soon: a start-up
+    /// waits for it), as opposed to a URL, folder or migration that will not work
+    /// however long one waits.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StorageError::Connect { .. })
+    }
+}
+
 /// A lower layer's error, kept as its message with any password removed.
 #[derive(Debug)]
 pub struct Cause(String);

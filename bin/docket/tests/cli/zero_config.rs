@@ -79,3 +79,39 @@ async fn a_configuration_without_a_database_uses_the_embedded_one() {
     server.wait_for(&id, "completed").await;
     assert!(dir.join("docket-data/docket.db").exists());
 }
+
+/// `docket serve` started while its PostgreSQL does not answer (every connection
+/// refused for 4 s, through a proxy, so the shared server is never stopped) waits
+/// for it, trying again with backoff (`database.start_timeout`), and serves once it
+/// answers, instead of exiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_waits_for_a_database_that_is_not_up_yet() {
+    let Some(database) =
+        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await
+    else {
+        return;
+    };
+    let proxy =
+        docket_storage::test_db::FaultProxy::start(database.server_authority().expect("postgres"))
+            .await;
+    let url = database.url_through(&proxy).expect("url");
+    let dir = temp_dir("start-wait");
+    let config = dir.join("docket.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "server: {{ address: \"127.0.0.1:0\" }}\n\
+             database: {{ url: \"{url}\", max_connections: 2, start_timeout: 60s }}\n\
+             auth: {{ allow_anonymous: true, anonymous_roles: [admin] }}\n"
+        ),
+    )
+    .expect("config written");
+    proxy.cut(std::time::Duration::from_secs(4));
+    let server = Replica::start(&dir, &["--config", config.to_str().expect("utf-8")]);
+    let discover = server.rpc("server/discover", json!({}), false).await;
+    assert_eq!(
+        discover["result"]["capabilities"]["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}}),
+        "{discover}"
+    );
+}

@@ -190,6 +190,11 @@ pub struct DatabaseConfig {
     pub max_connections: u32,
     /// Whether to apply migrations at start-up.
     pub migrate_on_start: bool,
+    /// How long `docket serve` waits for a database that does not answer yet at
+    /// start-up (trying again with backoff, logging each attempt) before it gives up;
+    /// zero tries once.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub start_timeout: Duration,
 }
 
 impl Default for DatabaseConfig {
@@ -198,6 +203,7 @@ impl Default for DatabaseConfig {
             url: Some(EMBEDDED_DATABASE_URL.to_owned()),
             max_connections: 16,
             migrate_on_start: true,
+            start_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -209,6 +215,7 @@ impl fmt::Debug for DatabaseConfig {
             .field("url", &self.url.as_ref().map(|url| redact_url(url)))
             .field("max_connections", &self.max_connections)
             .field("migrate_on_start", &self.migrate_on_start)
+            .field("start_timeout", &self.start_timeout)
             .finish()
     }
 }
