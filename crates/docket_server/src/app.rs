@@ -304,6 +304,7 @@ impl AppBuilder {
             sink: parts.sink,
             base_url: config.server.base_url(),
             changes: Arc::clone(&change_feed),
+            record_patience: config.tasks.stale_after,
         });
         if let Some(assets) = &assets {
             let resources = Arc::new(crate::asset_resources::AssetResources {

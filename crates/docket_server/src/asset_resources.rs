@@ -230,6 +230,7 @@ mod tests {
                 sink,
                 base_url: "http://127.0.0.1:8080".into(),
                 changes: Arc::new(docket_catalog::memory::MemoryChangeFeed::new()),
+                record_patience: std::time::Duration::ZERO,
             },
             max_read_bytes: 1024,
         };

@@ -21,6 +21,10 @@ pub(crate) struct Assets {
     pub base_url: String,
     /// Where a new asset is announced, so listeners of its owner's resources hear it.
     pub changes: Arc<dyn docket_catalog::ChangeFeed>,
+    /// How long an asset row whose bytes are written is tried again while the
+    /// database is away (`tasks.stale_after`, as a task's ending is), before the
+    /// bytes are given up.
+    pub record_patience: std::time::Duration,
 }
 
 impl Assets {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use docket_catalog::{Asset, NewAsset, generate_id};
+use docket_catalog::{Asset, CatalogError, NewAsset, generate_id};
 use docket_export::sink::Upload;
 use docket_protocol::JsonObject;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
@@ -197,7 +197,7 @@ pub(crate) async fn start_export(
 /// bytes are deleted; when the row cannot be written, the bytes are deleted too.
 pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, CallToolResult> {
     let storage_key = new.storage_key.clone();
-    match assets.store.create_or_get(new).await {
+    match record_asset(assets, new).await {
         Ok(outcome) => {
             if !outcome.is_created() {
                 let _ = assets.sink.delete(&storage_key).await;
@@ -216,6 +216,46 @@ pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, 
             let _ = assets.sink.delete(&storage_key).await;
             Err(Refusal::StorageFailed
                 .result(&format!("could not record the asset: {err}"), "Try again."))
+        }
+    }
+}
+
+/// The first pause before an asset row is tried again; it doubles up to 2 s.
+const FIRST_RECORD_WAIT: Duration = Duration::from_millis(100);
+
+/// Records the row of an asset whose bytes are written. The bytes are computed and
+/// kept, so a database that is briefly away costs a wait, not the export: the row
+/// is tried again with a growing pause for `assets.record_patience`. An attempt
+/// whose answer was lost may have committed: its retry then finds the row by id
+/// and takes it as its own.
+async fn record_asset(
+    assets: &Assets,
+    new: NewAsset,
+) -> Result<docket_catalog::CreateOutcome, CatalogError> {
+    let give_up_at = tokio::time::Instant::now() + assets.record_patience;
+    let mut wait = FIRST_RECORD_WAIT;
+    let mut retried = false;
+    loop {
+        match assets.store.create_or_get(new.clone()).await {
+            Err(CatalogError::Unavailable(error))
+                if tokio::time::Instant::now() + wait <= give_up_at =>
+            {
+                tracing::warn!(asset = new.id, %error, retry_in = ?wait, "could not record an asset row yet; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+                retried = true;
+            }
+            Err(CatalogError::Duplicate) if retried => {
+                return match assets.store.get(&new.id).await? {
+                    Some(asset)
+                        if asset.owner == new.owner && asset.storage_key == new.storage_key =>
+                    {
+                        Ok(docket_catalog::CreateOutcome::Created(asset))
+                    }
+                    _ => Err(CatalogError::Duplicate),
+                };
+            }
+            other => return other,
         }
     }
 }

@@ -586,3 +586,120 @@ async fn a_consent_runs_its_statement_once_on_any_replica(backend: Backend) {
         .collect();
     assert!(ran_again.is_empty(), "{ran_again:?}");
 }
+
+/// An asset store whose first `refusals` creates answer "unavailable", the first of
+/// them after committing (an answer lost on the way back, as a cut connection loses
+/// it): the database briefly away at the moment an export records its asset.
+struct BrieflyAway {
+    inner: std::sync::Arc<dyn docket_catalog::AssetStore>,
+    refusals: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl docket_catalog::AssetStore for BrieflyAway {
+    async fn create_or_get(
+        &self,
+        asset: docket_catalog::NewAsset,
+    ) -> Result<docket_catalog::CreateOutcome, docket_catalog::CatalogError> {
+        use std::sync::atomic::Ordering;
+        let left = self.refusals.load(Ordering::SeqCst);
+        if left == 0 {
+            return self.inner.create_or_get(asset).await;
+        }
+        self.refusals.store(left - 1, Ordering::SeqCst);
+        if left == 2 {
+            // This one commits, and its answer is lost.
+            self.inner.create_or_get(asset).await?;
+        }
+        Err(docket_catalog::CatalogError::Unavailable(
+            "connection reset".into(),
+        ))
+    }
+    async fn find_by_idempotency_key(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<docket_catalog::Asset>, docket_catalog::CatalogError> {
+        self.inner.find_by_idempotency_key(owner, key).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<docket_catalog::Asset>, docket_catalog::CatalogError> {
+        self.inner.get(id).await
+    }
+    async fn list(
+        &self,
+        owner: Option<&str>,
+        limit: u32,
+        before: Option<&docket_catalog::PageCursor>,
+    ) -> Result<Vec<docket_catalog::Asset>, docket_catalog::CatalogError> {
+        self.inner.list(owner, limit, before).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, docket_catalog::CatalogError> {
+        self.inner.delete(id).await
+    }
+}
+
+on_both_backends!(an_asset_whose_bytes_are_written_survives_a_brief_outage);
+
+/// An export whose bytes are written while the database is briefly away keeps its
+/// asset: the row is tried again (for `tasks.stale_after`), an attempt that
+/// committed although its answer was lost is found and kept, and the bytes are
+/// not deleted. (It once failed "could not record the asset" and deleted them.)
+async fn an_asset_whose_bytes_are_written_survives_a_brief_outage(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let yaml = "personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"])]);
+    let files = std::env::temp_dir().join(format!(
+        "docket-assets-{}",
+        docket_catalog::generate_id().expect("id")
+    ));
+    let away = std::sync::Arc::new(BrieflyAway {
+        inner: store.asset_store(),
+        refusals: std::sync::atomic::AtomicU32::new(2),
+    });
+    let app = App::builder(config)
+        .task_store(store.task_store())
+        .sessions(store.session_store())
+        .scripts(store.script_store())
+        .assets(
+            away,
+            Some(store.call_catalog()),
+            std::sync::Arc::new(docket_export::sink::FilesystemSink::new(&files)),
+        )
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    let (_, answer) = rpc_as(
+        &server,
+        "alice",
+        "tools/call",
+        json!({"name": "manage_script", "arguments": {"command": "run_draft",
+               "source": "platform.export('kept', [{'a': 1}, {'a': 2}], 'csv')"}}),
+    )
+    .await;
+    let draft = &answer["result"]["structuredContent"];
+    assert_eq!(draft["status"], "succeeded", "{answer}");
+    let asset_id = draft["result"]["outputs"][0]["asset_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an asset: {answer}"));
+    let asset = store
+        .asset_store()
+        .get(asset_id)
+        .await
+        .expect("read")
+        .expect("the row is there");
+    let listed = store
+        .asset_store()
+        .list(Some(&asset.owner), 10, None)
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1, "one row, not two: {listed:?}");
+    let bytes = crate::support::files_under(&files);
+    assert_eq!(bytes.len(), 1, "the bytes are kept: {bytes:?}");
+}
