@@ -11,9 +11,15 @@ use serde_json::json;
 /// The tool that starts runs, and the tool name of a run's audit row.
 pub const RUN_SCRIPT_TOOL: &str = "run_script";
 
-/// Writes a run's one audit row, in the background: an audit failure never
-/// fails the run.
-pub(crate) fn record_run(audit: Option<Arc<dyn TaskStore>>, run: &Run, duration_ms: i64) {
+/// Writes a run's one audit row, in the background, tried again for `patience`
+/// while the store is away: an audit failure never fails the run, and an outage
+/// shorter than `patience` loses no row.
+pub(crate) fn record_run(
+    audit: Option<Arc<dyn TaskStore>>,
+    run: &Run,
+    duration_ms: i64,
+    patience: std::time::Duration,
+) {
     let Some(audit) = audit else {
         return;
     };
@@ -47,8 +53,6 @@ pub(crate) fn record_run(audit: Option<Arc<dyn TaskStore>>, run: &Run, duration_
         duration_ms,
     };
     tokio::spawn(async move {
-        if let Err(error) = audit.record_audit(entry).await {
-            tracing::warn!(%error, "could not write a run's audit row");
-        }
+        docket_task::runtime::record_audit_patiently(audit.as_ref(), entry, patience).await;
     });
 }

@@ -99,9 +99,9 @@ impl Replica {
     }
 
     /// Writes a run's one audit row, in the background: an audit failure never
-    /// fails the run.
+    /// fails the run. A store briefly away is tried again for a lease.
     pub(crate) fn audit_run(&self, run: &Run, duration_ms: i64) {
-        audit::record_run(self.audit.clone(), run, duration_ms);
+        audit::record_run(self.audit.clone(), run, duration_ms, self.config.lease);
     }
 }
 

@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskError, TaskRecord};
-use crate::store::{Beat, NewTask, StoreError, TaskSignal, TaskStore};
+use crate::store::{AuditEntry, Beat, NewTask, StoreError, TaskSignal, TaskStore};
 
 /// How the runtime paces itself.
 #[derive(Clone, Debug)]
@@ -533,5 +533,37 @@ impl TaskRuntime {
             self.tracker.wait().await;
         }
         self.stop_background.cancel();
+    }
+}
+
+/// The longest pause between attempts to write an audit row.
+const LONGEST_AUDIT_RETRY: Duration = Duration::from_secs(2);
+
+/// Writes the audit row of a call that did not become a task, as an ending is
+/// written: a store that is briefly away is tried again with a growing pause for
+/// up to `patience` (`tasks.stale_after`), so an outage shorter than that loses no
+/// audit row. Whether it was written; the last failure is logged.
+pub async fn record_audit_patiently(
+    store: &dyn TaskStore,
+    entry: AuditEntry,
+    patience: Duration,
+) -> bool {
+    let give_up_at = tokio::time::Instant::now() + patience;
+    let mut delay = FIRST_ENDING_RETRY;
+    loop {
+        match store.record_audit(entry.clone()).await {
+            Ok(()) => return true,
+            Err(StoreError::Unavailable(error))
+                if tokio::time::Instant::now() + delay <= give_up_at =>
+            {
+                tracing::warn!(tool = entry.tool, %error, retry_in = ?delay, "could not write an audit row yet; trying again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(LONGEST_AUDIT_RETRY);
+            }
+            Err(error) => {
+                tracing::error!(tool = entry.tool, %error, "could not write an audit row");
+                return false;
+            }
+        }
     }
 }

@@ -116,10 +116,11 @@ impl Finish {
             error_message,
             duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
         };
+        // Tried again while the store is away, as an ending is (tasks.stale_after),
+        // so "audited once" holds for calls from requests and from runs alike.
+        let patience = self.app.config().tasks.stale_after;
         tokio::spawn(async move {
-            if let Err(err) = store.record_audit(entry).await {
-                tracing::warn!(error = %err, "could not write an audit row");
-            }
+            docket_task::runtime::record_audit_patiently(store.as_ref(), entry, patience).await;
         });
     }
 }

@@ -6,6 +6,7 @@
 //! and the convention that every tool input declares its size.
 
 use docket_server::{App, Config};
+use docket_task::TaskStore as _;
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -702,4 +703,45 @@ async fn an_asset_whose_bytes_are_written_survives_a_brief_outage(backend: Backe
     assert_eq!(listed.len(), 1, "one row, not two: {listed:?}");
     let bytes = crate::support::files_under(&files);
     assert_eq!(bytes.len(), 1, "the bytes are kept: {bytes:?}");
+}
+
+/// A call's audit row survives a store that is briefly away when the call ends: it
+/// is tried again (for `tasks.stale_after`) instead of once, so "audited once" holds
+/// for every call. (Rows of calls made by runs were missing after a soak.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_row_is_written_after_a_brief_outage() {
+    let store = std::sync::Arc::new(docket_task::memory::FlakyStore::default());
+    let app = App::builder(Config::embedded_default())
+        .task_store(std::sync::Arc::clone(&store) as std::sync::Arc<dyn docket_task::TaskStore>)
+        .build()
+        .expect("app");
+    let server = TestServer::start(app).await;
+    store.set_failing(true);
+    let (status, answer) = server
+        .rpc(
+            "tools/call",
+            json!({"name": "platform_info", "arguments": {}}),
+        )
+        .send()
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    // The row's first attempts fail; then the store is back.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    store.set_failing(false);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let rows = store
+            .audit_for_tool("platform_info", 10)
+            .await
+            .expect("audit");
+        if !rows.is_empty() {
+            assert_eq!(rows.len(), 1, "{rows:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the audit row was never written"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
