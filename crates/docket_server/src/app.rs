@@ -440,6 +440,7 @@ impl AppBuilder {
                         // failed (and audited) soon after they start to read as failed.
                         maintenance_interval: (config.tasks.stale_after / 2)
                             .min(Duration::from_secs(15)),
+                        ending_grace: config.server.shutdown.ending_grace,
                     },
                 );
                 let call_tasks = Arc::new(CallTasks {

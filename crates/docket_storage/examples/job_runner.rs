@@ -88,6 +88,7 @@ fn runtime(store: &Arc<dyn TaskStore>, replica_id: String) -> Arc<TaskRuntime> {
             heartbeat_interval: HEARTBEAT,
             stale_after: STALE_AFTER,
             maintenance_interval: STALE_AFTER,
+            ..RuntimeConfig::default()
         },
     )
 }

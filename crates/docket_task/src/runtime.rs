@@ -35,6 +35,11 @@ pub struct RuntimeConfig {
     pub stale_after: Duration,
     /// How often the maintenance pass (stale tasks, retention) runs.
     pub maintenance_interval: Duration,
+    /// How long [`TaskRuntime::drain`] still waits, after its grace period, for
+    /// endings already in hand that the store has not taken yet (the database
+    /// briefly away as the replica stops): an outcome computed is kept if the store
+    /// answers within it (default 10 s).
+    pub ending_grace: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -44,6 +49,7 @@ impl Default for RuntimeConfig {
             heartbeat_interval: Duration::from_secs(2),
             stale_after: Duration::from_secs(30),
             maintenance_interval: Duration::from_secs(30),
+            ending_grace: Duration::from_secs(10),
         }
     }
 }
@@ -111,6 +117,9 @@ pub struct TaskRuntime {
     /// replica's beat keeps them alive, so the next beat that reaches the store
     /// records them failed instead.
     abandoned: Mutex<Vec<TaskId>>,
+    /// Until when endings in hand are still tried once the grace period of a
+    /// drain is over; `None` before that.
+    endings_due: Mutex<Option<tokio::time::Instant>>,
     draining: AtomicBool,
     tracker: TaskTracker,
     /// Fires when the grace period is over: remaining work is recorded as failed.
@@ -208,6 +217,7 @@ impl TaskRuntime {
             config,
             running: Mutex::default(),
             abandoned: Mutex::default(),
+            endings_due: Mutex::default(),
             draining: AtomicBool::new(false),
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
@@ -352,9 +362,9 @@ impl TaskRuntime {
     /// both a result and a failure. Gives up after `stale_after` — a store that
     /// keeps refusing this one ending (an outcome it cannot hold) must not keep the
     /// task alive forever: the task is then left to the next beat that reaches the
-    /// store, which records it failed ([`TaskError::ending_lost`]) — or when the
-    /// runtime shuts down, when the replica stops beating and the stale sweep of
-    /// another replica records it failed.
+    /// store, which records it failed ([`TaskError::ending_lost`]). A drain past its
+    /// grace period still tries it for [`RuntimeConfig::ending_grace`]; after that
+    /// the replica stops beating and another replica's stale sweep records it failed.
     async fn record_ending(&self, id: &TaskId, outcome: Outcome) {
         let give_up_at = tokio::time::Instant::now() + self.config.stale_after;
         let mut delay = FIRST_ENDING_RETRY;
@@ -375,20 +385,24 @@ impl TaskRuntime {
                 }
                 Err(error) => error,
             };
-            if self.shutdown.is_cancelled() {
-                tracing::error!(task = %id, %error, "could not record how a task ended");
-                return;
-            }
+            // Shutting down, an ending in hand is still tried for the ending grace
+            // (`drain` waits for it; never past `stale_after`, when another replica's
+            // sweep records it failed): a store briefly away loses no outcome.
+            let give_up_at = match *lock(&self.endings_due) {
+                Some(endings_due) => give_up_at.min(endings_due),
+                None => give_up_at,
+            };
             if tokio::time::Instant::now() + delay > give_up_at {
+                if self.shutdown.is_cancelled() {
+                    tracing::error!(task = %id, %error, "could not record how a task ended before the ending grace ran out");
+                    return;
+                }
                 tracing::error!(task = %id, %error, "could not record how a task ended; the next beat records it failed");
                 lock(&self.abandoned).push(id.clone());
                 return;
             }
             tracing::warn!(task = %id, %error, retry_in = ?delay, "could not record how a task ended yet; retrying");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = self.shutdown.cancelled() => {}
-            }
+            tokio::time::sleep(delay).await;
             delay = (delay * 2).min(LAST_ENDING_RETRY);
         }
     }
@@ -529,6 +543,7 @@ impl TaskRuntime {
                 still_running = self.running_count(),
                 "grace period over; recording unfinished tasks as failed"
             );
+            *lock(&self.endings_due) = Some(tokio::time::Instant::now() + self.config.ending_grace);
             self.shutdown.cancel();
             self.tracker.wait().await;
         }

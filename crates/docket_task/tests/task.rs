@@ -116,6 +116,47 @@ async fn wait_for_status(store: &dyn TaskStore, id: &TaskId, status: TaskStatus)
     }
 }
 
+/// An ending in hand when a drain's grace period runs out, with the store away, is
+/// still tried for the ending grace, and written once the store answers: the work's
+/// outcome is kept, not lost to the shutdown (it once read "the replica stopped
+/// before it finished" although the work had finished). On tokio's paused clock,
+/// so the grace runs out before the store comes back however loaded the machine is.
+#[tokio::test(start_paused = true)]
+async fn an_ending_in_hand_outlives_the_grace_period_while_the_store_is_away() {
+    let store = Arc::new(docket_task::memory::FlakyStore::default());
+    let runtime = TaskRuntime::new(
+        Arc::clone(&store) as Arc<dyn TaskStore>,
+        RuntimeConfig {
+            ending_grace: Duration::from_secs(30),
+            ..config()
+        },
+    );
+    let (release, released) = oneshot::channel::<()>();
+    let done = new_task("done_before_the_stop");
+    runtime
+        .spawn(done.clone(), |_context| async move {
+            let _ = released.await;
+            Outcome::Completed(json!({"content": [{"type": "text", "text": "finished"}]}))
+        })
+        .await
+        .expect("spawned");
+    store.set_failing(true);
+    let refused_before = store.refused_calls();
+    release.send(()).expect("work waiting");
+    while store.refused_calls() == refused_before {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The drain's 1 s grace runs out with the ending still refused; the store comes
+    // back at 5 s, inside the 30 s ending grace.
+    let come_back = async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        store.set_failing(false);
+    };
+    tokio::join!(runtime.drain(Duration::from_secs(1)), come_back);
+    let (read, _) = store.get(&done.id).await.expect("get").expect("present");
+    assert_eq!(read.status, TaskStatus::Completed, "{read:?}");
+}
+
 /// An ending the store keeps refusing is retried for `stale_after`, not forever:
 /// then the next beat that reaches the store records the task failed (the
 /// replica's beats would keep it alive otherwise). One written as soon as the

@@ -574,12 +574,18 @@ pub struct ShutdownConfig {
     /// How long running work may take to finish after a shutdown signal.
     #[serde(deserialize_with = "deserialize_duration")]
     pub grace_period: Duration,
+    /// How long, after the grace period, endings already computed are still
+    /// written while the database is briefly away (never past `tasks.stale_after`);
+    /// a shutdown takes at most `grace_period + ending_grace`.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub ending_grace: Duration,
 }
 
 impl Default for ShutdownConfig {
     fn default() -> Self {
         Self {
             grace_period: Duration::from_secs(25),
+            ending_grace: Duration::from_secs(10),
         }
     }
 }
