@@ -177,6 +177,10 @@ pub(crate) fn build_app(
 ) -> anyhow::Result<App> {
     let mut config = Config::embedded_default();
     config.rate_limit.requests_per_minute = 0;
+    // Every load is one (anonymous) identity: the per-identity shares would measure
+    // themselves, not the paths.
+    config.server.max_connection_share_percent = 100;
+    config.server.max_streams_per_identity = u32::MAX;
     adjust(&mut config);
     let mut builder = App::builder(config);
     if let Some(scripts) = scripts {
