@@ -362,6 +362,7 @@ fn server_config(dir: &Path, trino_url: &str, api_url: &str) -> String {
     format!(
         r#"auth: {{ allow_anonymous: true, anonymous_roles: [admin] }}
 rate_limit: {{ requests_per_minute: 0 }}
+server: {{ max_connection_share_percent: 100 }}
 connections:
   bench:
     kind: trino

@@ -52,12 +52,14 @@ const WARM_UP_CREATIONS: usize = CREATIONS;
 const SETTLE: Duration = Duration::from_secs(25);
 
 /// The server's configuration: the embedded database in `dir`, the waiting tool,
-/// no rate limit (a policy, not a cost).
+/// no rate limit and no per-identity share (policies, not costs: the flood is one
+/// identity).
 fn config(dir: &Path) -> String {
     let dir = dir.display();
     format!(
         "auth: {{ allow_anonymous: true, anonymous_roles: [admin] }}\n\
          rate_limit: {{ requests_per_minute: 0 }}\n\
+         server: {{ max_connection_share_percent: 100 }}\n\
          diagnostics: {{ enabled: true }}\n\
          database: {{ url: \"sqlite://{dir}/docket.db\" }}\n"
     )
