@@ -58,7 +58,7 @@ pub(crate) async fn dispatch(
         // method it runs, not as large as the largest method.
         "tools/call" => Box::pin(call::call_tool(app, context, request.params)).await,
         crate::listen::METHOD if crate::listen::offered(app) => {
-            spend_rate_limit(app, &context.identity.subject)?;
+            spend_rate_limit(app, &context.identity.subject, &request.method)?;
             Box::pin(crate::listen::listen(
                 app,
                 context,
@@ -68,7 +68,7 @@ pub(crate) async fn dispatch(
             .await
         }
         method if app.state.features.serves(method) => {
-            spend_on(app, &context.identity.subject, method)?;
+            spend_rate_limit(app, &context.identity.subject, method)?;
             let caller = crate::features::Caller::new(&context, &app.state.personas);
             Box::pin(crate::features::handle(
                 &app.state.features,
@@ -102,13 +102,19 @@ pub(crate) async fn dispatch(
     }
 }
 
-/// Spends one of the caller's rate-limit tokens, as a tool call does: the reads
-/// that cost (a prompt rendered, a listing, a resource read, completions, a listen
-/// opened) are held to the same budget as the calls.
+/// Spends one of the caller's rate-limit tokens on `method`, as a tool call does:
+/// the reads that cost (a prompt rendered, a listing, a resource read, a listen
+/// opened, a session opened) are held to the same budget as the calls. Except
+/// `completion/complete`, which a client sends on every keystroke: it spends a
+/// token only for what costs (a statement it sends Trino), and past the budget
+/// suggests nothing rather than failing, so typing stays quiet.
 ///
 /// # Errors
 /// [`McpError::Limited`] saying when to come back.
-pub(crate) fn spend_rate_limit(app: &App, subject: &str) -> Result<(), McpError> {
+pub(crate) fn spend_rate_limit(app: &App, subject: &str, method: &str) -> Result<(), McpError> {
+    if method == crate::features::COMPLETION_METHOD {
+        return Ok(());
+    }
     app.state
         .rate_limiter
         .check(subject, std::time::Instant::now())
@@ -118,20 +124,6 @@ pub(crate) fn spend_rate_limit(app: &App, subject: &str) -> Result<(), McpError>
                 limited.retry_after.as_secs().max(1)
             ))
         })
-}
-
-/// [`spend_rate_limit`] for a feature `method`, except `completion/complete`, which a
-/// client sends on every keystroke: it spends a token only for what costs (a
-/// statement it sends Trino), and past the budget suggests nothing rather than
-/// failing, so typing stays quiet.
-///
-/// # Errors
-/// [`McpError::Limited`] saying when to come back.
-pub(crate) fn spend_on(app: &App, subject: &str, method: &str) -> Result<(), McpError> {
-    if method == crate::features::COMPLETION_METHOD {
-        return Ok(());
-    }
-    spend_rate_limit(app, subject)
 }
 
 fn discover(app: &App) -> Result<Value, McpError> {

@@ -133,7 +133,8 @@ pub(crate) async fn handle(
     }
     if request.method == INITIALIZE {
         // A session is a row kept for its idle timeout: opening one costs a token.
-        if let Err(limited) = crate::dispatch::spend_rate_limit(app, &identity.subject) {
+        if let Err(limited) = crate::dispatch::spend_rate_limit(app, &identity.subject, INITIALIZE)
+        {
             return Err(Refusal::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 docket_protocol::error::LIMIT_REACHED,
@@ -365,23 +366,21 @@ async fn serve(
             let reply = match method {
                 "tools/list" => crate::dispatch::list_tools(app, &context)
                     .map(|listed| Reply::Json(list_shape(app, listed, with_tasks))),
-                feature if app.state.features.serves(feature) => {
-                    match crate::dispatch::spend_on(app, &context.identity.subject, feature) {
-                        Ok(()) => {
-                            let caller =
-                                crate::features::Caller::new(&context, &app.state.personas);
-                            crate::features::handle(
-                                &app.state.features,
-                                &app.state.state_key,
-                                &caller,
-                                feature,
-                                request.params,
-                            )
-                            .await
-                            .and_then(feature_shape)
-                        }
-                        Err(limited) => Err(limited),
+                feature if app.state.features.serves(feature) => 'feature: {
+                    let subject = &context.identity.subject;
+                    if let Err(limited) = crate::dispatch::spend_rate_limit(app, subject, feature) {
+                        break 'feature Err(limited);
                     }
+                    let caller = crate::features::Caller::new(&context, &app.state.personas);
+                    crate::features::handle(
+                        &app.state.features,
+                        &app.state.state_key,
+                        &caller,
+                        feature,
+                        request.params,
+                    )
+                    .await
+                    .and_then(feature_shape)
                 }
                 "tools/call" => {
                     if with_tasks && asks_for_task(request.params.as_ref()) {
