@@ -23,18 +23,33 @@ pub(crate) struct TestServer {
 impl TestServer {
     /// Serves `app` on 127.0.0.1 with an ephemeral port.
     pub(crate) async fn start(app: App) -> Self {
+        let served = app.clone();
+        Self::serving(app, |listener, signal| {
+            tokio::spawn(async move {
+                docket_server::serve(listener, served, async {
+                    let _ = signal.await;
+                })
+                .await
+            })
+        })
+        .await
+    }
+
+    /// `app` behind a listener on 127.0.0.1 with an ephemeral port, served by `serve`
+    /// until the shutdown signal it is given fires.
+    async fn serving(
+        app: App,
+        serve: impl FnOnce(
+            tokio::net::TcpListener,
+            oneshot::Receiver<()>,
+        ) -> tokio::task::JoinHandle<std::io::Result<()>>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (shutdown, signal) = oneshot::channel::<()>();
-        let served = app.clone();
-        let stopped = tokio::spawn(async move {
-            docket_server::serve(listener, served, async {
-                let _ = signal.await;
-            })
-            .await
-        });
+        let stopped = serve(listener, signal);
         Self {
             addr,
             app,
@@ -48,26 +63,17 @@ impl TestServer {
     /// before calling `App::start_background`: no heartbeat, no maintenance pass, so
     /// a test sees what a read does by itself, with no sweep racing it.
     pub(crate) async fn start_without_background(app: App) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let (shutdown, signal) = oneshot::channel::<()>();
         let router = axum::Router::new().fallback_service(app.service());
-        let stopped = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = signal.await;
-                })
-                .await
-        });
-        Self {
-            addr,
-            app,
-            http: reqwest::Client::new(),
-            shutdown: Some(shutdown),
-            stopped: Some(stopped),
-        }
+        Self::serving(app, |listener, signal| {
+            tokio::spawn(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(async {
+                        let _ = signal.await;
+                    })
+                    .await
+            })
+        })
+        .await
     }
 
     /// Serves the embedded default configuration plus nothing else.

@@ -746,17 +746,16 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
     assert_eq!(unknown["error"]["message"], "Unknown task", "{unknown}");
 }
 
-/// A task that ends while PostgreSQL is out of reach (every connection dropped,
-/// new ones refused for 3 s, through a proxy so the shared server is never
-/// stopped) keeps its outcome: it reads completed with its result afterwards,
-/// never failed. The work ends when the test releases it, right after the cut.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
-    let Some(database) =
-        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await
-    else {
-        return;
-    };
+/// A fresh PostgreSQL database, a fault proxy in front of its server, and a store
+/// that reaches it through the proxy; `None` when PostgreSQL is absent and not
+/// required.
+async fn behind_a_proxy() -> Option<(
+    docket_storage::test_db::TestDatabase,
+    docket_storage::test_db::FaultProxy,
+    docket_storage::Store,
+)> {
+    let database =
+        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await?;
     let proxy =
         docket_storage::test_db::FaultProxy::start(database.server_authority().expect("postgres"))
             .await;
@@ -769,6 +768,18 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres
     )
     .await
     .expect("connect through the proxy");
+    Some((database, proxy, store))
+}
+
+/// A task that ends while PostgreSQL is out of reach (every connection dropped,
+/// new ones refused for 3 s, through a proxy so the shared server is never
+/// stopped) keeps its outcome: it reads completed with its result afterwards,
+/// never failed. The work ends when the test releases it, right after the cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres() {
+    let Some((_database, proxy, store)) = behind_a_proxy().await else {
+        return;
+    };
     let mut config = fast_tasks(Config::embedded_default());
     config.tasks.stale_after = Duration::from_secs(5);
     let gate = Arc::new(Gate::default());
@@ -809,23 +820,9 @@ async fn a_task_that_ends_during_a_database_outage_keeps_its_outcome_on_postgres
 /// task read completed once A's retried ending landed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_read_failed_from_a_stale_replica_stays_failed_on_postgres() {
-    let Some(database) =
-        docket_storage::test_db::TestDatabase::postgres(&crate::support::postgres_server()).await
-    else {
+    let Some((database, proxy, through_proxy)) = behind_a_proxy().await else {
         return;
     };
-    let proxy =
-        docket_storage::test_db::FaultProxy::start(database.server_authority().expect("postgres"))
-            .await;
-    let through_proxy = docket_storage::connect(
-        &database.url_through(&proxy).expect("url"),
-        docket_storage::ConnectOptions {
-            max_connections: 4,
-            migrate: false,
-        },
-    )
-    .await
-    .expect("connect through the proxy");
     let direct = database.connect().await;
     // B calls a replica gone after 1 s without a beat; A keeps retrying its ending
     // for its own 30 s, so its ending lands once the 3 s cut is over.
