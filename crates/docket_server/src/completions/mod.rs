@@ -30,8 +30,8 @@ pub(crate) struct PlatformCompletions {
 
 impl PlatformCompletions {
     /// Completions over these connections, formats and (when offered) scripts; each
-    /// statement sent to Trino spends a token of the caller's budget in `limiter`
-    /// (the one tool calls spend).
+    /// statement sent to Trino and each listing of scripts spends a token of the
+    /// caller's budget in `limiter` (the one tool calls spend).
     pub(crate) fn new(
         connections: Vec<TrinoConnection>,
         formats: Vec<String>,
@@ -39,9 +39,9 @@ impl PlatformCompletions {
         limiter: Arc<RateLimiter>,
     ) -> Self {
         Self {
-            trino: trino::TrinoNames::new(connections, limiter),
+            trino: trino::TrinoNames::new(connections, Arc::clone(&limiter)),
             formats,
-            scripts: scripts.map(scripts::ScriptNames::new),
+            scripts: scripts.map(|store| scripts::ScriptNames::new(store, limiter)),
         }
     }
 

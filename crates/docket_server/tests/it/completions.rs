@@ -336,6 +336,20 @@ async fn script_names_are_completed_from_the_scripts_the_caller_may_list(backend
             "{user} {prompt} {argument}"
         );
     }
+
+    // Each listing reads the database, so it spends the caller's budget (the one tool
+    // calls spend): past it, a script name gets no suggestions, quietly.
+    let mut exhausted = false;
+    for _ in 0..200 {
+        if complete(&server, "bob", "rerun", "script", "daily", json!({})).await == json!([]) {
+            exhausted = true;
+            break;
+        }
+    }
+    assert!(
+        exhausted,
+        "script names were completed past bob's rate limit"
+    );
 }
 
 /// An embedder's provider is held to the same bounds: at most 100 values (the rest
