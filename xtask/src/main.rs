@@ -5,6 +5,7 @@
 //! every CI run would have to compile.
 
 mod bench;
+mod chaos;
 mod ci;
 mod conformance;
 mod migrate;
@@ -38,6 +39,13 @@ commands:
                         against the raw page fetch with the server's memory, ratios from
                         one run; --write puts the report into docs/benchmarks.md; ARGS go
                         to docket_bench (e.g. `-- --suite exports`)
+  chaos [--seconds N] [--seed S] [--replicas N] [--profile release|dev]
+                        the chaos soak (needs PostgreSQL): three replicas of the docket
+                        binary (release unless --profile dev) under a mixed load while
+                        they are killed, stopped and cut from the database; prints one
+                        line per check of the contract, exits non-zero on a violation
+                        and keeps its evidence under target/chaos/<seed>/; default
+                        180 s; the seed is printed and --seed replays it
   trino-double [--listen ADDR] [--page-rows N] [--page-delay-ms N]
                         the Trino test double in the foreground; prints `listening on
                         http://ADDR` once bound (port 0 picks a free one)
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
             conformance::Options::parse(&rest).and_then(|options| conformance::run(&options))
         }
         Some("bench") => bench::Options::parse(&rest).and_then(|options| bench::run(&options)),
+        Some("chaos") => chaos::Options::parse(&rest).and_then(|options| chaos::run(&options)),
         Some("trino-double") => trino_double::run(&rest),
         Some("migrate") => migrate::run(&rest),
         Some("help" | "-h" | "--help") => {
