@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use docket_task::model::{Outcome, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -102,7 +102,11 @@ impl TaskStore for CountingStore {
         self.other();
         self.inner.list_followed(subject, after, limit).await
     }
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         self.other();
         self.inner.finish(id, outcome).await
     }

@@ -1,35 +1,22 @@
 //! A run's one audit row: written when the run ends, as the tool
 //! [`RUN_SCRIPT_TOOL`] acting as `script:<script id>`.
 
-use std::sync::Arc;
-
 use docket_catalog::scripts::{Run, RunErrorKind, RunStatus};
-use docket_task::TaskStore;
 use docket_task::store::{AuditContext, AuditEntry};
 use serde_json::json;
 
 /// The tool that starts runs, and the tool name of a run's audit row.
 pub const RUN_SCRIPT_TOOL: &str = "run_script";
 
-/// Writes a run's one audit row, in the background, tried again for `patience`
-/// while the store is away: an audit failure never fails the run, and an outage
-/// shorter than `patience` loses no row.
-pub(crate) fn record_run(
-    audit: Option<Arc<dyn TaskStore>>,
-    run: &Run,
-    duration_ms: i64,
-    patience: std::time::Duration,
-) {
-    let Some(audit) = audit else {
-        return;
-    };
+/// A run's one audit row.
+pub(crate) fn run_entry(run: &Run, duration_ms: i64) -> AuditEntry {
     let outcome = match (run.status, run.error_kind) {
         (RunStatus::Succeeded, _) => "completed",
         (RunStatus::Cancelled, _) => "cancelled",
         (_, Some(RunErrorKind::Platform)) => "failed",
         _ => "tool_error",
     };
-    let entry = AuditEntry {
+    AuditEntry {
         tool: RUN_SCRIPT_TOOL.to_owned(),
         subject: format!("script:{}", run.script_id),
         context: AuditContext {
@@ -51,8 +38,5 @@ pub(crate) fn record_run(
         outcome: outcome.to_owned(),
         error_message: run.error.clone(),
         duration_ms,
-    };
-    tokio::spawn(async move {
-        docket_task::runtime::record_audit_patiently(audit.as_ref(), entry, patience).await;
-    });
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use docket_catalog::scripts::{CancelOutcome, NewRun, Run, RunSignal, ScriptStore};
-use docket_task::TaskStore;
+use docket_task::audit::AuditWriter;
 use tokio::task::JoinSet;
 
 use crate::clock::{Clock, SystemClock};
@@ -40,7 +40,7 @@ impl RunBridge {
     /// workers.
     pub fn new(
         store: Arc<dyn ScriptStore>,
-        audit: Option<Arc<dyn TaskStore>>,
+        audit: Option<Arc<AuditWriter>>,
         runner: Arc<dyn ScriptRunner>,
         config: BridgeConfig,
     ) -> Arc<Self> {
@@ -51,7 +51,7 @@ impl RunBridge {
     /// [`ManualClock`](crate::clock::ManualClock) in tests).
     pub fn with_clock(
         store: Arc<dyn ScriptStore>,
-        audit: Option<Arc<dyn TaskStore>>,
+        audit: Option<Arc<AuditWriter>>,
         runner: Arc<dyn ScriptRunner>,
         config: BridgeConfig,
         clock: Arc<dyn Clock>,
@@ -193,7 +193,8 @@ impl RunBridge {
 
     /// Stops claiming, lets running runs finish for up to `grace`, then stops
     /// them and releases them back to the queue (not failed); waits for the
-    /// workers to end.
+    /// workers to end (a run that ended as they stopped is still written for
+    /// [`BridgeConfig::ending_grace`]) and, as long again, for the audit rows.
     pub async fn shutdown(&self, grace: Duration) {
         self.replica.draining.store(true, Ordering::SeqCst);
         self.replica.wake.notify_waiters();
@@ -204,12 +205,17 @@ impl RunBridge {
                 () = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
+        *lock(&self.replica.stopped_at) = Some(tokio::time::Instant::now());
         self.replica.stop.cancel();
         for executing in lock(&self.replica.executing).values() {
             executing.stop(StopReason::Shutdown);
         }
         let mut tasks = std::mem::take(&mut *lock(&self.tasks));
         while tasks.join_next().await.is_some() {}
+        // The runs that ended are audited before the replica goes.
+        if let Some(writer) = &self.replica.audit {
+            writer.flush(self.replica.config.ending_grace).await;
+        }
     }
 
     /// The retention pass, every `maintenance_interval`, until shutdown.

@@ -42,13 +42,18 @@ pub struct BridgeConfig {
     /// How often this replica's scheduler looks for due schedules; `None`
     /// runs no scheduler here (other replicas' fire the schedules).
     pub schedule_interval: Option<Duration>,
+    /// How long a shutdown still tries to write the endings of runs that ended
+    /// as it stopped (the database briefly away), and waits for their audit
+    /// rows, once its grace period is over; never past a run's lease.
+    pub ending_grace: Duration,
 }
 
 impl BridgeConfig {
     /// Defaults for `replica_id`: two workers, a 30 s lease renewed every 2 s,
     /// a 5 s poll, 3 retries from 1 s, 2 reclaims, one running run per owner
     /// (one of the two workers is always left to another owner), runs kept 365
-    /// days, retention hourly, a scheduler pass every 15 s.
+    /// days, retention hourly, a scheduler pass every 15 s, endings in hand
+    /// tried for 10 s into a shutdown.
     pub fn new(replica_id: impl Into<String>) -> Self {
         Self {
             replica_id: replica_id.into(),
@@ -63,6 +68,7 @@ impl BridgeConfig {
             run_retention: Duration::from_secs(365 * 86_400),
             maintenance_interval: Duration::from_secs(3600),
             schedule_interval: Some(Duration::from_secs(15)),
+            ending_grace: Duration::from_secs(10),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use docket_catalog::scripts::{Run, ScriptStore};
-use docket_task::TaskStore;
+use docket_task::audit::AuditWriter;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +53,7 @@ const FINISHED_BUFFER: usize = 1024;
 
 pub(crate) struct Replica {
     pub(crate) store: Arc<dyn ScriptStore>,
-    pub(crate) audit: Option<Arc<dyn TaskStore>>,
+    pub(crate) audit: Option<Arc<AuditWriter>>,
     pub(crate) runner: Arc<dyn ScriptRunner>,
     pub(crate) config: BridgeConfig,
     /// Wakes idle workers (a local enqueue, a NOTIFY from another replica).
@@ -67,13 +67,15 @@ pub(crate) struct Replica {
     pub(crate) draining: AtomicBool,
     /// Fires when workers must stop: their runs are released.
     pub(crate) stop: CancellationToken,
+    /// When `stop` fired: endings in hand are tried for `ending_grace` after.
+    pub(crate) stopped_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Replica {
     /// Nothing executing, not draining, not stopped.
     pub(crate) fn new(
         store: Arc<dyn ScriptStore>,
-        audit: Option<Arc<dyn TaskStore>>,
+        audit: Option<Arc<AuditWriter>>,
         runner: Arc<dyn ScriptRunner>,
         config: BridgeConfig,
     ) -> Self {
@@ -88,6 +90,7 @@ impl Replica {
             executing: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             stop: CancellationToken::new(),
+            stopped_at: Mutex::new(None),
         }
     }
 
@@ -99,9 +102,12 @@ impl Replica {
     }
 
     /// Writes a run's one audit row, in the background: an audit failure never
-    /// fails the run. A store briefly away is tried again for a lease.
+    /// fails the run. A store briefly away is tried again, and a shutdown waits
+    /// for it.
     pub(crate) fn audit_run(&self, run: &Run, duration_ms: i64) {
-        audit::record_run(self.audit.clone(), run, duration_ms, self.config.lease);
+        if let Some(writer) = &self.audit {
+            writer.write(audit::run_entry(run, duration_ms));
+        }
     }
 }
 

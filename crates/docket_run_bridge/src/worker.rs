@@ -288,40 +288,45 @@ impl Replica {
         // the outage outlasted it and another worker took the run, this changes
         // nothing. Trying stops once the lease has run out (the run is anyone's
         // then, and a store that keeps refusing this ending must not hold its worker
-        // forever) or on shutdown.
-        let give_up_at = tokio::time::Instant::now() + self.config.lease;
+        // forever), or `ending_grace` into a shutdown.
+        let lease_ends = tokio::time::Instant::now() + self.config.lease;
         let mut delay = FIRST_ENDING_RETRY;
         let written = loop {
-            match self.store.finish(lease, ending.clone()).await {
+            let error = match self.store.finish(lease, ending.clone()).await {
                 Ok(written) => break Ok(written),
-                Err(error)
-                    if self.stop.is_cancelled()
-                        || tokio::time::Instant::now() + delay > give_up_at =>
-                {
-                    break Err(error);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, run = run.id, retry_in = ?delay, "could not end a run yet; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = self.stop.cancelled() => {}
-                    }
-                    delay = (delay * 2).min(LAST_ENDING_RETRY);
-                }
+                Err(error) => error,
+            };
+            let give_up_at = match *lock(&self.stopped_at) {
+                Some(stopped_at) => lease_ends.min(stopped_at + self.config.ending_grace),
+                None => lease_ends,
+            };
+            if tokio::time::Instant::now() + delay > give_up_at {
+                break Err(error);
             }
+            tracing::warn!(%error, run = run.id, retry_in = ?delay, "could not end a run yet; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(LAST_ENDING_RETRY);
         };
         match written {
-            Ok(true) => {
+            Ok(Some(status)) => {
                 let mut ended = run.clone();
-                ended.status = ending.status;
-                ended.error = ending.error;
-                ended.error_kind = ending.error_kind;
+                ended.status = status;
+                if status == ending.status {
+                    ended.error = ending.error;
+                    ended.error_kind = ending.error_kind;
+                } else {
+                    (ended.error, ended.error_kind) = (None, None);
+                    tracing::info!(
+                        run = run.id,
+                        "a cancel asked for first won over the run's own ending"
+                    );
+                }
                 self.audit_run(
                     &ended,
                     i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
                 );
             }
-            Ok(false) => tracing::warn!(run = run.id, "lost the lease before ending a run"),
+            Ok(None) => tracing::warn!(run = run.id, "lost the lease before ending a run"),
             Err(error) => {
                 tracing::warn!(%error, run = run.id, "could not end a run; its lease will expire and it runs again")
             }

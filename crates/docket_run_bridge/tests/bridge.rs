@@ -24,6 +24,7 @@ use docket_run_bridge::task::run_task;
 use docket_run_bridge::{BridgeConfig, OwnerAccess, RunBridge, ScriptRunner};
 use docket_script::{RunProgress, ScriptFailure, ScriptReport};
 use docket_storage::test_db::{FaultProxy, PostgresServer, TestDatabase};
+use docket_task::audit::AuditWriter;
 use docket_task::{TaskStatus, TaskStore};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -146,15 +147,22 @@ struct Harness {
     database: TestDatabase,
     store: Arc<dyn ScriptStore>,
     audit: Arc<dyn TaskStore>,
+    /// Writes the bridges' audit rows into `audit`.
+    writer: Arc<AuditWriter>,
     runner: Arc<StandIn>,
 }
 
 impl Harness {
     async fn new(database: TestDatabase) -> Self {
         let connected = database.connect().await;
+        let audit = connected.task_store();
         Self {
             store: connected.script_store(),
-            audit: connected.task_store(),
+            writer: Arc::new(AuditWriter::new(
+                Arc::clone(&audit),
+                Duration::from_secs(30),
+            )),
+            audit,
             database,
             runner: Arc::default(),
         }
@@ -177,7 +185,7 @@ impl Harness {
         let store = self.database.connect().await.script_store();
         let bridge = RunBridge::new(
             store,
-            Some(Arc::clone(&self.audit)),
+            Some(Arc::clone(&self.writer)),
             Arc::clone(&self.runner) as Arc<dyn ScriptRunner>,
             config,
         );
@@ -200,7 +208,7 @@ impl Harness {
         .script_store();
         let bridge = RunBridge::new(
             store,
-            Some(Arc::clone(&self.audit)),
+            Some(Arc::clone(&self.writer)),
             Arc::clone(&self.runner) as Arc<dyn ScriptRunner>,
             config,
         );
@@ -848,11 +856,12 @@ mod schedules {
             .expect("claim")
         {
             let lease = run.lease().expect("leased");
-            assert!(
+            assert_eq!(
                 store
                     .finish(&lease, succeeded(json!({})))
                     .await
-                    .expect("finish")
+                    .expect("finish"),
+                Some(RunStatus::Succeeded)
             );
             finished += 1;
         }
@@ -1197,7 +1206,7 @@ mod schedules {
         let clock = Arc::new(ManualClock::new(START));
         let bridge = docket_run_bridge::RunBridge::with_clock(
             h.database.connect().await.script_store(),
-            Some(Arc::clone(&h.audit)),
+            Some(Arc::clone(&h.writer)),
             Arc::clone(&h.runner) as Arc<dyn docket_run_bridge::ScriptRunner>,
             docket_run_bridge::BridgeConfig {
                 schedule_interval: Some(Duration::from_secs(10)),

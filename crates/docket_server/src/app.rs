@@ -9,6 +9,7 @@ use docket_catalog::{AssetStore, CallCatalog, SessionStore};
 use docket_export::sink::ObjectSink;
 use docket_protocol::meta::Implementation;
 use docket_task::TaskStore;
+use docket_task::audit::AuditWriter;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
 use crate::assets::Assets;
@@ -459,7 +460,11 @@ impl AppBuilder {
             _ => None,
         };
         let has_store = store.is_some();
-        let audit = store.filter(|_| config.audit.enabled);
+        // Rows are tried again while the store is away, as an ending is, and a
+        // shutdown waits for them.
+        let audit = store
+            .filter(|_| config.audit.enabled)
+            .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after)));
         let app_cell = Arc::new(OnceLock::new());
         let run_bridge = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {
@@ -543,7 +548,7 @@ impl AppBuilder {
 fn script_tools(
     config: &Config,
     store: Arc<dyn ScriptStore>,
-    audit: Option<Arc<dyn TaskStore>>,
+    audit: Option<Arc<AuditWriter>>,
     replica_id: &str,
     app_cell: &Arc<OnceLock<std::sync::Weak<AppState>>>,
     isolation: Isolation,
@@ -602,6 +607,7 @@ fn script_tools(
                 .schedules
                 .enabled
                 .then_some(settings.schedules.interval),
+            ending_grace: config.server.shutdown.ending_grace,
             ..BridgeConfig::new(replica_id)
         },
         schedule_clock,

@@ -270,6 +270,12 @@ impl Background {
                 }
             };
             tokio::join!(runs, exports);
+            // What the work just done left to audit is written before the replica goes.
+            if let Some(writer) = &app.state.audit {
+                writer
+                    .flush(app.config().server.shutdown.ending_grace)
+                    .await;
+            }
         }
     }
 }

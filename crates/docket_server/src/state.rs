@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use docket_run_bridge::RunBridge;
-use docket_task::TaskStore;
+use docket_task::audit::AuditWriter;
 use docket_task::runtime::TaskRuntime;
 
 use crate::assets::Assets;
@@ -60,7 +60,7 @@ pub(crate) struct AppState {
     /// The task machinery, when a store is configured and `tasks.enabled`.
     pub(crate) tasks: Option<Tasks>,
     /// Where audit rows go, when a store is configured and `audit.enabled`.
-    pub(crate) audit: Option<Arc<dyn TaskStore>>,
+    pub(crate) audit: Option<Arc<AuditWriter>>,
     /// This replica's id.
     pub(crate) replica_id: String,
     /// Asset rows and bytes, for downloads.

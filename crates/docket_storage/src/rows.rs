@@ -137,6 +137,20 @@ impl<C: Columns> CreatedIdRow<C> {
     }
 }
 
+/// The status an ending statement recorded.
+#[derive(QueryableByName)]
+pub(crate) struct EndedStatusRow {
+    #[diesel(sql_type = Text)]
+    status: String,
+}
+
+impl EndedStatusRow {
+    /// The status, when the statement ended the task.
+    pub(crate) fn read(row: Option<Self>) -> Result<Option<docket_task::TaskStatus>, StoreError> {
+        row.map(|row| shared::status(&row.status)).transpose()
+    }
+}
+
 /// One task id returned by a statement.
 #[derive(QueryableByName)]
 pub(crate) struct TaskIdRow {

@@ -57,6 +57,21 @@ impl Ending {
             error_message: audit.error_message,
         })
     }
+
+    /// The ending a cancel recorded first puts in place of any other.
+    pub(crate) fn cancelled() -> Self {
+        let audit =
+            AuditEntry::for_outcome("", "", AuditContext::default(), &Outcome::Cancelled, 0);
+        Self {
+            status: TaskStatus::Cancelled.as_str(),
+            result: None,
+            error: None,
+            status_message: Some("cancelled".to_owned()),
+            success: audit.success,
+            outcome: audit.outcome,
+            error_message: audit.error_message,
+        }
+    }
 }
 
 /// A task error as stored.

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "runtime")]
+pub mod audit;
 pub mod id;
 pub mod memory;
 pub mod model;

@@ -96,6 +96,12 @@ impl MemoryStore {
         if record.status.is_terminal() {
             return None;
         }
+        // A cancel asked for first wins, as the stores' compare-and-set has it.
+        let outcome = if record.cancel_requested_at.is_some() {
+            Outcome::Cancelled
+        } else {
+            outcome
+        };
         let duration_ms =
             i64::try_from((now - record.created_at).whole_milliseconds()).unwrap_or(i64::MAX);
         let audit = AuditEntry::for_outcome(
@@ -179,16 +185,19 @@ impl TaskStore for MemoryStore {
         Ok((page, now))
     }
 
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         let now = (self.clock)();
-        let audit = lock(&self.tasks)
-            .get_mut(id)
-            .and_then(|entry| Self::end(entry, outcome, now));
-        let ended = audit.is_some();
-        if let Some(audit) = audit {
+        let ended = lock(&self.tasks).get_mut(id).and_then(|entry| {
+            Self::end(entry, outcome, now).map(|audit| (entry.record.status, audit))
+        });
+        Ok(ended.map(|(status, audit)| {
             lock(&self.audit).push(audit);
-        }
-        Ok(ended)
+            status
+        }))
     }
 
     async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
@@ -438,7 +447,11 @@ impl TaskStore for FlakyStore {
         self.check()?;
         self.inner.list_followed(subject, after, limit).await
     }
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         self.check()?;
         self.inner.finish(id, outcome).await
     }

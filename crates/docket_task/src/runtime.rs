@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::id::TaskId;
-use crate::model::{Outcome, TaskError, TaskRecord};
-use crate::store::{AuditEntry, Beat, NewTask, StoreError, TaskSignal, TaskStore};
+use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
+use crate::store::{Beat, NewTask, StoreError, TaskSignal, TaskStore};
 
 /// How the runtime paces itself.
 #[derive(Clone, Debug)]
@@ -141,7 +141,13 @@ pub struct TaskContext {
     poll: Duration,
     /// Tells this replica's followers that the task now waits for input.
     changes: tokio::sync::broadcast::Sender<TaskId>,
+    /// What the work left behind for a result, taken back unless the task ends
+    /// completed ([`TaskContext::undo_unless_completed`]).
+    undo: Arc<Mutex<Vec<Undo>>>,
 }
+
+/// Work that takes back what a task left behind for a result it did not end with.
+type Undo = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl TaskContext {
     /// The task's id.
@@ -158,6 +164,15 @@ impl TaskContext {
     /// next heartbeat stores it.
     pub fn set_status_message(&self, message: impl Into<String>) {
         *lock(&self.status_message) = Some(message.into());
+    }
+
+    /// Runs `undo` once the task has ended, unless this replica recorded it
+    /// `completed`: what the work left behind for its result (an export's asset) is
+    /// taken back when the result is not what the task ends with — a cancel asked
+    /// for first won, the work was stopped after it left it, or another replica
+    /// recorded the task failed first.
+    pub fn undo_unless_completed(&self, undo: impl Future<Output = ()> + Send + 'static) {
+        lock(&self.undo).push(Box::pin(undo));
     }
 
     /// Asks the client for input and waits until every key is answered. The requests
@@ -316,6 +331,7 @@ impl TaskRuntime {
         let cancel = CancellationToken::new();
         let status_message = Arc::new(Mutex::new(record.status_message.clone()));
         let input_ready = Arc::new(Notify::new());
+        let undo = Arc::new(Mutex::new(Vec::new()));
         lock(&self.running).insert(
             id.clone(),
             Running {
@@ -333,6 +349,7 @@ impl TaskRuntime {
             store: Arc::clone(&self.store),
             poll: self.config.heartbeat_interval,
             changes: self.changes.clone(),
+            undo: Arc::clone(&undo),
         };
         let runtime = Arc::clone(self);
         self.tracker.spawn(async move {
@@ -349,8 +366,14 @@ impl TaskRuntime {
             };
             // Still heartbeated while its ending is being written, so a short outage
             // of the store never makes it look abandoned.
-            runtime.record_ending(&id, outcome).await;
+            let ended = runtime.record_ending(&id, outcome).await;
             lock(&runtime.running).remove(&id);
+            if ended != Some(TaskStatus::Completed) {
+                let undo = std::mem::take(&mut *lock(&undo));
+                for undo in undo {
+                    undo.await;
+                }
+            }
         });
         Ok(record)
     }
@@ -365,23 +388,29 @@ impl TaskRuntime {
     /// store, which records it failed ([`TaskError::ending_lost`]). A drain past its
     /// grace period still tries it for [`RuntimeConfig::ending_grace`]; after that
     /// the replica stops beating and another replica's stale sweep records it failed.
-    async fn record_ending(&self, id: &TaskId, outcome: Outcome) {
+    /// The status this replica recorded, if it did.
+    async fn record_ending(&self, id: &TaskId, outcome: Outcome) -> Option<TaskStatus> {
         let give_up_at = tokio::time::Instant::now() + self.config.stale_after;
         let mut delay = FIRST_ENDING_RETRY;
         loop {
             let error = match self.store.finish(id, outcome.clone()).await {
                 Ok(ended) => {
-                    if !ended {
+                    match ended {
                         // Compare-and-set: an ending recorded first stands (a reader
                         // that found this replica gone, a cancel, a stale sweep).
-                        tracing::info!(
+                        None => tracing::info!(
                             task = %id,
                             "the task had already ended; this replica's ending is not kept"
-                        );
+                        ),
+                        Some(status) if status != outcome.status() => tracing::info!(
+                            task = %id,
+                            "a cancel asked for first won over the task's own ending"
+                        ),
+                        Some(_) => {}
                     }
                     // Followers here learn at once; other replicas' through the store.
                     let _ = self.changes.send(id.clone());
-                    return;
+                    return ended;
                 }
                 Err(error) => error,
             };
@@ -395,11 +424,11 @@ impl TaskRuntime {
             if tokio::time::Instant::now() + delay > give_up_at {
                 if self.shutdown.is_cancelled() {
                     tracing::error!(task = %id, %error, "could not record how a task ended before the ending grace ran out");
-                    return;
+                    return None;
                 }
                 tracing::error!(task = %id, %error, "could not record how a task ended; the next beat records it failed");
                 lock(&self.abandoned).push(id.clone());
-                return;
+                return None;
             }
             tracing::warn!(task = %id, %error, retry_in = ?delay, "could not record how a task ended yet; retrying");
             tokio::time::sleep(delay).await;
@@ -548,37 +577,5 @@ impl TaskRuntime {
             self.tracker.wait().await;
         }
         self.stop_background.cancel();
-    }
-}
-
-/// The longest pause between attempts to write an audit row.
-const LONGEST_AUDIT_RETRY: Duration = Duration::from_secs(2);
-
-/// Writes the audit row of a call that did not become a task, as an ending is
-/// written: a store that is briefly away is tried again with a growing pause for
-/// up to `patience` (`tasks.stale_after`), so an outage shorter than that loses no
-/// audit row. Whether it was written; the last failure is logged.
-pub async fn record_audit_patiently(
-    store: &dyn TaskStore,
-    entry: AuditEntry,
-    patience: Duration,
-) -> bool {
-    let give_up_at = tokio::time::Instant::now() + patience;
-    let mut delay = FIRST_ENDING_RETRY;
-    loop {
-        match store.record_audit(entry.clone()).await {
-            Ok(()) => return true,
-            Err(StoreError::Unavailable(error))
-                if tokio::time::Instant::now() + delay <= give_up_at =>
-            {
-                tracing::warn!(tool = entry.tool, %error, retry_in = ?delay, "could not write an audit row yet; trying again");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(LONGEST_AUDIT_RETRY);
-            }
-            Err(error) => {
-                tracing::error!(tool = entry.tool, %error, "could not write an audit row");
-                return false;
-            }
-        }
     }
 }

@@ -234,9 +234,13 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError>;
 
-    /// Ends a task with `outcome` if it has not ended yet, and writes its audit row.
-    /// Returns whether this call ended it.
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError>;
+    /// Ends a task with `outcome` if it has not ended yet, and writes its audit row,
+    /// in one compare-and-set. A cancel asked for before it wins: a task whose cancel
+    /// was recorded ends `cancelled` whatever `outcome` says (the signal that would
+    /// have stopped the work may never have arrived). Returns the status this call
+    /// ended the task in, or `None` when it had already ended.
+    async fn finish(&self, id: &TaskId, outcome: Outcome)
+    -> Result<Option<TaskStatus>, StoreError>;
 
     /// Records that a cancel was asked for (no-op on an ended task) and signals the
     /// replica running it.

@@ -75,23 +75,26 @@ pub async fn finishing_is_compare_and_set(store: Arc<dyn TaskStore>) {
     let task = new_task(tool);
     store.create(task.clone()).await.expect("create");
     let result = json!({"content": [{"type": "text", "text": "done"}]});
-    assert!(
+    assert_eq!(
         store
             .finish(&task.id, Outcome::Completed(result.clone()))
             .await
-            .expect("finish")
+            .expect("finish"),
+        Some(TaskStatus::Completed)
     );
-    assert!(
-        !store
+    assert_eq!(
+        store
             .finish(&task.id, Outcome::Cancelled)
             .await
-            .expect("finish")
+            .expect("finish"),
+        None
     );
-    assert!(
-        !store
+    assert_eq!(
+        store
             .finish(&task.id, Outcome::Failed(TaskError::internal("late")))
             .await
-            .expect("finish")
+            .expect("finish"),
+        None
     );
     let (read, _) = store.get(&task.id).await.expect("get").expect("present");
     assert_eq!(read.status, TaskStatus::Completed);
@@ -118,17 +121,19 @@ pub async fn a_late_completion_never_overwrites_a_cancel(store: Arc<dyn TaskStor
         TaskStatus::Working,
         "a cancel request alone does not end the task"
     );
-    assert!(
+    assert_eq!(
         store
             .finish(&task.id, Outcome::Cancelled)
             .await
-            .expect("finish")
+            .expect("finish"),
+        Some(TaskStatus::Cancelled)
     );
-    assert!(
-        !store
+    assert_eq!(
+        store
             .finish(&task.id, Outcome::Completed(json!({"content": []})))
             .await
-            .expect("finish")
+            .expect("finish"),
+        None
     );
     let (read, _) = store.get(&task.id).await.expect("get").expect("present");
     assert_eq!(read.status, TaskStatus::Cancelled);
@@ -136,6 +141,40 @@ pub async fn a_late_completion_never_overwrites_a_cancel(store: Arc<dyn TaskStor
     let audit = store.audit_for_tool(tool, 10).await.expect("audit");
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].outcome, "cancelled");
+}
+
+/// A cancel acknowledged before the work's ending is recorded wins in the ending
+/// statement itself: the work that never heard it (its replica was not listening)
+/// reports a result or a failure, and the task still ends cancelled, with no
+/// result, audited once as cancelled.
+pub async fn an_acknowledged_cancel_wins_over_a_later_ending(store: Arc<dyn TaskStore>) {
+    let tool = "an_acknowledged_cancel_wins_over_a_later_ending";
+    let endings = [
+        Outcome::Completed(json!({"content": [{"type": "text", "text": "done"}]})),
+        Outcome::Failed(TaskError::internal("the upstream failed")),
+    ];
+    for ending in endings {
+        let task = new_task(tool);
+        store.create(task.clone()).await.expect("create");
+        store.request_cancel(&task.id).await.expect("cancel");
+        assert_eq!(
+            store.finish(&task.id, ending).await.expect("finish"),
+            Some(TaskStatus::Cancelled),
+            "the ending statement says what it recorded"
+        );
+        let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+        assert_eq!(read.status, TaskStatus::Cancelled);
+        assert_eq!((read.result, read.error), (None, None));
+        assert_eq!(read.status_message.as_deref(), Some("cancelled"));
+    }
+    let audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|entry| entry.outcome == "cancelled" && !entry.success),
+        "{audit:?}"
+    );
 }
 
 /// Many writers racing to end one task: exactly one wins, one audit row.
@@ -158,7 +197,7 @@ pub async fn racing_writers_cannot_both_win(store: Arc<dyn TaskStore>) {
     }
     let mut wins = 0;
     for handle in handles {
-        if handle.await.expect("joined") {
+        if handle.await.expect("joined").is_some() {
             wins += 1;
         }
     }
@@ -344,8 +383,9 @@ pub async fn input_requests_and_answers_live_with_the_task(store: Arc<dyn TaskSt
     assert_eq!(outstanding, 0, "a key used once is not asked again");
 }
 
-/// A working task whose replica stopped stamping it fails, once, with an audit row;
-/// a task stamped within `stale_after` and an ended task are left alone.
+/// A working task whose replica stopped stamping it fails, once, with an audit row
+/// (one whose cancel was acknowledged ends cancelled instead); a task stamped
+/// within `stale_after` and an ended task are left alone.
 ///
 /// Nothing here depends on how fast the machine is: "fresh" is checked against a
 /// threshold of an hour, and "stale" by waiting until the store's own clock shows
@@ -357,6 +397,10 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     let stamped = store.create(stale.clone()).await.expect("create");
     let ended = new_task(tool);
     store.create(ended.clone()).await.expect("create");
+    // A stale task whose cancel was acknowledged ends cancelled, not failed.
+    let asked = new_task(tool);
+    let asked_stamped = store.create(asked.clone()).await.expect("create");
+    store.request_cancel(&asked.id).await.expect("cancel");
 
     let failed = store
         .fail_stale(Duration::from_secs(3600))
@@ -371,7 +415,8 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
         .await
         .expect("finish");
 
-    wait_until_clock_passes(&store, &stale.id, stamped.heartbeat_at + stale_after).await;
+    let last_stamp = stamped.heartbeat_at.max(asked_stamped.heartbeat_at);
+    wait_until_clock_passes(&store, &stale.id, last_stamp + stale_after).await;
     let failed = store.fail_stale(stale_after).await.expect("sweep");
     assert!(
         failed.contains(&stale.id) && !failed.contains(&ended.id),
@@ -384,6 +429,9 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
             .as_ref()
             .is_some_and(|error| error.message.contains("call the tool again"))
     );
+    assert!(failed.contains(&asked.id), "{failed:?}");
+    let (read, _) = store.get(&asked.id).await.expect("get").expect("present");
+    assert_eq!((read.status, read.error), (TaskStatus::Cancelled, None));
     assert!(
         !store
             .fail_stale(stale_after)
@@ -393,14 +441,14 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
         "a second sweep fails nothing twice"
     );
     let audit = store.audit_for_tool(tool, 10).await.expect("audit");
-    assert_eq!(
+    let count = |outcome: &str| {
         audit
             .iter()
-            .filter(|entry| entry.outcome == "failed")
-            .count(),
-        1
-    );
-    assert_eq!(audit.len(), 2, "one row for each task: {audit:?}");
+            .filter(|entry| entry.outcome == outcome)
+            .count()
+    };
+    assert_eq!((count("failed"), count("cancelled")), (1, 1), "{audit:?}");
+    assert_eq!(audit.len(), 3, "one row for each task: {audit:?}");
 }
 
 /// Waits until the clock `store` reads (the database's, for a database) is past
@@ -560,6 +608,7 @@ macro_rules! store_suite {
             created_task_is_readable,
             finishing_is_compare_and_set,
             a_late_completion_never_overwrites_a_cancel,
+            an_acknowledged_cancel_wins_over_a_later_ending,
             racing_writers_cannot_both_win,
             cancelling_an_ended_task_is_a_no_op,
             heartbeat_stamps_and_reports_cancels,

@@ -42,7 +42,11 @@ impl TaskStore for CountingStore {
     ) -> Result<(Vec<TaskRecord>, OffsetDateTime), StoreError> {
         self.inner.list_followed(subject, after, limit).await
     }
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         self.inner.finish(id, outcome).await
     }
     async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {
@@ -338,6 +342,60 @@ async fn a_cancel_recorded_elsewhere_arrives_with_the_next_heartbeat() {
     );
     runtime.beat().await.expect("heartbeat");
     wait_for_status(&*store, &task.id, TaskStatus::Cancelled).await;
+}
+
+/// A cancel acknowledged by another replica while the work runs wins over the
+/// result the work returns without having heard it (its replica was not
+/// listening): the ending statement records it cancelled, and what the work left
+/// for its result is taken back. A task that ends completed keeps what it left.
+#[tokio::test]
+async fn an_acknowledged_cancel_wins_over_work_that_never_heard_it() {
+    let store = Arc::new(CountingStore::default());
+    let runtime = TaskRuntime::new(store.clone() as Arc<dyn TaskStore>, config());
+    let taken_back = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut releases = Vec::new();
+    let mut tasks = Vec::new();
+    for name in ["cancelled_unheard", "completed_kept"] {
+        let (release, released) = oneshot::channel::<()>();
+        let task = new_task(name);
+        let taken_back = Arc::clone(&taken_back);
+        runtime
+            .spawn(task.clone(), move |context| async move {
+                let _ = released.await;
+                context.undo_unless_completed(async move {
+                    taken_back.lock().expect("lock").push(name);
+                });
+                Outcome::Completed(json!({"content": [{"type": "text", "text": name}]}))
+            })
+            .await
+            .expect("spawned");
+        releases.push(release);
+        tasks.push(task);
+    }
+    // Another replica records the cancel; no notification reaches this one, and
+    // no beat runs before the work ends.
+    store
+        .inner
+        .request_cancel(&tasks[0].id)
+        .await
+        .expect("cancel");
+    for release in releases {
+        release.send(()).expect("the work waits");
+    }
+    let cancelled = wait_for_end(&*store, &tasks[0].id).await;
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+    assert_eq!(cancelled.result, None);
+    let completed = wait_for_end(&*store, &tasks[1].id).await;
+    assert_eq!(completed.status, TaskStatus::Completed);
+    // The drain waits for the work, and the take-backs after its endings.
+    runtime.drain(Duration::from_secs(30)).await;
+    assert_eq!(*taken_back.lock().expect("lock"), vec!["cancelled_unheard"]);
+    let audit = store
+        .audit_for_tool("cancelled_unheard", 10)
+        .await
+        .expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].outcome, "cancelled");
 }
 
 /// One statement per beat, whatever the number of tasks; a beat carries only the

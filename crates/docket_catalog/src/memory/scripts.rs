@@ -407,12 +407,28 @@ impl ScriptStore for MemoryScripts {
         })
     }
 
-    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
+    async fn finish(
+        &self,
+        lease: &Lease,
+        ending: RunEnding,
+    ) -> Result<Option<RunStatus>, CatalogError> {
         ending.validate()?;
         let mut state = lock(&self.state);
         let now = now();
         let Some(run) = state.leased(lease) else {
-            return Ok(false);
+            return Ok(None);
+        };
+        // A cancel asked for first wins, as the stores' compare-and-set has it.
+        let ending = if run.cancel_requested_at.is_some() {
+            RunEnding {
+                status: RunStatus::Cancelled,
+                result: None,
+                error: None,
+                error_kind: None,
+                ..ending
+            }
+        } else {
+            ending
         };
         let host_calls = ending
             .metrics
@@ -431,7 +447,7 @@ impl ScriptStore for MemoryScripts {
         run.lease_expires_at = None;
         run.finished_at = Some(now);
         run.updated_at = now;
-        Ok(true)
+        Ok(Some(run.status))
     }
 
     async fn retry(

@@ -539,13 +539,20 @@ pub trait ScriptStore: Send + Sync + 'static {
         host_calls: i64,
     ) -> Result<Renewal, CatalogError>;
 
-    /// Ends a run the lease holds; `false` when the lease was lost (nothing
-    /// written).
+    /// Ends a run the lease holds, in one compare-and-set; the status it ended
+    /// the run in, `None` when the lease was lost (nothing written). A cancel
+    /// asked for before it wins: a run whose cancel was recorded ends `cancelled`
+    /// (with no result or error, its log and metrics kept), whatever `ending`
+    /// says — the signal that would have stopped it may never have arrived.
     ///
     /// # Errors
     /// [`CatalogError::Invalid`] for a non-terminal status,
     /// [`CatalogError::Unavailable`].
-    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError>;
+    async fn finish(
+        &self,
+        lease: &Lease,
+        ending: RunEnding,
+    ) -> Result<Option<RunStatus>, CatalogError>;
 
     /// Puts a run back in the queue after a platform fault, not before `delay`
     /// from now, counting the fault; `false` when the lease was lost.

@@ -298,11 +298,12 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
         store.renew(&old_lease, LONG, 5).await.expect("renew"),
         Renewal::Lost
     );
-    assert!(
-        !store
+    assert_eq!(
+        store
             .finish(&old_lease, succeeded(json!(1)))
             .await
-            .expect("finish")
+            .expect("finish"),
+        None
     );
     assert!(
         !store
@@ -335,11 +336,12 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
             .host_calls,
         7
     );
-    assert!(
+    assert_eq!(
         store
             .finish(&new_lease, succeeded(json!({"rows": 3})))
             .await
-            .expect("finish")
+            .expect("finish"),
+        Some(RunStatus::Succeeded)
     );
     let (ended, _) = store.run(&run.id).await.expect("get").expect("present");
     assert_eq!(ended.status, RunStatus::Succeeded);
@@ -347,11 +349,12 @@ pub async fn writes_are_fenced_by_the_lease(store: Arc<dyn ScriptStore>) {
     assert_eq!(ended.log.as_deref(), Some("line one\nline two"));
     assert_eq!(ended.metrics["steps"], json!(10));
     assert!(ended.finished_at.is_some() && ended.lease_owner.is_none());
-    assert!(
-        !store
+    assert_eq!(
+        store
             .finish(&new_lease, succeeded(json!(2)))
             .await
             .expect("finish"),
+        None,
         "a run ends once"
     );
     assert!(
@@ -598,7 +601,10 @@ pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
         log_truncated: true,
         metrics: json!({}),
     };
-    assert!(store.finish(&lease, failure).await.expect("finish"));
+    assert_eq!(
+        store.finish(&lease, failure).await.expect("finish"),
+        Some(RunStatus::Failed)
+    );
     let (failed, _) = store.run(&other.id).await.expect("get").expect("present");
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(failed.error_kind, Some(RunErrorKind::Script));
@@ -618,7 +624,8 @@ pub async fn retries_and_releases_requeue(store: Arc<dyn ScriptStore>) {
 }
 
 /// Cancelling: a queued run ends at once; a running run is marked and its
-/// holder hears it at its next renewal; an ended run keeps its outcome; an
+/// holder hears it at its next renewal, and its ending is cancelled whatever the
+/// holder reports; an ended run keeps its outcome; an
 /// unknown id is `None`.
 pub async fn cancels_end_queued_runs_and_mark_running_ones(store: Arc<dyn ScriptStore>) {
     assert_eq!(store.cancel_run("missing").await.expect("cancel"), None);
@@ -655,11 +662,26 @@ pub async fn cancels_end_queued_runs_and_mark_running_ones(store: Arc<dyn Script
             cancel_requested: true
         }
     );
-    let cancelled = RunEnding {
-        status: RunStatus::Cancelled,
-        ..succeeded(json!(null))
-    };
-    assert!(store.finish(&lease, cancelled).await.expect("finish"));
+    // The worker did not hear the cancel in time and reports a success: the
+    // cancel, acknowledged first, wins in the ending statement itself.
+    assert_eq!(
+        store
+            .finish(&lease, succeeded(json!({"rows": 1})))
+            .await
+            .expect("finish"),
+        Some(RunStatus::Cancelled)
+    );
+    let (ended, _) = store.run(&running.id).await.expect("get").expect("present");
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    assert_eq!(
+        (ended.result, ended.error, ended.error_kind),
+        (None, None, None)
+    );
+    assert_eq!(
+        ended.log.as_deref(),
+        Some("line one\nline two"),
+        "its log is kept"
+    );
     assert_eq!(
         store.cancel_run(&running.id).await.expect("cancel"),
         Some(CancelOutcome::AlreadyEnded)
@@ -1013,11 +1035,12 @@ pub async fn a_fire_time_fires_once(store: Arc<dyn ScriptStore>) {
         .expect("run");
     assert_eq!(claimed.id, run.id);
     let lease = claimed.lease().expect("leased");
-    assert!(
+    assert_eq!(
         store
             .finish(&lease, succeeded(json!({})))
             .await
-            .expect("finish")
+            .expect("finish"),
+        Some(RunStatus::Succeeded)
     );
     let third = second + time::Duration::minutes(1);
     assert!(matches!(
@@ -1198,11 +1221,12 @@ pub async fn claims_pass_over_owners_at_their_share(store: Arc<dyn ScriptStore>)
         .expect("read")
         .and_then(|(run, _)| run.lease())
         .expect("leased");
-    assert!(
+    assert_eq!(
         store
             .finish(&first_lease, succeeded(json!({})))
             .await
-            .expect("finish")
+            .expect("finish"),
+        Some(RunStatus::Succeeded)
     );
     assert!(
         store
@@ -1393,7 +1417,7 @@ impl ScriptStore for FlakyScripts {
         &self,
         lease: &super::Lease,
         ending: super::RunEnding,
-    ) -> Result<bool, CatalogError> {
+    ) -> Result<Option<RunStatus>, CatalogError> {
         self.check()?;
         self.inner.finish(lease, ending).await
     }

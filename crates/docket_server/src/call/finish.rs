@@ -98,7 +98,7 @@ impl Finish {
         answer: &Result<Value, McpError>,
         elapsed: Duration,
     ) {
-        let Some(store) = self.app.state.audit.clone() else {
+        let Some(writer) = &self.app.state.audit else {
             return;
         };
         let (outcome, error_message) = match (label, answer) {
@@ -117,11 +117,9 @@ impl Finish {
             duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
         };
         // Tried again while the store is away, as an ending is (tasks.stale_after),
-        // so "audited once" holds for calls from requests and from runs alike.
-        let patience = self.app.config().tasks.stale_after;
-        tokio::spawn(async move {
-            docket_task::runtime::record_audit_patiently(store.as_ref(), entry, patience).await;
-        });
+        // and flushed at shutdown, so "audited once" holds for calls from requests
+        // and from runs alike.
+        writer.write(entry);
     }
 }
 

@@ -216,32 +216,46 @@ pub(crate) async fn list_followed(
     let page_len = usize::try_from(LIST_PAGE).unwrap_or(usize::MAX);
     let mut more = false;
     let mut merged = Vec::new();
-    for page in pages {
+    for (page, source) in pages.into_iter().zip(&tasks.sources) {
         let page = page?;
         // A full page from any source means that source may hold older tasks.
         more |= page.len() >= page_len;
-        merged.extend(page);
+        merged.extend(page.into_iter().map(|(record, now)| FoundTask {
+            record,
+            now,
+            source: Arc::clone(source),
+        }));
     }
-    merged.sort_by(|(a, _), (b, _)| {
-        (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str()))
+    merged.sort_by(|a, b| {
+        (b.record.created_at, b.record.id.as_str())
+            .cmp(&(a.record.created_at, a.record.id.as_str()))
     });
     more |= merged.len() > page_len;
     merged.truncate(page_len);
-    let next = more.then(|| merged.last()).flatten().map(|(record, _)| {
+    let next = more.then(|| merged.last()).flatten().map(|found| {
         PageCursor {
-            created_at: record.created_at,
-            id: record.id.as_str().to_owned(),
+            created_at: found.record.created_at,
+            id: found.record.id.as_str().to_owned(),
         }
         .encode()
     });
-    let listed = merged
-        .into_iter()
-        .filter(|(record, now)| record.expires_at.is_none_or(|expires_at| expires_at > *now))
-        .map(|(record, now)| {
-            let view = record.view(now, tasks.stale_after);
-            (record, view)
-        })
-        .collect();
+    let mut listed = Vec::with_capacity(merged.len());
+    for mut found in merged {
+        if found
+            .record
+            .expires_at
+            .is_some_and(|expires_at| expires_at <= found.now)
+        {
+            continue;
+        }
+        let mut view = found.record.view(found.now, tasks.stale_after);
+        if view.stale {
+            // Told as final, so recorded as final first, as `find` does.
+            found = Arc::clone(&found.source).settle_stale(found).await?;
+            view = found.record.view(found.now, tasks.stale_after);
+        }
+        listed.push((found.record, view));
+    }
     Ok((listed, next))
 }
 

@@ -152,8 +152,9 @@ impl TaskSource for CallTasks {
             .finish(&id, failed)
             .await
             .map_err(store_failure)?
+            .is_some()
         {
-            tracing::info!(task = %id, "recorded a task failed: its replica went stale");
+            tracing::info!(task = %id, "recorded how a task ended: its replica went stale");
             self.runtime.signal(TaskSignal::Changed(id.clone()));
         }
         // Read again: the failure just recorded, or the ending that landed first.

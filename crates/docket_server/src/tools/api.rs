@@ -8,6 +8,7 @@
 //! below the base URL, no caller credentials). What the upstream answers is
 //! scrubbed of the connection's secrets before it is shown.
 
+use docket_task::runtime::TaskContext;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -424,11 +425,11 @@ impl CallRecorder {
         mut self,
         assets: &Assets,
         asset: NewAsset,
-        rows: Option<i64>,
-        status: u16,
+        task: Option<&TaskContext>,
+        (rows, status): (Option<i64>, u16),
     ) -> Result<Asset, CallToolResult> {
         let bytes = asset.size_bytes;
-        match save_asset(assets, asset).await {
+        match save_asset(assets, asset, task).await {
             Ok(asset) => {
                 self.row.bytes = Some(bytes);
                 self.row.rows = rows;
@@ -673,7 +674,12 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         call_id: Some(call_id.clone()),
     };
     let asset = match recorder
-        .finish_with_asset(assets, new_asset, None, report.status)
+        .finish_with_asset(
+            assets,
+            new_asset,
+            call.task.as_deref(),
+            (None, report.status),
+        )
         .await
     {
         Ok(asset) => asset,

@@ -4,6 +4,7 @@
 //! the storage key, and recording the asset (race-safe, with the bytes deleted
 //! when the row cannot be written).
 
+use docket_task::runtime::TaskContext;
 use std::time::Duration;
 
 use docket_catalog::{Asset, CatalogError, NewAsset, generate_id};
@@ -195,20 +196,25 @@ pub(crate) async fn start_export(
 /// Records the asset whose bytes are committed at `new.storage_key`. When another
 /// call with the same idempotency key won the race, its asset is kept and these
 /// bytes are deleted; when the row cannot be written, the bytes are deleted too.
-pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, CallToolResult> {
+/// An asset made for `task` is taken back unless the task ends completed (a
+/// cancel acknowledged first won, or the task was stopped or failed after it was
+/// saved), so no export leaves an asset its task does not name.
+pub(crate) async fn save_asset(
+    assets: &Assets,
+    new: NewAsset,
+    task: Option<&TaskContext>,
+) -> Result<Asset, CallToolResult> {
     let storage_key = new.storage_key.clone();
     match record_asset(assets, new).await {
         Ok(outcome) => {
-            if !outcome.is_created() {
+            let created = outcome.is_created();
+            if !created {
                 let _ = assets.sink.delete(&storage_key).await;
             }
             let asset = outcome.into_asset();
-            // Listeners of the owner's resources hear of it, on any replica.
-            let change = docket_catalog::CatalogChange::Assets {
-                owner: asset.owner.clone(),
-            };
-            if let Err(err) = assets.changes.publish(change).await {
-                tracing::warn!(error = %err, "could not announce a new asset");
+            announce(assets, &asset.owner).await;
+            if let Some(task) = task.filter(|_| created) {
+                task.undo_unless_completed(take_back(assets.clone(), asset.clone()));
             }
             Ok(asset)
         }
@@ -216,6 +222,35 @@ pub(crate) async fn save_asset(assets: &Assets, new: NewAsset) -> Result<Asset, 
             let _ = assets.sink.delete(&storage_key).await;
             Err(Refusal::StorageFailed
                 .result(&format!("could not record the asset: {err}"), "Try again."))
+        }
+    }
+}
+
+/// Tells listeners of `owner`'s resources, on any replica, that they changed.
+async fn announce(assets: &Assets, owner: &str) {
+    let change = docket_catalog::CatalogChange::Assets {
+        owner: owner.to_owned(),
+    };
+    if let Err(err) = assets.changes.publish(change).await {
+        tracing::warn!(error = %err, "could not announce a change of assets");
+    }
+}
+
+/// Deletes the asset of a task that did not end completed: its row, then its bytes.
+async fn take_back(assets: Assets, asset: Asset) {
+    match assets.store.delete(&asset.id).await {
+        Ok(_) => {
+            if let Err(err) = assets.sink.delete(&asset.storage_key).await {
+                tracing::warn!(asset = asset.id, error = %err, "could not delete the bytes of a taken-back asset");
+            }
+            tracing::info!(
+                asset = asset.id,
+                "deleted an export's asset: its task did not end completed"
+            );
+            announce(&assets, &asset.owner).await;
+        }
+        Err(err) => {
+            tracing::warn!(asset = asset.id, error = %err, "could not take back the asset of a task that did not end completed");
         }
     }
 }

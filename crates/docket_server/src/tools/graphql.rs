@@ -424,7 +424,12 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     };
     let rows = i64::try_from(report.records).ok();
     let asset = match recorder
-        .finish_with_asset(assets, new_asset, rows, report.status)
+        .finish_with_asset(
+            assets,
+            new_asset,
+            call.task.as_deref(),
+            (rows, report.status),
+        )
         .await
     {
         Ok(asset) => asset,

@@ -226,6 +226,7 @@ impl Host for ScriptHost {
             .map_err(|err| platform(&err))?;
         upload.write(bytes).await.map_err(|err| platform(&err))?;
         let size = upload.commit().await.map_err(|err| platform(&err))?;
+        // A run's exports stand whatever the run ends with: its log names them.
         let asset = save_asset(
             &assets,
             NewAsset {
@@ -249,6 +250,7 @@ impl Host for ScriptHost {
                 task_id: Some(self.run_id.clone()),
                 call_id: None,
             },
+            None,
         )
         .await
         .map_err(|refused| {

@@ -750,7 +750,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         task_id: task_id.clone(),
         call_id: Some(call_id.clone()),
     };
-    let asset = match save_asset(assets, new_asset).await {
+    let asset = match save_asset(assets, new_asset, call.task.as_deref()).await {
         Ok(asset) => asset,
         Err(refusal) => return refusal,
     };

@@ -542,7 +542,75 @@ async fn consent_inside_a_session_is_refused_with_a_way_forward() {
     assert_eq!(body["error"]["code"], -32602, "{body}");
 }
 
-on_both_backends!(sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow);
+on_both_backends!(
+    sessions_of_2025_11_25_run_durable_tasks_the_other_era_can_follow,
+    a_stale_task_a_listing_tells_as_failed_is_recorded_failed,
+);
+
+/// A status a listing tells as final is recorded before it is told, as a
+/// `tasks/get` does: a task whose replica went silent (it never beat) lists as
+/// failed, and the row itself now says so, so the replica's ending that arrives
+/// later is refused. No maintenance pass runs here to record it instead.
+async fn a_stale_task_a_listing_tells_as_failed_is_recorded_failed(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let store = database.connect().await;
+    let yaml = "tasks: { heartbeat_interval: 100ms, stale_after: 1s }\n\
+                personas:\n\
+                \x20 analyst: { roles: [analyst], tools: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"])]);
+    let app = docket_server::App::builder(config)
+        .task_store(store.task_store())
+        .sessions(store.session_store())
+        .build()
+        .expect("app");
+    let server = TestServer::start_without_background(app).await;
+    let tasks = store.task_store();
+    // Alice's task on a replica that never beats.
+    let task = docket_task::testing::new_task("silent_job");
+    let created = tasks.create(task.clone()).await.expect("create");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, now) = tasks.get(&task.id).await.expect("get").expect("present");
+        if now > created.heartbeat_at + std::time::Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the clock stood still"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut alice = LegacyClient::new(&server, "alice");
+    alice.initialize("2025-11-25").await;
+    let (status, body) = alice.request("tasks/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed = body["result"]["tasks"]
+        .as_array()
+        .and_then(|listed| listed.iter().find(|t| t["taskId"] == task.id.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("alice's task is listed: {body}"));
+    assert_eq!(listed["status"], "failed", "{listed}");
+    let (row, _) = tasks.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(
+        row.status,
+        docket_task::TaskStatus::Failed,
+        "recorded, not only told"
+    );
+    assert_eq!(
+        tasks
+            .finish(
+                &task.id,
+                docket_task::Outcome::Completed(json!({"content": []}))
+            )
+            .await
+            .expect("finish"),
+        None,
+        "the late ending is refused"
+    );
+}
 
 /// An app over `database` with task tools: one that ends at once, one that runs until
 /// cancelled, and one that runs only as a task.

@@ -18,6 +18,8 @@ struct Fixture {
     server: TestServer,
     double: TrinoDouble,
     catalog: Arc<dyn docket_catalog::CallCatalog>,
+    /// For another replica's view of the database.
+    database_url: String,
     _database: TestDatabase,
     _files: std::path::PathBuf,
 }
@@ -52,13 +54,25 @@ async fn fixture_on(
     max_rows: u64,
     connection_extra: &str,
 ) -> Option<Fixture> {
+    let tasks = "{ heartbeat_interval: 100ms }";
+    fixture_with(backend, row_threshold, max_rows, connection_extra, tasks).await
+}
+
+/// [`fixture_on`] with `tasks` as the `tasks:` section.
+async fn fixture_with(
+    backend: Backend,
+    row_threshold: u64,
+    max_rows: u64,
+    connection_extra: &str,
+    tasks: &str,
+) -> Option<Fixture> {
     let database = backend.database().await?;
     let double = TrinoDouble::start().await.expect("double");
     let yaml = format!(
         "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default{connection_extra} }}\n\
          consent: {{ trino: {{ row_threshold: {row_threshold} }} }}\n\
          exports: {{ max_rows: {max_rows} }}\n\
-         tasks: {{ heartbeat_interval: 100ms }}\n\
+         tasks: {tasks}\n\
          server: {{ max_resource_read_bytes: 1KiB }}\n\
          personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
         double.url()
@@ -71,6 +85,7 @@ async fn fixture_on(
     ]);
     let stored = StoredServer::start(config, &database, false).await;
     Some(Fixture {
+        database_url: database.url().to_owned(),
         server: stored.server,
         double,
         catalog: stored.store.call_catalog(),
@@ -601,6 +616,69 @@ async fn cancelling_an_export_task_stops_the_query_and_leaves_no_asset(backend: 
         listed["result"]["structuredContent"]["assets"],
         json!([]),
         "no partial asset"
+    );
+}
+
+/// A cancel acknowledged through another replica that the exporting replica
+/// never heard (no notification crosses SQLite processes, and its next beat is an
+/// hour away) wins in the ending statement over the export that finished after
+/// it; the asset the export saved is taken back, bytes and row. (The race of the
+/// ending statements themselves is a store property, on both backends.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unheard_cancel_wins_over_a_finished_export_and_takes_its_asset_back() {
+    let tasks = "{ heartbeat_interval: 1h, stale_after: 2h }";
+    let f = fixture_with(Backend::Sqlite, u64::MAX, 10_000_000, "", tasks)
+        .await
+        .expect("SQLite is always there");
+    f.double.set_page_rows(1000);
+    f.double.set_page_delay(Duration::from_millis(20));
+    let (_, created) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT * FROM synthetic.big.rows_100k", "format": "csv", "name": "unwanted"}),
+            json!({"extensions": {TASKS: {}}}),
+        )
+        .await;
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    // Another replica: its own connection, whose signals reach no one here.
+    let elsewhere = docket_storage::connect(
+        &f.database_url,
+        docket_storage::ConnectOptions {
+            max_connections: 1,
+            migrate: false,
+        },
+    )
+    .await
+    .expect("connect")
+    .task_store();
+    elsewhere
+        .request_cancel(&docket_task::TaskId::from_stored(task_id.clone()))
+        .await
+        .expect("the cancel is recorded");
+    let ended = f.wait_task("alice", &task_id, "cancelled").await;
+    assert!(ended.get("result").is_none(), "{ended}");
+    // The take-back follows the ending; wait for it (the deadline only turns a
+    // hang into a failure).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, listed) = f.call("alice", "list_assets", json!({}), json!({})).await;
+        let files = crate::support::files_under(&f._files);
+        if listed["result"]["structuredContent"]["assets"] == json!([]) && files.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the asset stayed: {listed} {files:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        f.double.cancelled_queries().is_empty(),
+        "the export ran to its end: nothing stopped it but the ending statement"
     );
 }
 

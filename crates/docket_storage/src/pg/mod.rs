@@ -25,7 +25,7 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -201,7 +201,11 @@ impl TaskStore for PgStore {
         tasks::list_followed(&mut *self.conn().await?, subject, after, limit).await
     }
 
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         let ending = Ending::new(outcome)?;
         tasks::finish(&mut *self.conn().await?, id, ending).await
     }

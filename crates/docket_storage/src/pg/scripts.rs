@@ -24,8 +24,8 @@ use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
     CancelOutcome, Fire, FireOutcome, FireRecord, Lease, NewRun, NewSchedule, NewScript, Renewal,
-    Run, RunEnding, RunFilter, RunSignalListener, Schedule, Script, ScriptChange, ScriptStore,
-    ScriptVersion,
+    Run, RunEnding, RunFilter, RunSignalListener, RunStatus, Schedule, Script, ScriptChange,
+    ScriptStore, ScriptVersion,
 };
 
 /// The fence every write of a lease holder carries ($1 id, $2 owner, $3 attempt).
@@ -409,20 +409,30 @@ impl ScriptStore for PgStore {
         Ok(rows::renewal(row))
     }
 
-    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
+    async fn finish(
+        &self,
+        lease: &Lease,
+        ending: RunEnding,
+    ) -> Result<Option<RunStatus>, CatalogError> {
         ending.validate()?;
         let host_calls = rows::host_calls(&ending.metrics);
-        // Followers on every replica hear of the end when it commits.
+        // A cancel recorded first wins over the ending. Followers on every
+        // replica hear of the end when it commits.
         let ended = statement(concat!(
-            "WITH ended AS (UPDATE script_runs SET status = $4, result = $5, error = $6, \
-             error_kind = $7, log = $8, log_truncated = $9, metrics = $10, \
+            "WITH ended AS (UPDATE script_runs SET \
+             status = CASE WHEN cancel_requested_at IS NULL THEN $4 ELSE 'cancelled' END, \
+             result = CASE WHEN cancel_requested_at IS NULL THEN $5 END, \
+             error = CASE WHEN cancel_requested_at IS NULL THEN $6 END, \
+             error_kind = CASE WHEN cancel_requested_at IS NULL THEN $7 END, \
+             log = $8, log_truncated = $9, metrics = $10, \
              host_calls = GREATEST(host_calls, $11), \
              lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now() \
              WHERE ",
             fence!(),
-            " RETURNING id) SELECT pg_notify('",
+            " RETURNING id, status) SELECT ended.status FROM ended \
+             CROSS JOIN LATERAL (SELECT pg_notify('",
             run_channel!(),
-            "', 'ended:' || id) FROM ended"
+            "', 'ended:' || ended.id)) AS signalled"
         ))
         .bind::<Text, _>(&lease.run_id)
         .bind::<Text, _>(&lease.owner)
@@ -435,10 +445,11 @@ impl ScriptStore for PgStore {
         .bind::<Bool, _>(ending.log_truncated)
         .bind::<Jsonb, _>(&ending.metrics)
         .bind::<BigInt, _>(host_calls)
-        .execute(&mut *self.catalog_conn().await?)
+        .get_result::<StatusRow>(&mut *self.catalog_conn().await?)
         .await
+        .optional()
         .map_err(catalog_query_error)?;
-        Ok(ended == 1)
+        rows::ended_status(ended)
     }
 
     async fn retry(

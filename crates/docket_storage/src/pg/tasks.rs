@@ -7,13 +7,13 @@ use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz}
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::columns::PgColumns;
 use crate::error::query_error;
-use crate::rows::{self, TaskIdRow, task_columns_but_stamp};
+use crate::rows::{self, EndedStatusRow, TaskIdRow, task_columns_but_stamp};
 use crate::shared::{self, Answered, Ending, InputState};
 use crate::statement::statement;
 
@@ -220,8 +220,9 @@ pub(crate) async fn finish(
     conn: &mut AsyncPgConnection,
     id: &TaskId,
     ending: Ending,
-) -> Result<bool, StoreError> {
-    let audited = statement(include_str!("tasks/finish.sql"))
+) -> Result<Option<TaskStatus>, StoreError> {
+    let cancel = Ending::cancelled();
+    let ended = statement(include_str!("tasks/finish.sql"))
         .bind::<Text, _>(id.as_str())
         .bind::<Text, _>(ending.status)
         .bind::<Nullable<Jsonb>, _>(&ending.result)
@@ -230,10 +231,14 @@ pub(crate) async fn finish(
         .bind::<Bool, _>(ending.success)
         .bind::<Text, _>(&ending.outcome)
         .bind::<Nullable<Text>, _>(&ending.error_message)
-        .execute(conn)
+        .bind::<Nullable<Text>, _>(&cancel.status_message)
+        .bind::<Text, _>(&cancel.outcome)
+        .bind::<Nullable<Text>, _>(&cancel.error_message)
+        .get_result::<EndedStatusRow>(conn)
         .await
+        .optional()
         .map_err(query_error)?;
-    Ok(audited == 1)
+    EndedStatusRow::read(ended)
 }
 
 /// Records a cancel request and notifies the replica running the task.
@@ -436,12 +441,16 @@ pub(crate) async fn fail_stale(
     stale_after_ms: i64,
     ending: Ending,
 ) -> Result<Vec<TaskId>, StoreError> {
+    let cancel = Ending::cancelled();
     let rows = statement(include_str!("tasks/fail_stale.sql"))
         .bind::<BigInt, _>(stale_after_ms)
         .bind::<Nullable<Jsonb>, _>(&ending.error)
         .bind::<Nullable<Text>, _>(&ending.status_message)
         .bind::<Bool, _>(ending.success)
         .bind::<Text, _>(&ending.outcome)
+        .bind::<Nullable<Text>, _>(&cancel.status_message)
+        .bind::<Text, _>(&cancel.outcome)
+        .bind::<Nullable<Text>, _>(&cancel.error_message)
         .load::<TaskIdRow>(conn)
         .await
         .map_err(query_error)?;
@@ -510,7 +519,7 @@ mod tests {
         heartbeat(conn, &replica, &[beat]).await.expect("beat");
         let ending =
             Ending::new(Outcome::Completed(serde_json::json!({"ok": true}))).expect("ending");
-        assert!(finish(conn, &id, ending).await.expect("finish"));
+        assert!(finish(conn, &id, ending).await.expect("finish").is_some());
     }
 
     /// The task path's statements are prepared by the backend once per connection

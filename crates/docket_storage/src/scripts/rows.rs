@@ -8,7 +8,7 @@ use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
-    CancelOutcome, FireRecord, FireStatus, Renewal, Run, RunTrigger, Schedule, Script,
+    CancelOutcome, FireRecord, FireStatus, Renewal, Run, RunStatus, RunTrigger, Schedule, Script,
     ScriptVersion,
 };
 
@@ -226,6 +226,15 @@ pub(crate) use version_columns;
 pub(crate) struct StatusRow {
     #[diesel(sql_type = Text)]
     pub(crate) status: String,
+}
+
+/// The status a run's ending statement recorded, when it held the lease.
+pub(crate) fn ended_status(row: Option<StatusRow>) -> Result<Option<RunStatus>, CatalogError> {
+    row.map(|row| {
+        RunStatus::parse(&row.status)
+            .ok_or_else(|| CatalogError::Corrupt(format!("run status `{}`", row.status)))
+    })
+    .transpose()
 }
 
 /// What a renewal read back.

@@ -45,14 +45,14 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStore};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::ConnectOptions;
 use crate::database_url::create_parent_directory;
 use crate::error::{Cause, StorageError, catalog_error, pool_error, query_error};
-use crate::shared::Ending;
+use crate::shared::{self, Ending};
 use crate::url::Backend;
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
@@ -218,11 +218,17 @@ impl TaskStore for SqliteStore {
         crate::rows::page_with_clock(rows.into_iter().map(tasks::TaskNowRow::read))
     }
 
-    async fn finish(&self, id: &TaskId, outcome: Outcome) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: &TaskId,
+        outcome: Outcome,
+    ) -> Result<Option<TaskStatus>, StoreError> {
         let ending = Ending::new(outcome)?;
         let id = id.as_str().to_owned();
         self.write(move |conn| tasks::finish(conn, &id, &ending))
-            .await
+            .await?
+            .map(|status| shared::status(&status))
+            .transpose()
     }
 
     async fn request_cancel(&self, id: &TaskId) -> Result<(), StoreError> {

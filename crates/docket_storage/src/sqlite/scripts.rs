@@ -26,7 +26,8 @@ use crate::statement::statement;
 use docket_catalog::CatalogError;
 use docket_catalog::scripts::{
     CancelOutcome, Fire, FireOutcome, FireRecord, Lease, NewRun, NewSchedule, NewScript, Renewal,
-    Run, RunEnding, RunFilter, Schedule, Script, ScriptChange, ScriptStore, ScriptVersion,
+    Run, RunEnding, RunFilter, RunStatus, Schedule, Script, ScriptChange, ScriptStore,
+    ScriptVersion,
 };
 
 /// The fence every write of a lease holder carries (?1 id, ?2 owner, ?3 attempt).
@@ -472,16 +473,25 @@ impl ScriptStore for SqliteStore {
         Ok(rows::renewal(row))
     }
 
-    async fn finish(&self, lease: &Lease, ending: RunEnding) -> Result<bool, CatalogError> {
+    async fn finish(
+        &self,
+        lease: &Lease,
+        ending: RunEnding,
+    ) -> Result<Option<RunStatus>, CatalogError> {
         ending.validate()?;
         let lease = lease.clone();
         let host_calls = rows::host_calls(&ending.metrics);
         let ended = self
             .write(move |conn| {
+                // A cancel recorded first wins over the ending.
                 statement(concat!(
                     "UPDATE script_runs \
-                        SET status = ?4, result = ?5, error = ?6, error_kind = ?7, log = ?8, \
-                            log_truncated = ?9, metrics = ?10, \
+                        SET status = CASE WHEN cancel_requested_at IS NULL THEN ?4 \
+                                          ELSE 'cancelled' END, \
+                            result = CASE WHEN cancel_requested_at IS NULL THEN ?5 END, \
+                            error = CASE WHEN cancel_requested_at IS NULL THEN ?6 END, \
+                            error_kind = CASE WHEN cancel_requested_at IS NULL THEN ?7 END, \
+                            log = ?8, log_truncated = ?9, metrics = ?10, \
                             host_calls = max(host_calls, ?11), lease_owner = NULL, \
                             lease_expires_at = NULL, finished_at = ",
                     now!(),
@@ -489,7 +499,8 @@ impl ScriptStore for SqliteStore {
                     now!(),
                     " \
                       WHERE ",
-                    fence!()
+                    fence!(),
+                    " RETURNING status"
                 ))
                 .bind::<Text, _>(&lease.run_id)
                 .bind::<Text, _>(&lease.owner)
@@ -502,11 +513,12 @@ impl ScriptStore for SqliteStore {
                 .bind::<Bool, _>(ending.log_truncated)
                 .bind::<Text, _>(ending.metrics.to_string())
                 .bind::<BigInt, _>(host_calls)
-                .execute(conn)
+                .get_result::<StatusRow>(conn)
+                .optional()
             })
             .await
             .map_err(catalog_error)?;
-        Ok(ended == 1)
+        rows::ended_status(ended)
     }
 
     async fn retry(

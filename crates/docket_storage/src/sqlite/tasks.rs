@@ -106,6 +106,11 @@ struct EndedRow {
     #[diesel(sql_type = Text)]
     task_id: String,
     #[diesel(sql_type = Text)]
+    status: String,
+    /// A cancel recorded first made it `cancelled` in place of its own ending.
+    #[diesel(sql_type = Bool)]
+    overruled: bool,
+    #[diesel(sql_type = Text)]
     tool: String,
     #[diesel(sql_type = Text)]
     owner: String,
@@ -136,8 +141,13 @@ impl EndedRow {
 }
 
 /// Ends a running task and writes its audit row in one immediate transaction, or
-/// does nothing to an ended one.
-pub(crate) fn finish(conn: &mut SqliteConnection, id: &str, ending: &Ending) -> QueryResult<bool> {
+/// does nothing to an ended one; the status it ended the task in.
+pub(crate) fn finish(
+    conn: &mut SqliteConnection,
+    id: &str,
+    ending: &Ending,
+) -> QueryResult<Option<String>> {
+    let cancel = Ending::cancelled();
     conn.immediate_transaction(|conn| {
         let ended = statement(include_str!("tasks/finish.sql"))
             .bind::<Text, _>(id)
@@ -145,13 +155,15 @@ pub(crate) fn finish(conn: &mut SqliteConnection, id: &str, ending: &Ending) -> 
             .bind::<Nullable<Text>, _>(ending.result.as_ref().map(Value::to_string))
             .bind::<Nullable<Text>, _>(ending.error.as_ref().map(Value::to_string))
             .bind::<Nullable<Text>, _>(&ending.status_message)
+            .bind::<Nullable<Text>, _>(&cancel.status_message)
             .get_result::<EndedRow>(conn)
             .optional()?;
         let Some(ended) = ended else {
-            return Ok(false);
+            return Ok(None);
         };
-        audit::insert_rows(conn, &[ended.audit_row(ending)])?;
-        Ok(true)
+        let kept = if ended.overruled { &cancel } else { ending };
+        audit::insert_rows(conn, &[ended.audit_row(kept)])?;
+        Ok(Some(ended.status))
     })
 }
 
@@ -329,6 +341,7 @@ pub(crate) fn fail_stale(
     stale_after: Duration,
     ending: &Ending,
 ) -> QueryResult<Vec<TaskId>> {
+    let cancel = Ending::cancelled();
     conn.immediate_transaction(|conn| {
         // First, as PostgreSQL's one statement sees it: a replica whose tasks
         // this sweep fails is forgotten by the next one.
@@ -339,8 +352,12 @@ pub(crate) fn fail_stale(
             .bind::<Text, _>(modifier('-', stale_after))
             .bind::<Nullable<Text>, _>(ending.error.as_ref().map(Value::to_string))
             .bind::<Nullable<Text>, _>(&ending.status_message)
+            .bind::<Nullable<Text>, _>(&cancel.status_message)
             .load::<EndedRow>(conn)?;
-        let rows: Vec<NewAuditRow<'_>> = failed.iter().map(|row| row.audit_row(ending)).collect();
+        let rows: Vec<NewAuditRow<'_>> = failed
+            .iter()
+            .map(|row| row.audit_row(if row.overruled { &cancel } else { ending }))
+            .collect();
         audit::insert_rows(conn, &rows)?;
         Ok(failed
             .iter()
@@ -435,7 +452,11 @@ mod tests {
                 status_message: Some("half way".into()),
             };
             heartbeat(conn, "r1", &[beat]).expect("beat");
-            assert!(finish(conn, task.id.as_str(), &ending).expect("finish"));
+            assert!(
+                finish(conn, task.id.as_str(), &ending)
+                    .expect("finish")
+                    .is_some()
+            );
         };
         round(&mut conn);
         let first = {

@@ -10,8 +10,11 @@
 -- began (every process has a replica id of its own, so rows would otherwise pile
 -- up with restarts; a replica failed here is forgotten by the next sweep, and one
 -- that beats again gets its row back).
+-- A task whose cancel was recorded ends cancelled instead: the cancel was
+-- acknowledged, and the work did stop.
 -- $1 stale_after in ms, $2 error, $3 status_message and audit error message,
--- $4 audit success, $5 audit outcome.
+-- $4 audit success, $5 audit outcome; a cancel's $6 status_message, $7 audit
+-- outcome and $8 audit error message.
 WITH stale AS (
     SELECT task.task_id
       FROM call_tasks AS task
@@ -22,15 +25,15 @@ WITH stale AS (
        FOR UPDATE OF task SKIP LOCKED
 ), failed AS (
     UPDATE call_tasks AS task
-       SET status = 'failed',
-           error = $2,
-           status_message = $3,
+       SET status = CASE WHEN task.cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
+           error = CASE WHEN task.cancel_requested_at IS NULL THEN $2 END,
+           status_message = CASE WHEN task.cancel_requested_at IS NULL THEN $3 ELSE $6 END,
            input_requests = NULL,
            last_updated_at = now()
       FROM stale
      WHERE task.task_id = stale.task_id
        AND task.status IN ('working', 'input_required')
-    RETURNING task.task_id, task.tool, task.owner, task.audit_persona,
+    RETURNING task.task_id, task.cancel_requested_at IS NOT NULL AS overruled, task.tool, task.owner, task.audit_persona,
               task.audit_connection, task.audit_arguments, task.created_at
 ), forgotten AS (
     DELETE FROM replicas AS replica
@@ -45,7 +48,10 @@ WITH stale AS (
         tool, subject, persona, connection, arguments, success, outcome, error_message,
         duration_ms
     )
-    SELECT tool, owner, audit_persona, audit_connection, audit_arguments, $4::boolean, $5::text, $3::text,
+    SELECT tool, owner, audit_persona, audit_connection, audit_arguments,
+           $4::boolean AND NOT overruled,
+           CASE WHEN overruled THEN $7::text ELSE $5::text END,
+           CASE WHEN overruled THEN $8::text ELSE $3::text END,
            (extract(epoch FROM now() - created_at) * 1000)::bigint
       FROM failed
 )

@@ -3,12 +3,14 @@
 -- judged by its own stamp, taken when it was created),
 -- and returns what each one's audit row needs; the caller writes those rows in
 -- the same transaction.
+-- A task whose cancel was recorded ends cancelled instead: the cancel was
+-- acknowledged, and the work did stop.
 -- ?1 the cut-off as a time modifier ('-30.000 seconds'), ?2 error,
--- ?3 status_message.
+-- ?3 status_message, ?4 a cancel's status_message.
 UPDATE call_tasks
-   SET status = 'failed',
-       error = ?2,
-       status_message = ?3,
+   SET status = CASE WHEN cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
+       error = CASE WHEN cancel_requested_at IS NULL THEN ?2 END,
+       status_message = CASE WHEN cancel_requested_at IS NULL THEN ?3 ELSE ?4 END,
        input_requests = NULL,
        last_updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
  WHERE status IN ('working', 'input_required')
@@ -17,5 +19,5 @@ UPDATE call_tasks
            heartbeat_at
        )) < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
 RETURNING
-    task_id, tool, owner, audit_persona, audit_connection, audit_arguments,
+    task_id, status, cancel_requested_at IS NOT NULL AS overruled, tool, owner, audit_persona, audit_connection, audit_arguments,
     CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms
