@@ -17,8 +17,11 @@ pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> OffsetDateTime;
 
-    /// Waits until `duration` has passed by this clock.
-    async fn sleep(&self, duration: Duration);
+    /// Waits until this clock shows `deadline` or later. An instant, not a
+    /// duration: a wait computed from a reading taken earlier would start late
+    /// by whatever the clock moved in between (for a clock that then stands
+    /// still, forever).
+    async fn sleep_until(&self, deadline: OffsetDateTime);
 }
 
 /// The operating system's clock and tokio's timer.
@@ -31,8 +34,9 @@ impl Clock for SystemClock {
         OffsetDateTime::now_utc()
     }
 
-    async fn sleep(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
+    async fn sleep_until(&self, deadline: OffsetDateTime) {
+        let left = Duration::try_from(deadline - OffsetDateTime::now_utc()).unwrap_or_default();
+        tokio::time::sleep(left).await;
     }
 }
 
@@ -77,13 +81,11 @@ impl Clock for ManualClock {
         *lock(&self.now)
     }
 
-    async fn sleep(&self, duration: Duration) {
-        let step = time::Duration::try_from(duration).unwrap_or(time::Duration::MAX);
-        let wake_at = self.now().saturating_add(step);
+    async fn sleep_until(&self, deadline: OffsetDateTime) {
         loop {
             // Registered before the check, so a move between the two is heard.
             let moved = self.moved.notified();
-            if self.now() >= wake_at {
+            if self.now() >= deadline {
                 return;
             }
             moved.await;
@@ -103,7 +105,9 @@ mod tests {
         let clock = Arc::new(ManualClock::new(datetime!(2026-01-01 00:00 UTC)));
         let sleeper = tokio::spawn({
             let clock = Arc::clone(&clock);
-            async move { clock.sleep(Duration::from_secs(60)).await }
+            async move {
+                clock.sleep_until(datetime!(2026-01-01 00:01 UTC)).await;
+            }
         });
         tokio::task::yield_now().await;
         clock.advance(Duration::from_secs(30));

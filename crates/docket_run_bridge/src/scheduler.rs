@@ -204,23 +204,24 @@ impl Scheduler {
     }
 
     /// Runs passes every `interval` by its clock until `stop`. The next pass is due
-    /// `interval` after the previous one started, so time the clock moved during a
-    /// pass (a slow pass, or a test's clock moved forward meanwhile) is not waited
-    /// again: a pass that found nothing because the clock moved just after it read
-    /// the time is followed by another at once.
+    /// at the instant `interval` after the previous one started, read once before
+    /// that pass, so time the clock moved after that reading — during the pass (a
+    /// slow pass, or a test's clock moved meanwhile) or between the pass and the
+    /// wait — is never waited again: a pass that found nothing because the clock
+    /// moved just after it read the time is followed by another at once.
     pub async fn run(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
+        let step = time::Duration::try_from(interval).unwrap_or(time::Duration::MAX);
         loop {
-            let started = self.clock.now();
+            let next = self.clock.now().saturating_add(step);
             if let Err(error) = self.tick().await {
                 tracing::warn!(%error, "a scheduler pass failed; the next one tries again");
             }
-            let elapsed = Duration::try_from(self.clock.now() - started).unwrap_or_default();
-            let rest = interval.saturating_sub(elapsed);
             tokio::select! {
-                () = self.clock.sleep(rest), if !rest.is_zero() => {}
-                () = tokio::task::yield_now(), if rest.is_zero() => {}
+                () = self.clock.sleep_until(next) => {}
                 () = stop.cancelled() => return,
             }
+            // A pass due at once still lets other work run first.
+            tokio::task::yield_now().await;
         }
     }
 }

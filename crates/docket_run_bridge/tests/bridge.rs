@@ -376,6 +376,58 @@ async fn a_cancel_taken_by_another_replica_stops_the_run(h: Harness) {
     other.shutdown(Duration::ZERO).await;
 }
 
+/// A cancel acknowledged through another replica, which the running replica never
+/// hears (its notifications are lost, its next renewal an hour away), wins over the
+/// success the run then reports: the ending statement records it cancelled, and
+/// its audit row says so.
+async fn an_unheard_cancel_wins_over_the_runs_own_ending(h: Harness) {
+    let deaf = docket_catalog::scripts::testing::FlakyScripts::deaf(
+        h.database.connect().await.script_store(),
+    );
+    let running_here = RunBridge::new(
+        Arc::new(deaf),
+        Some(Arc::clone(&h.writer)),
+        Arc::clone(&h.runner) as Arc<dyn ScriptRunner>,
+        BridgeConfig {
+            heartbeat_interval: Duration::from_secs(3600),
+            lease: Duration::from_secs(7200),
+            ..Harness::config("a")
+        },
+    );
+    running_here.start();
+    let other = h.idle("b").await;
+    let run = h.queue(&running_here, "gated").await;
+    h.running(&running_here, &run).await;
+    assert_eq!(
+        other.cancel(&run.id).await.expect("cancel"),
+        Some(CancelOutcome::Requested)
+    );
+    h.runner.release.notify_one();
+    let ended = h.ended(&other, &run).await;
+    assert_eq!(ended.status, RunStatus::Cancelled, "{ended:?}");
+    assert_eq!((ended.result, ended.error), (None, None));
+    let row = patiently("the run's audit row", async {
+        loop {
+            let rows = h
+                .audit
+                .audit_for_tool("run_script", 10)
+                .await
+                .expect("audit");
+            if let Some(row) = rows
+                .into_iter()
+                .find(|row| row.context.arguments["run_id"] == json!(run.id))
+            {
+                return row;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(row.outcome, "cancelled");
+    running_here.shutdown(Duration::ZERO).await;
+    other.shutdown(Duration::ZERO).await;
+}
+
 async fn a_queued_run_cancelled_ends_at_once(h: Harness) {
     let idle = h.idle("a").await;
     let run = h.queue(&idle, "ok").await;
@@ -805,6 +857,7 @@ both_backends!(
     platform_faults_are_retried_a_bounded_number_of_times,
     a_cancel_stops_a_running_run,
     a_cancel_taken_by_another_replica_stops_the_run,
+    an_unheard_cancel_wins_over_the_runs_own_ending,
     a_queued_run_cancelled_ends_at_once,
     shutdown_releases_a_running_run_to_the_queue,
     a_dead_workers_run_is_reclaimed_when_its_lease_expires,
@@ -819,6 +872,7 @@ both_backends!(
     a_disabled_script_stops_its_schedule,
     the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker,
     a_clock_that_moves_during_a_pass_is_not_waited_again,
+    a_clock_that_moves_as_the_loop_starts_to_wait_is_not_waited_again,
     a_schedule_that_cannot_fire_is_disabled,
 );
 
@@ -1119,32 +1173,52 @@ mod schedules {
         );
     }
 
-    /// A manual clock that moves 45 s forward just after it is first read: the time
-    /// moves while the scheduler's first pass runs.
+    /// When [`MovesOnce`] moves.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub(super) enum MoveAt {
+        /// Just after the clock is first read: while the first pass runs.
+        FirstRead,
+        /// As the loop starts its first wait: after the pass, before the sleep
+        /// reads the clock.
+        FirstSleep,
+    }
+
+    /// A manual clock that moves 45 s forward once, at a chosen point of the
+    /// scheduler loop: each interleaving forced, none hoped for.
     struct MovesOnce {
         inner: ManualClock,
+        at: MoveAt,
         moved: std::sync::atomic::AtomicBool,
+    }
+
+    impl MovesOnce {
+        fn move_if(&self, at: MoveAt) {
+            if self.at == at && !self.moved.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.inner.advance(Duration::from_secs(45));
+            }
+        }
     }
 
     #[async_trait::async_trait]
     impl Clock for MovesOnce {
         fn now(&self) -> OffsetDateTime {
             let now = self.inner.now();
-            if !self.moved.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                self.inner.advance(Duration::from_secs(45));
-            }
+            self.move_if(MoveAt::FirstRead);
             now
         }
 
-        async fn sleep(&self, duration: Duration) {
-            self.inner.sleep(duration).await;
+        async fn sleep_until(&self, deadline: OffsetDateTime) {
+            self.move_if(MoveAt::FirstSleep);
+            self.inner.sleep_until(deadline).await;
         }
     }
 
-    /// The regression: a pass that read the time just before the clock moved past a
-    /// fire time found nothing, and the loop then waited a whole interval from the
-    /// moved time — for a clock that moved no more, forever.
-    pub(super) async fn a_clock_that_moves_during_a_pass_is_not_waited_again(h: Harness) {
+    /// The regression, both ways: a pass that read the time just before the clock
+    /// moved past a fire time found nothing, and the loop then waited a whole
+    /// interval from the moved time — for a clock that moved no more, forever. It
+    /// was lost when the clock moved during the pass, and (found by a busy CI run)
+    /// when it moved between the pass's end and the wait's own reading.
+    pub(super) async fn a_clock_that_moves_is_not_waited_again(h: Harness, at: MoveAt) {
         let mut script = new_script("alice", "moved");
         script.source = "ok".into();
         let (script, _) = h
@@ -1168,6 +1242,7 @@ mod schedules {
             .expect("schedule");
         let clock = Arc::new(MovesOnce {
             inner: ManualClock::new(START),
+            at,
             moved: std::sync::atomic::AtomicBool::new(false),
         });
         let scheduler = Arc::new(Scheduler::new(
@@ -1296,7 +1371,11 @@ async fn the_scheduler_loop_follows_a_driven_clock_and_wakes_a_worker(h: Harness
 }
 
 async fn a_clock_that_moves_during_a_pass_is_not_waited_again(h: Harness) {
-    schedules::a_clock_that_moves_during_a_pass_is_not_waited_again(h).await;
+    schedules::a_clock_that_moves_is_not_waited_again(h, schedules::MoveAt::FirstRead).await;
+}
+
+async fn a_clock_that_moves_as_the_loop_starts_to_wait_is_not_waited_again(h: Harness) {
+    schedules::a_clock_that_moves_is_not_waited_again(h, schedules::MoveAt::FirstSleep).await;
 }
 
 async fn a_schedule_that_cannot_fire_is_disabled(h: Harness) {

@@ -1289,11 +1289,13 @@ macro_rules! script_store_suite {
 
 /// A [`ScriptStore`] that forwards to another, counts the calls, and fails every
 /// call on demand, as a database that went away would: for tests of what callers
-/// do then.
+/// do then. [`FlakyScripts::deaf`] also loses every signal, as a replica whose
+/// notifications never arrive would.
 pub struct FlakyScripts {
     inner: Arc<dyn ScriptStore>,
     failing: std::sync::atomic::AtomicBool,
     calls: std::sync::atomic::AtomicUsize,
+    deaf: bool,
 }
 
 impl FlakyScripts {
@@ -1303,6 +1305,16 @@ impl FlakyScripts {
             inner,
             failing: std::sync::atomic::AtomicBool::new(false),
             calls: std::sync::atomic::AtomicUsize::new(0),
+            deaf: false,
+        }
+    }
+
+    /// Forwards to `inner`, but its listener hears no signal (a cancel or an
+    /// ending another replica recorded): what it learns, it learns by reading.
+    pub fn deaf(inner: Arc<dyn ScriptStore>) -> Self {
+        Self {
+            deaf: true,
+            ..Self::new(inner)
         }
     }
 
@@ -1502,6 +1514,8 @@ impl ScriptStore for FlakyScripts {
         self.inner.delete_old_fires(retention, limit).await
     }
     fn set_run_listener(&self, listener: super::RunSignalListener) {
-        self.inner.set_run_listener(listener);
+        if !self.deaf {
+            self.inner.set_run_listener(listener);
+        }
     }
 }
