@@ -97,5 +97,7 @@ pub fn run_task(
         input_requests: None,
         expires_at,
         poll_interval_ms,
+        // A run is taken over, never failed stale.
+        replica_draining: false,
     }
 }

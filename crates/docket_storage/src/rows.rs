@@ -66,6 +66,9 @@ pub(crate) struct TaskRow<C: Columns> {
     expires_at: Option<C::Time>,
     #[diesel(sql_type = BigInt)]
     poll_interval_ms: i64,
+    /// Whether its replica's row says it drains (false without a row).
+    #[diesel(sql_type = Bool)]
+    replica_draining: bool,
 }
 
 impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
@@ -90,6 +93,7 @@ impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
             input_requests: optional(row.input_requests)?,
             expires_at: optional(row.expires_at)?,
             poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
+            replica_draining: row.replica_draining,
         })
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::id::TaskId;
-use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
+use crate::model::{Outcome, TaskRecord, TaskStatus};
 use crate::store::{
     AuditContext, AuditEntry, Beat, NewTask, SignalListener, StoreError, TaskPosition, TaskSignal,
     TaskStore,
@@ -75,11 +75,16 @@ impl MemoryStore {
 
     /// A task as read: its stamp is its replica's last beat, or its own (taken
     /// when it was created) if that is later or the replica never beat.
-    fn as_read(record: &TaskRecord, replicas: &HashMap<String, OffsetDateTime>) -> TaskRecord {
+    fn as_read(
+        &self,
+        record: &TaskRecord,
+        replicas: &HashMap<String, OffsetDateTime>,
+    ) -> TaskRecord {
         let mut read = record.clone();
         if let Some(beat) = replicas.get(&record.replica_id) {
             read.heartbeat_at = read.heartbeat_at.max(*beat);
         }
+        read.replica_draining = lock(&self.draining).contains(&record.replica_id);
         read
     }
 
@@ -159,7 +164,7 @@ impl TaskStore for MemoryStore {
         let replicas = lock(&self.replicas);
         Ok(lock(&self.tasks)
             .get(id)
-            .map(|entry| (Self::as_read(&entry.record, &replicas), now)))
+            .map(|entry| (self.as_read(&entry.record, &replicas), now)))
     }
 
     async fn list_followed(
@@ -178,7 +183,7 @@ impl TaskStore for MemoryStore {
                     && record.expires_at.is_none_or(|expires_at| expires_at > now)
                     && after.is_none_or(|position| position.precedes(record))
             })
-            .map(|record| Self::as_read(record, &replicas))
+            .map(|record| self.as_read(record, &replicas))
             .collect();
         page.sort_by(|a, b| (b.created_at, b.id.as_str()).cmp(&(a.created_at, a.id.as_str())));
         page.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
@@ -340,9 +345,9 @@ impl TaskStore for MemoryStore {
         lock(&self.replicas)
             .retain(|replica, beat| now - *beat <= stale_after || running.contains(replica));
         for (id, entry) in lock(&self.tasks).iter_mut() {
-            if Self::as_read(&entry.record, &replicas).is_stale(now, stale_after)
-                && let Some(audit) =
-                    Self::end(entry, Outcome::Failed(TaskError::replica_gone()), now)
+            let read = self.as_read(&entry.record, &replicas);
+            if read.is_stale(now, stale_after)
+                && let Some(audit) = Self::end(entry, Outcome::Failed(read.stale_error()), now)
             {
                 audits.push(audit);
                 failed.push(id.clone());

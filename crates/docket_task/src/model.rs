@@ -209,6 +209,10 @@ pub struct TaskRecord {
     pub expires_at: Option<OffsetDateTime>,
     /// How often a client should poll, in milliseconds.
     pub poll_interval_ms: u64,
+    /// Whether its replica had begun a graceful shutdown when it was read: a
+    /// stale task of such a replica was stopped by that shutdown, not lost to a
+    /// crash ([`TaskRecord::stale_error`]).
+    pub replica_draining: bool,
 }
 
 /// What a caller sees of a task at one moment.
@@ -242,7 +246,7 @@ impl TaskRecord {
     /// a task whose replica is gone reads as failed, saying so.
     pub fn view(&self, now: OffsetDateTime, stale_after: Duration) -> TaskView {
         if self.is_stale(now, stale_after) {
-            let error = TaskError::replica_gone();
+            let error = self.stale_error();
             return TaskView {
                 status: TaskStatus::Failed,
                 status_message: Some(error.message.clone()),
@@ -255,6 +259,17 @@ impl TaskRecord {
             status_message: self.status_message.clone(),
             error: self.error.clone(),
             stale: false,
+        }
+    }
+
+    /// The error a stale task reads (and is recorded) with: "shut down" when its
+    /// replica had announced its shutdown before it went silent, "replica gone"
+    /// otherwise.
+    pub fn stale_error(&self) -> TaskError {
+        if self.replica_draining {
+            TaskError::shut_down()
+        } else {
+            TaskError::replica_gone()
         }
     }
 
@@ -304,6 +319,7 @@ mod tests {
             input_requests: None,
             expires_at: Some(retention_expiry(created, 7)),
             poll_interval_ms: 1000,
+            replica_draining: false,
         }
     }
 

@@ -133,6 +133,7 @@ impl NewTask {
             input_requests: None,
             expires_at,
             poll_interval_ms: self.poll_interval_ms,
+            replica_draining: false,
         }
     }
 }

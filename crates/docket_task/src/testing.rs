@@ -451,6 +451,50 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     assert_eq!(audit.len(), 3, "one row for each task: {audit:?}");
 }
 
+/// A stale task of a replica that had announced its shutdown (its row says it
+/// drains) was stopped by that shutdown: it reads, and the sweep records it,
+/// failed "shut down", not "replica gone"; its audit row says the same.
+pub async fn a_stale_task_of_a_draining_replica_reads_shut_down(store: Arc<dyn TaskStore>) {
+    let stale_after = Duration::from_millis(50);
+    let tool = "a_stale_task_of_a_draining_replica_reads_shut_down";
+    let mut task = new_task(tool);
+    task.replica_id = format!("draining-{}", task.id.as_str());
+    let stamped = store.create(task.clone()).await.expect("create");
+    store
+        .mark_draining(&task.replica_id)
+        .await
+        .expect("mark draining");
+    let (read, now) = store.get(&task.id).await.expect("get").expect("present");
+    assert!(read.replica_draining, "the read says its replica drains");
+    wait_until_clock_passes(
+        &store,
+        &task.id,
+        now.max(stamped.heartbeat_at) + stale_after,
+    )
+    .await;
+    let (read, now) = store.get(&task.id).await.expect("get").expect("present");
+    let view = read.view(now, stale_after);
+    assert!(view.stale);
+    let shut_down = TaskError::shut_down().message;
+    assert_eq!(view.status_message.as_deref(), Some(shut_down.as_str()));
+    assert!(
+        store
+            .fail_stale(stale_after)
+            .await
+            .expect("sweep")
+            .contains(&task.id)
+    );
+    let (recorded, _) = store.get(&task.id).await.expect("get").expect("present");
+    assert_eq!(recorded.status, TaskStatus::Failed);
+    assert_eq!(
+        recorded.error.map(|error| error.message),
+        Some(shut_down.clone())
+    );
+    let audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].error_message.as_deref(), Some(shut_down.as_str()));
+}
+
 /// Waits until the clock `store` reads (the database's, for a database) is past
 /// `instant`, reading it through task `id`. A wait on a condition, not a guess at
 /// how long something takes; the deadline only turns a hang into a failure.
@@ -614,6 +658,7 @@ macro_rules! store_suite {
             heartbeat_stamps_and_reports_cancels,
             input_requests_and_answers_live_with_the_task,
             stale_tasks_fail_once_with_an_audit_row,
+            a_stale_task_of_a_draining_replica_reads_shut_down,
             retention_deletes_only_expired_tasks,
             direct_calls_are_audited,
             followers_list_their_tasks_page_by_page,

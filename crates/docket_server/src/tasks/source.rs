@@ -8,7 +8,7 @@ use docket_catalog::PageCursor;
 use docket_protocol::JsonObject;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::TaskSignal;
-use docket_task::{IdPrefix, Outcome, TaskError, TaskId, TaskPosition, TaskRecord};
+use docket_task::{IdPrefix, Outcome, TaskId, TaskPosition, TaskRecord};
 use time::OffsetDateTime;
 
 use crate::error::McpError;
@@ -145,7 +145,7 @@ impl TaskSource for CallTasks {
 
     async fn settle_stale(self: Arc<Self>, found: FoundTask) -> Result<FoundTask, McpError> {
         let id = found.record.id.clone();
-        let failed = Outcome::Failed(TaskError::replica_gone());
+        let failed = Outcome::Failed(found.record.stale_error());
         if self
             .runtime
             .store()

@@ -967,6 +967,7 @@ mod own_task {
                     input_requests: None,
                     expires_at: None,
                     poll_interval_ms: 100,
+                    replica_draining: false,
                 };
                 let mut records = self.0.records.lock().expect("ledger");
                 records.insert(record.id.clone(), record.clone());

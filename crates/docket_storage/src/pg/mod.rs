@@ -244,10 +244,12 @@ impl TaskStore for PgStore {
 
     async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
         let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
+        let shut_down = Ending::new(Outcome::Failed(TaskError::shut_down()))?;
         tasks::fail_stale(
             &mut *self.conn().await?,
             shared::millis(stale_after),
             ending,
+            shut_down,
         )
         .await
     }

@@ -58,7 +58,8 @@ macro_rules! read_tasks {
         concat!(
             "SELECT ",
             task_columns_but_stamp!(),
-            ", GREATEST(task.heartbeat_at, replica.last_beat_at) AS heartbeat_at, now() AS now \
+            ", GREATEST(task.heartbeat_at, replica.last_beat_at) AS heartbeat_at, \
+               COALESCE(replica.draining, false) AS replica_draining, now() AS now \
                FROM call_tasks AS task LEFT JOIN replicas AS replica ON replica.id = task.replica_id"
         )
     };
@@ -440,6 +441,7 @@ pub(crate) async fn fail_stale(
     conn: &mut AsyncPgConnection,
     stale_after_ms: i64,
     ending: Ending,
+    shut_down: Ending,
 ) -> Result<Vec<TaskId>, StoreError> {
     let cancel = Ending::cancelled();
     let rows = statement(include_str!("tasks/fail_stale.sql"))
@@ -451,6 +453,8 @@ pub(crate) async fn fail_stale(
         .bind::<Nullable<Text>, _>(&cancel.status_message)
         .bind::<Text, _>(&cancel.outcome)
         .bind::<Nullable<Text>, _>(&cancel.error_message)
+        .bind::<Nullable<Jsonb>, _>(&shut_down.error)
+        .bind::<Nullable<Text>, _>(&shut_down.status_message)
         .load::<TaskIdRow>(conn)
         .await
         .map_err(query_error)?;

@@ -284,7 +284,8 @@ impl TaskStore for SqliteStore {
 
     async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
         let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
-        self.write(move |conn| tasks::fail_stale(conn, stale_after, &ending))
+        let shut_down = Ending::new(Outcome::Failed(TaskError::shut_down()))?;
+        self.write(move |conn| tasks::fail_stale(conn, stale_after, &ending, &shut_down))
             .await
     }
 

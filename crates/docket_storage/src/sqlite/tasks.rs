@@ -60,7 +60,9 @@ macro_rules! read_tasks {
             task_columns_but_stamp!(),
             ", max(heartbeat_at, COALESCE(\
                    (SELECT last_beat_at FROM replicas WHERE replicas.id = call_tasks.replica_id), \
-                   heartbeat_at)) AS heartbeat_at, ",
+                   heartbeat_at)) AS heartbeat_at, \
+               COALESCE((SELECT draining FROM replicas WHERE replicas.id = call_tasks.replica_id), 0) \
+                   AS replica_draining, ",
             now!(),
             " AS now FROM call_tasks"
         )
@@ -110,6 +112,9 @@ struct EndedRow {
     /// A cancel recorded first made it `cancelled` in place of its own ending.
     #[diesel(sql_type = Bool)]
     overruled: bool,
+    /// The stale sweep found its replica draining: it ended shut down.
+    #[diesel(sql_type = Bool)]
+    draining: bool,
     #[diesel(sql_type = Text)]
     tool: String,
     #[diesel(sql_type = Text)]
@@ -340,6 +345,7 @@ pub(crate) fn fail_stale(
     conn: &mut SqliteConnection,
     stale_after: Duration,
     ending: &Ending,
+    shut_down: &Ending,
 ) -> QueryResult<Vec<TaskId>> {
     let cancel = Ending::cancelled();
     conn.immediate_transaction(|conn| {
@@ -353,10 +359,18 @@ pub(crate) fn fail_stale(
             .bind::<Nullable<Text>, _>(ending.error.as_ref().map(Value::to_string))
             .bind::<Nullable<Text>, _>(&ending.status_message)
             .bind::<Nullable<Text>, _>(&cancel.status_message)
+            .bind::<Nullable<Text>, _>(shut_down.error.as_ref().map(Value::to_string))
+            .bind::<Nullable<Text>, _>(&shut_down.status_message)
             .load::<EndedRow>(conn)?;
         let rows: Vec<NewAuditRow<'_>> = failed
             .iter()
-            .map(|row| row.audit_row(if row.overruled { &cancel } else { ending }))
+            .map(|row| {
+                row.audit_row(match (row.overruled, row.draining) {
+                    (true, _) => &cancel,
+                    (false, true) => shut_down,
+                    (false, false) => ending,
+                })
+            })
             .collect();
         audit::insert_rows(conn, &rows)?;
         Ok(failed

@@ -14,9 +14,11 @@
 -- acknowledged, and the work did stop.
 -- $1 stale_after in ms, $2 error, $3 status_message and audit error message,
 -- $4 audit success, $5 audit outcome; a cancel's $6 status_message, $7 audit
--- outcome and $8 audit error message.
+-- outcome and $8 audit error message; for a replica that had begun to drain
+-- (it was shut down, not lost), $9 error and $10 status_message and audit error
+-- message.
 WITH stale AS (
-    SELECT task.task_id
+    SELECT task.task_id, COALESCE(replica.draining, false) AS draining
       FROM call_tasks AS task
       LEFT JOIN replicas AS replica ON replica.id = task.replica_id
      WHERE task.status IN ('working', 'input_required')
@@ -26,14 +28,17 @@ WITH stale AS (
 ), failed AS (
     UPDATE call_tasks AS task
        SET status = CASE WHEN task.cancel_requested_at IS NULL THEN 'failed' ELSE 'cancelled' END,
-           error = CASE WHEN task.cancel_requested_at IS NULL THEN $2 END,
-           status_message = CASE WHEN task.cancel_requested_at IS NULL THEN $3 ELSE $6 END,
+           error = CASE WHEN task.cancel_requested_at IS NOT NULL THEN NULL
+                        WHEN stale.draining THEN $9 ELSE $2 END,
+           status_message = CASE WHEN task.cancel_requested_at IS NOT NULL THEN $6
+                                 WHEN stale.draining THEN $10 ELSE $3 END,
            input_requests = NULL,
            last_updated_at = now()
       FROM stale
      WHERE task.task_id = stale.task_id
        AND task.status IN ('working', 'input_required')
-    RETURNING task.task_id, task.cancel_requested_at IS NOT NULL AS overruled, task.tool, task.owner, task.audit_persona,
+    RETURNING task.task_id, task.cancel_requested_at IS NOT NULL AS overruled, stale.draining,
+              task.tool, task.owner, task.audit_persona,
               task.audit_connection, task.audit_arguments, task.created_at
 ), forgotten AS (
     DELETE FROM replicas AS replica
@@ -51,7 +56,7 @@ WITH stale AS (
     SELECT tool, owner, audit_persona, audit_connection, audit_arguments,
            $4::boolean AND NOT overruled,
            CASE WHEN overruled THEN $7::text ELSE $5::text END,
-           CASE WHEN overruled THEN $8::text ELSE $3::text END,
+           CASE WHEN overruled THEN $8::text WHEN draining THEN $10::text ELSE $3::text END,
            (extract(epoch FROM now() - created_at) * 1000)::bigint
       FROM failed
 )

@@ -15,6 +15,6 @@ UPDATE call_tasks
  WHERE task_id = ?1
    AND status IN ('working', 'input_required')
 RETURNING
-    task_id, status, cancel_requested_at IS NOT NULL AS overruled, tool, owner,
+    task_id, status, cancel_requested_at IS NOT NULL AS overruled, 0 AS draining, tool, owner,
     audit_persona, audit_connection, audit_arguments,
     CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms
