@@ -570,3 +570,53 @@ async fn maintenance_fails_tasks_of_a_vanished_replica() {
     let audit = store.audit_for_tool("vanished", 10).await.expect("audit");
     assert_eq!(audit.len(), 1);
 }
+
+/// An audit row written while the store is away is tried again, and a shutdown's
+/// flush waits for it: the row lands once the store answers within the bound. A
+/// flush whose bound runs out first says so. On tokio's paused clock, so the
+/// bound runs out exactly when the test says, however loaded the machine is.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_waits_for_audit_rows_still_being_written() {
+    use docket_task::audit::AuditWriter;
+    use docket_task::store::AuditContext;
+
+    let store = Arc::new(docket_task::memory::FlakyStore::default());
+    let writer = AuditWriter::new(
+        Arc::clone(&store) as Arc<dyn TaskStore>,
+        Duration::from_secs(30),
+    );
+    let entry = |tool: &str| AuditEntry {
+        tool: tool.to_owned(),
+        subject: "apikey:alice".into(),
+        context: AuditContext::default(),
+        success: true,
+        outcome: "completed".into(),
+        error_message: None,
+        duration_ms: 1,
+    };
+    store.set_failing(true);
+    writer.write(entry("written_late"));
+    // The store comes back 3 s into a flush that waits up to 10 s.
+    let back = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            store.set_failing(false);
+        })
+    };
+    assert!(
+        writer.flush(Duration::from_secs(10)).await,
+        "every row written"
+    );
+    back.await.expect("joined");
+    let rows = store
+        .audit_for_tool("written_late", 10)
+        .await
+        .expect("audit");
+    assert_eq!(rows.len(), 1);
+
+    // A store away for longer than the flush's bound: the flush gives up, and says so.
+    store.set_failing(true);
+    writer.write(entry("never_written"));
+    assert!(!writer.flush(Duration::from_secs(1)).await);
+}
