@@ -460,11 +460,13 @@ impl AppBuilder {
             _ => None,
         };
         let has_store = store.is_some();
-        // Rows are tried again while the store is away, as an ending is, and a
-        // shutdown waits for them.
+        // Rows are tried again while the store is away, and a shutdown waits for
+        // them. Nothing lives on an audit row's retry, so it waits longer than an
+        // ending does (ten times `tasks.stale_after`), its memory bounded by the
+        // writer's cap on pending rows.
         let audit = store
             .filter(|_| config.audit.enabled)
-            .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after)));
+            .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after * 10)));
         let app_cell = Arc::new(OnceLock::new());
         let run_bridge = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {

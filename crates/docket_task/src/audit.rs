@@ -46,12 +46,17 @@ pub async fn record_audit_patiently(
     }
 }
 
-/// Writes audit rows in the background ([`record_audit_patiently`] each), and
-/// keeps count of those still being written so a shutdown can wait for them
-/// ([`AuditWriter::flush`]).
+/// How many rows may wait for the store at once; past it a row is tried once, so
+/// a long outage under load costs a bounded amount of memory.
+pub const MAX_PENDING_AUDIT_ROWS: usize = 10_000;
+
+/// Writes audit rows in the background ([`record_audit_patiently`] each, at most
+/// [`MAX_PENDING_AUDIT_ROWS`] waiting at once), and keeps count of those still
+/// being written so a shutdown can wait for them ([`AuditWriter::flush`]).
 pub struct AuditWriter {
     store: Arc<dyn TaskStore>,
     patience: Duration,
+    max_pending: usize,
     writes: TaskTracker,
 }
 
@@ -70,8 +75,17 @@ impl AuditWriter {
         Self {
             store,
             patience,
+            max_pending: MAX_PENDING_AUDIT_ROWS,
             writes: TaskTracker::new(),
         }
+    }
+
+    /// At most `max_pending` rows wait for the store at once (default
+    /// [`MAX_PENDING_AUDIT_ROWS`]); past it a row is tried once.
+    #[must_use]
+    pub fn with_max_pending(mut self, max_pending: usize) -> Self {
+        self.max_pending = max_pending;
+        self
     }
 
     /// The store the rows go to.
@@ -81,7 +95,12 @@ impl AuditWriter {
 
     /// Writes `entry` in the background. Must be called within a tokio runtime.
     pub fn write(&self, entry: AuditEntry) {
-        let (store, patience) = (Arc::clone(&self.store), self.patience);
+        let patience = if self.writes.len() < self.max_pending {
+            self.patience
+        } else {
+            Duration::ZERO
+        };
+        let store = Arc::clone(&self.store);
         self.writes.spawn(async move {
             record_audit_patiently(store.as_ref(), entry, patience).await;
         });

@@ -620,3 +620,43 @@ async fn a_shutdown_waits_for_audit_rows_still_being_written() {
     writer.write(entry("never_written"));
     assert!(!writer.flush(Duration::from_secs(1)).await);
 }
+
+/// Rows waiting for the store are bounded: past the cap a row is tried once, so a
+/// long outage under load cannot hold an unbounded number in memory.
+#[tokio::test(start_paused = true)]
+async fn audit_rows_waiting_for_the_store_are_capped() {
+    use docket_task::audit::AuditWriter;
+    use docket_task::store::AuditContext;
+
+    let store = Arc::new(docket_task::memory::FlakyStore::default());
+    let writer = AuditWriter::new(
+        Arc::clone(&store) as Arc<dyn TaskStore>,
+        Duration::from_secs(30),
+    )
+    .with_max_pending(1);
+    let entry = |tool: &str| AuditEntry {
+        tool: tool.to_owned(),
+        subject: "apikey:alice".into(),
+        context: AuditContext::default(),
+        success: true,
+        outcome: "completed".into(),
+        error_message: None,
+        duration_ms: 1,
+    };
+    store.set_failing(true);
+    writer.write(entry("waits"));
+    writer.write(entry("past_the_cap"));
+    // Both reached the store once; only the first is still waiting.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while store.refused_calls() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a row never reached the store"
+        );
+        tokio::task::yield_now().await;
+    }
+    store.set_failing(false);
+    assert!(writer.flush(Duration::from_secs(10)).await);
+    let count = async |tool: &str| store.audit_for_tool(tool, 10).await.expect("audit").len();
+    assert_eq!((count("waits").await, count("past_the_cap").await), (1, 0));
+}
