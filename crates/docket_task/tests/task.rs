@@ -653,7 +653,7 @@ async fn audit_rows_waiting_for_the_store_are_capped() {
             tokio::time::Instant::now() < deadline,
             "a row never reached the store"
         );
-        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     store.set_failing(false);
     assert!(writer.flush(Duration::from_secs(10)).await);
