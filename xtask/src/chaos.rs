@@ -1,11 +1,11 @@
 //! `cargo xtask chaos`: the chaos soak (docs/design.md, Testing). Builds the `docket`
 //! binary and the dev-only `docket_chaos` soak in one profile (release by default, as
-//! users run it; `--profile dev` reuses the debug builds the tests made), then runs the
-//! soak: three replicas on a fresh PostgreSQL schema (`DOCKET_TEST_DATABASE_URL`,
-//! default the local test server), killed, stopped and cut from the database under
-//! load for `--seconds`, and the checks of the contract. The seed is printed and
-//! `--seed` replays it; the evidence of a failing soak is kept under
-//! `target/chaos/<seed>/`.
+//! users run it; `--profile dev` reuses the debug build `cargo xtask test` made, as CI
+//! does), then runs the soak: three replicas on a fresh PostgreSQL schema
+//! (`DOCKET_TEST_DATABASE_URL`, default the local test server), killed, stopped and cut
+//! from the database under load for `--seconds`, and the checks of the contract. The
+//! seed is printed and `--seed` replays it; the evidence of a failing soak is kept
+//! under `target/chaos/<seed>/`.
 
 use anyhow::bail;
 
@@ -97,19 +97,23 @@ fn number<T: std::str::FromStr>(text: &str, name: &str) -> anyhow::Result<T> {
 pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
     let mut build = util::cargo();
     build.arg("build");
-    if options.profile == Profile::Release {
-        build.arg("--release");
-    }
-    build.args([
-        "--package",
-        "docket",
-        "--package",
-        "docket_bench",
-        "--bin",
-        "docket",
-        "--bin",
-        "docket_chaos",
-    ]);
+    match options.profile {
+        // One build for both: docket_bench's features add only the test harness to
+        // docket_storage, nothing the server runs.
+        Profile::Release => build.args([
+            "--release",
+            "--package",
+            "docket",
+            "--package",
+            "docket_bench",
+        ]),
+        // With the features `cargo xtask test` (`cargo test --workspace --all-targets`)
+        // resolves, which the test targets bring in, so every artifact of the tests'
+        // debug build is reused and only the soak itself is compiled; a separate
+        // feature set would rebuild most of the tree.
+        Profile::Dev => build.args(["--workspace", "--tests"]),
+    };
+    build.args(["--bin", "docket", "--bin", "docket_chaos"]);
     util::section(&format!(
         "docket and docket_chaos ({})",
         options.profile.folder()
