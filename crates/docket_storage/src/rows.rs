@@ -141,13 +141,16 @@ impl<C: Columns> CreatedIdRow<C> {
     }
 }
 
-/// The status an ending statement recorded.
+/// The status an ending statement recorded (PostgreSQL's, which ends and audits
+/// in one statement).
+#[cfg(feature = "postgres")]
 #[derive(QueryableByName)]
 pub(crate) struct EndedStatusRow {
     #[diesel(sql_type = Text)]
     status: String,
 }
 
+#[cfg(feature = "postgres")]
 impl EndedStatusRow {
     /// The status, when the statement ended the task.
     pub(crate) fn read(row: Option<Self>) -> Result<Option<docket_task::TaskStatus>, StoreError> {
