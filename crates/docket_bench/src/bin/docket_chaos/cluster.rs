@@ -401,6 +401,25 @@ logging: {{ format: json, level: info }}
     }
 }
 
+impl Drop for Cluster {
+    /// A soak that stops early (an error, a panic) leaves no replica running.
+    fn drop(&mut self) {
+        let running: Vec<u32> = self
+            .journal
+            .lock()
+            .processes
+            .iter()
+            .filter(|process| process.exited.is_none())
+            .map(|process| process.pid)
+            .collect();
+        for pid in running {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// Copies a process's log lines into its file, and sends where it serves (its URL and
 /// replica id) once it says so.
 fn copy_log(

@@ -139,6 +139,45 @@ impl Process {
     }
 }
 
+#[cfg(test)]
+impl Process {
+    /// A process serving in `slot` since the start, for the checks' tests.
+    pub(crate) fn serving_in(slot: usize) -> Self {
+        Self {
+            slot,
+            generation: 1,
+            name: format!("r{}", slot + 1),
+            replica_id: None,
+            pid: 1,
+            started: 0.0,
+            serving: Some(0.1),
+            url: None,
+            signals: Vec::new(),
+            exited: None,
+            exit_status: None,
+            log: PathBuf::from("replica.log"),
+        }
+    }
+}
+
+#[cfg(test)]
+impl TaskLog {
+    /// A sleep `task_1` created at the start on process 0, for the checks' tests.
+    pub(crate) fn sleep(reads: Vec<Read>, cancels: Vec<CancelCall>) -> Self {
+        Self {
+            id: "task_1".into(),
+            op: 0,
+            work: Work::Sleep { micros: 3_000_000 },
+            process: 0,
+            slot: 0,
+            sent: 0.0,
+            acknowledged: 0.1,
+            reads,
+            cancels,
+        }
+    }
+}
+
 /// One database cut of every replica at once.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cut {

@@ -38,6 +38,7 @@ pub(crate) fn assets_kept(facts: &Facts<'_>) -> Verdict {
         .map(|row| (row.id.as_str(), row))
         .collect();
     let (mut exports, mut completed, mut tool_errors) = (0, 0, 0);
+    let mut error_texts: Vec<String> = Vec::new();
     for task in &facts.journal.tasks {
         if !matches!(task.work, Work::TrinoExport { .. } | Work::ApiExport { .. }) {
             continue;
@@ -51,6 +52,11 @@ pub(crate) fn assets_kept(facts: &Facts<'_>) -> Verdict {
         };
         if is_tool_error(result) {
             tool_errors += 1;
+            let text = result["content"][0]["text"].as_str().unwrap_or("");
+            let said: String = text.chars().take(100).collect();
+            if !error_texts.contains(&said) {
+                error_texts.push(said);
+            }
             continue;
         }
         completed += 1;
@@ -176,6 +182,9 @@ pub(crate) fn assets_kept(facts: &Facts<'_>) -> Verdict {
          row",
         facts.db.assets.len()
     );
+    if !error_texts.is_empty() {
+        verdict.counts += &format!(" (tool errors: {})", error_texts.join(" | "));
+    }
     verdict
 }
 

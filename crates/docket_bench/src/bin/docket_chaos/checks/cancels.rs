@@ -79,3 +79,63 @@ pub(crate) fn cancels_win(facts: &Facts<'_>) -> Verdict {
     );
     verdict
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::database::{Snapshot, TaskRow};
+    use crate::journal::{Answer, CancelCall, Clock, Journal, Process, TaskLog};
+
+    /// A task cancelled (sent at 1.0, acknowledged at 1.2) whose row ended `status` at
+    /// `ended` seconds with `requested` as its cancel stamp, on the soak's clock.
+    fn violations(status: &str, ended: f64, requested: Option<f64>) -> usize {
+        let clock = Clock::start();
+        let unix = |at: f64| at - clock.at_unix(0.0);
+        let mut journal = Journal::default();
+        journal.processes.push(Process::serving_in(1));
+        journal.add_task(TaskLog::sleep(
+            Vec::new(),
+            vec![CancelCall {
+                sent: 1.0,
+                answered: 1.2,
+                process: 0,
+                answer: Answer::Result(json!({})),
+            }],
+        ));
+        let db = Snapshot {
+            tasks: vec![TaskRow {
+                id: "task_1".into(),
+                tool: "diagnostics_sleep".into(),
+                status: status.into(),
+                replica_id: "r1-x".into(),
+                arguments: Value::Null,
+                result: None,
+                error: None,
+                created_at: unix(0.0),
+                last_updated_at: unix(ended),
+                cancel_requested_at: requested.map(unix),
+            }],
+            ..Snapshot::default()
+        };
+        let facts = Facts::new(&journal, &db, clock, "assets".into(), 100.0);
+        cancels_win(&facts).violations.len()
+    }
+
+    #[test]
+    fn a_recorded_cancel_must_end_the_task_cancelled() {
+        assert_eq!(violations("cancelled", 1.1, Some(1.05)), 0);
+        assert_eq!(violations("completed", 1.5, Some(1.05)), 1);
+    }
+
+    #[test]
+    fn an_unrecorded_cancel_is_judged_by_when_the_ending_was_written() {
+        // Ended before the cancel was sent: it found the task ended.
+        assert_eq!(violations("completed", 0.5, None), 0);
+        // Ended while the cancel was in flight: raced.
+        assert_eq!(violations("completed", 1.1, None), 0);
+        // Ended after the acknowledgement, and the cancel was never recorded.
+        assert_eq!(violations("completed", 2.0, None), 1);
+    }
+}

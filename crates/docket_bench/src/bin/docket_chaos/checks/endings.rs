@@ -212,3 +212,67 @@ pub(crate) fn outcome_shapes(facts: &Facts<'_>) -> Verdict {
         .join(", ");
     verdict
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::database::Snapshot;
+    use crate::journal::{Clock, Journal, Process, Read};
+
+    fn read(sent: f64, answered: f64, status: &str) -> Read {
+        let mut task = json!({"taskId": "task_1", "status": status});
+        if status == "completed" {
+            task["result"] = json!({"content": []});
+        }
+        Read {
+            sent,
+            answered,
+            process: 0,
+            task,
+        }
+    }
+
+    fn journal(reads: Vec<Read>) -> Journal {
+        let mut journal = Journal::default();
+        journal.processes.push(Process::serving_in(0));
+        journal.add_task(TaskLog::sleep(reads, Vec::new()));
+        journal
+    }
+
+    fn terminal_violations(reads: Vec<Read>) -> usize {
+        let journal = journal(reads);
+        let db = Snapshot::default();
+        let facts = Facts::new(&journal, &db, Clock::start(), "assets".into(), 100.0);
+        terminal_is_final(&facts).violations.len()
+    }
+
+    #[test]
+    fn a_read_sent_after_a_terminal_answer_must_agree_with_it() {
+        // Sent before the terminal answer came: it may still have seen the task working.
+        assert_eq!(
+            terminal_violations(vec![read(1.0, 1.2, "completed"), read(1.1, 1.3, "working")]),
+            0
+        );
+        // Sent after it: a change.
+        assert_eq!(
+            terminal_violations(vec![read(1.0, 1.2, "completed"), read(1.3, 1.4, "working")]),
+            1
+        );
+        assert_eq!(
+            terminal_violations(vec![read(1.0, 1.2, "failed"), read(2.0, 2.1, "completed")]),
+            1
+        );
+    }
+
+    #[test]
+    fn each_terminal_status_has_its_shape() {
+        let mut failed_without_error = read(1.0, 1.1, "failed");
+        failed_without_error.task["result"] = json!({"content": []});
+        let journal = journal(vec![read(1.0, 1.1, "completed"), failed_without_error]);
+        let db = Snapshot::default();
+        let facts = Facts::new(&journal, &db, Clock::start(), "assets".into(), 100.0);
+        assert_eq!(outcome_shapes(&facts).violations.len(), 1);
+    }
+}
