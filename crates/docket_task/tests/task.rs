@@ -578,24 +578,14 @@ async fn maintenance_fails_tasks_of_a_vanished_replica() {
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_waits_for_audit_rows_still_being_written() {
     use docket_task::audit::AuditWriter;
-    use docket_task::store::AuditContext;
 
     let store = Arc::new(docket_task::memory::FlakyStore::default());
     let writer = AuditWriter::new(
         Arc::clone(&store) as Arc<dyn TaskStore>,
         Duration::from_secs(30),
     );
-    let entry = |tool: &str| AuditEntry {
-        tool: tool.to_owned(),
-        subject: "apikey:alice".into(),
-        context: AuditContext::default(),
-        success: true,
-        outcome: "completed".into(),
-        error_message: None,
-        duration_ms: 1,
-    };
     store.set_failing(true);
-    writer.write(entry("written_late"));
+    writer.write(audit_entry("written_late"));
     // The store comes back 3 s into a flush that waits up to 10 s.
     let back = {
         let store = Arc::clone(&store);
@@ -617,7 +607,7 @@ async fn a_shutdown_waits_for_audit_rows_still_being_written() {
 
     // A store away for longer than the flush's bound: the flush gives up, and says so.
     store.set_failing(true);
-    writer.write(entry("never_written"));
+    writer.write(audit_entry("never_written"));
     assert!(!writer.flush(Duration::from_secs(1)).await);
 }
 
@@ -626,7 +616,6 @@ async fn a_shutdown_waits_for_audit_rows_still_being_written() {
 #[tokio::test(start_paused = true)]
 async fn audit_rows_waiting_for_the_store_are_capped() {
     use docket_task::audit::AuditWriter;
-    use docket_task::store::AuditContext;
 
     let store = Arc::new(docket_task::memory::FlakyStore::default());
     let writer = AuditWriter::new(
@@ -634,18 +623,9 @@ async fn audit_rows_waiting_for_the_store_are_capped() {
         Duration::from_secs(30),
     )
     .with_max_pending(1);
-    let entry = |tool: &str| AuditEntry {
-        tool: tool.to_owned(),
-        subject: "apikey:alice".into(),
-        context: AuditContext::default(),
-        success: true,
-        outcome: "completed".into(),
-        error_message: None,
-        duration_ms: 1,
-    };
     store.set_failing(true);
-    writer.write(entry("waits"));
-    writer.write(entry("past_the_cap"));
+    writer.write(audit_entry("waits"));
+    writer.write(audit_entry("past_the_cap"));
     // Both reached the store once; only the first is still waiting.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     while store.refused_calls() < 2 {
@@ -659,4 +639,17 @@ async fn audit_rows_waiting_for_the_store_are_capped() {
     assert!(writer.flush(Duration::from_secs(10)).await);
     let count = async |tool: &str| store.audit_for_tool(tool, 10).await.expect("audit").len();
     assert_eq!((count("waits").await, count("past_the_cap").await), (1, 0));
+}
+
+/// A direct call's audit row of `tool`, as the audit tests write it.
+fn audit_entry(tool: &str) -> AuditEntry {
+    AuditEntry {
+        tool: tool.to_owned(),
+        subject: "apikey:alice".into(),
+        context: docket_task::store::AuditContext::default(),
+        success: true,
+        outcome: "completed".into(),
+        error_message: None,
+        duration_ms: 1,
+    }
 }
