@@ -47,7 +47,7 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode, header};
@@ -345,11 +345,61 @@ pub struct Collected {
     pub stats: Stats,
 }
 
+/// Who one caller's queries run as and how they are labelled for Trino's query
+/// log: the headers [`TrinoClient::with_session`] adds to a client's requests.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Session {
+    /// The session user (`X-Trino-User`) in place of [`TrinoConfig::user`]: the
+    /// person a connection with impersonation runs queries as. The connection's
+    /// own credentials still authenticate the principal, and Trino's access
+    /// control decides whether it may impersonate this user.
+    pub user: Option<String>,
+    /// `X-Trino-Client-Tags`, sent with each statement.
+    pub client_tags: Vec<String>,
+    /// `X-Trino-Client-Info`, sent with each statement.
+    pub client_info: Option<String>,
+    /// `X-Trino-Trace-Token`, sent with each statement.
+    pub trace_token: Option<String>,
+    /// Where the id of each submitted query is written down, if anywhere.
+    pub query_ids: Option<Arc<QueryIds>>,
+}
+
+/// The ids of the queries a caller's session submitted, in order: at most
+/// [`QueryIds::LIMIT`] of them, and how many more there were.
+#[derive(Debug, Default)]
+pub struct QueryIds {
+    recorded: Mutex<(Vec<String>, u64)>,
+}
+
+impl QueryIds {
+    /// The most ids kept; later ones are only counted.
+    pub const LIMIT: usize = 32;
+
+    fn record(&self, id: &str) {
+        let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        if recorded.0.len() < Self::LIMIT {
+            recorded.0.push(id.to_owned());
+        } else {
+            recorded.1 += 1;
+        }
+    }
+
+    /// The ids kept, and how many more queries there were.
+    pub fn snapshot(&self) -> (Vec<String>, u64) {
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// A connection to one Trino coordinator. Cheap to clone; clones share the HTTP
 /// connection pool.
 #[derive(Clone, Debug)]
 pub struct TrinoClient {
     inner: Arc<Inner>,
+    session: Arc<Session>,
 }
 
 #[derive(Debug)]
@@ -395,7 +445,26 @@ impl TrinoClient {
                 config,
                 statement_url,
             }),
+            session: Arc::default(),
         })
+    }
+
+    /// This client with `session`'s user and labels on every request; it shares
+    /// the connection pool.
+    #[must_use]
+    pub fn with_session(&self, session: Session) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            session: Arc::new(session),
+        }
+    }
+
+    /// The session user queries run as: the session's, else the configuration's.
+    pub fn session_user(&self) -> &str {
+        self.session
+            .user
+            .as_deref()
+            .unwrap_or(&self.inner.config.user)
     }
 
     /// Submits `sql` (one statement; trailing semicolons and whitespace are
@@ -411,10 +480,13 @@ impl TrinoClient {
         let url = self.inner.statement_url.as_str();
         let first = self
             .inner
-            .exchange(Method::POST, url, Some(sql), false)
+            .exchange(&self.session, Method::POST, url, Some(sql), false)
             .await?;
+        if let Some(ids) = &self.session.query_ids {
+            ids.record(&first.id);
+        }
         Ok(QueryStream {
-            client: Arc::clone(&self.inner),
+            client: self.clone(),
             query_id: first.id.clone(),
             info_uri: first.info_uri.clone(),
             next_uri: first.next_uri.clone(),
@@ -437,6 +509,7 @@ impl Inner {
     /// the protocol says to retry.
     async fn exchange(
         &self,
+        session: &Session,
         method: Method,
         url: &str,
         sql: Option<&str>,
@@ -444,7 +517,7 @@ impl Inner {
     ) -> Result<QueryResults, TrinoError> {
         let mut attempt = 0;
         loop {
-            let transient = match self.request(method.clone(), url, sql).send().await {
+            let transient = match self.request(session, method.clone(), url, sql).send().await {
                 Err(error) if idempotent && error.is_connect() => Transient::Refused(error),
                 Err(error) => return Err(self.transport_error(url, error)),
                 Ok(response) => {
@@ -489,12 +562,19 @@ impl Inner {
             .min(Duration::from_secs(2))
     }
 
-    fn request(&self, method: Method, url: &str, sql: Option<&str>) -> reqwest::RequestBuilder {
+    fn request(
+        &self,
+        session: &Session,
+        method: Method,
+        url: &str,
+        sql: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         let config = &self.config;
+        let user = session.user.as_deref().unwrap_or(&config.user);
         let mut request = self
             .http
             .request(method, url)
-            .header("X-Trino-User", &config.user)
+            .header("X-Trino-User", user)
             .header("X-Trino-Source", &config.source);
         if let Some(sql) = sql {
             request = request
@@ -505,6 +585,16 @@ impl Inner {
             }
             if let Some(schema) = &config.schema {
                 request = request.header("X-Trino-Schema", schema);
+            }
+            // The labels Trino's query log keeps: sent with the statement only.
+            if !session.client_tags.is_empty() {
+                request = request.header("X-Trino-Client-Tags", session.client_tags.join(","));
+            }
+            if let Some(info) = &session.client_info {
+                request = request.header("X-Trino-Client-Info", info);
+            }
+            if let Some(token) = &session.trace_token {
+                request = request.header("X-Trino-Trace-Token", token);
             }
         }
         // Trino authenticates every request, page GETs and DELETEs included.
@@ -530,11 +620,11 @@ impl Inner {
     }
 
     /// `DELETE uri`, which Trino answers with 204 No Content.
-    async fn delete(&self, uri: &str) -> Result<(), TrinoError> {
+    async fn delete(&self, session: &Session, uri: &str) -> Result<(), TrinoError> {
         let mut attempt = 0;
         loop {
             let response = self
-                .request(Method::DELETE, uri, None)
+                .request(session, Method::DELETE, uri, None)
                 .send()
                 .await
                 .map_err(|error| self.transport_error(uri, error))?;
@@ -641,7 +731,7 @@ impl QueryError {
 /// `DELETE` from a spawned task, when a tokio runtime is there to run it).
 #[derive(Debug)]
 pub struct QueryStream {
-    client: Arc<Inner>,
+    client: TrinoClient,
     query_id: String,
     info_uri: Option<String>,
     next_uri: Option<String>,
@@ -692,7 +782,11 @@ impl QueryStream {
                 let Some(uri) = self.next_uri.clone() else {
                     return Ok(None);
                 };
-                self.client.exchange(Method::GET, &uri, None, true).await?
+                let client = &self.client;
+                client
+                    .inner
+                    .exchange(&client.session, Method::GET, &uri, None, true)
+                    .await?
             }
         };
         self.next_uri = results.next_uri;
@@ -729,7 +823,7 @@ impl QueryStream {
         let Some(uri) = self.next_uri.clone() else {
             return Ok(());
         };
-        let outcome = self.client.delete(&uri).await;
+        let outcome = self.client.inner.delete(&self.client.session, &uri).await;
         self.next_uri = None;
         outcome
     }
@@ -776,9 +870,9 @@ impl Drop for QueryStream {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let client = Arc::clone(&self.client);
+        let client = self.client.clone();
         runtime.spawn(async move {
-            if let Err(error) = client.delete(&uri).await {
+            if let Err(error) = client.inner.delete(&client.session, &uri).await {
                 tracing::debug!(%error, "could not cancel a dropped trino query");
             }
         });

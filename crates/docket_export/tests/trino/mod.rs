@@ -3,10 +3,12 @@
 //! headers and credentials, retries, errors with their names and positions, and
 //! every way a query can be cancelled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use docket_export::trino::{
-    Page, QueryStream, TrinoAuth, TrinoClient, TrinoConfig, TrinoError, explain_estimated_rows,
+    Page, QueryIds, QueryStream, Session, TrinoAuth, TrinoClient, TrinoConfig, TrinoError,
+    explain_estimated_rows,
 };
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
@@ -186,6 +188,65 @@ async fn session_headers_and_basic_credentials_go_with_every_request() {
             request.path
         );
     }
+}
+
+#[tokio::test]
+async fn a_session_sets_the_user_and_labels_and_writes_down_query_ids() {
+    let double = double().await;
+    let client = TrinoClient::new(config(&double)).expect("a valid configuration");
+    let ids = Arc::new(QueryIds::default());
+    let mut session = Session::default();
+    session.user = Some("bob".to_owned());
+    session.client_tags = vec!["analyst".to_owned(), "trino_query".to_owned()];
+    session.client_info = Some(r#"{"call":"c1"}"#.to_owned());
+    session.trace_token = Some("trace-1".to_owned());
+    session.query_ids = Some(Arc::clone(&ids));
+    let as_bob = client.with_session(session);
+    assert_eq!(as_bob.session_user(), "bob");
+    assert_eq!(client.session_user(), "alice", "the original is unchanged");
+
+    let first = as_bob.query("SELECT 1").await.expect("submitted");
+    let first_id = first.query_id().to_owned();
+    first.collect(10).await.expect("collected");
+    let second = as_bob.query("SELECT 2").await.expect("submitted");
+    let second_id = second.query_id().to_owned();
+    second.collect(10).await.expect("collected");
+    assert_eq!(ids.snapshot(), (vec![first_id, second_id], 0));
+
+    let requests = double.requests();
+    assert!(requests.len() >= 4, "{requests:#?}");
+    for request in &requests {
+        assert_eq!(
+            request.header("x-trino-user"),
+            Some("bob"),
+            "{}",
+            request.path
+        );
+    }
+    for post in double.submitted() {
+        assert_eq!(
+            post.header("x-trino-client-tags"),
+            Some("analyst,trino_query")
+        );
+        assert_eq!(post.header("x-trino-client-info"), Some(r#"{"call":"c1"}"#));
+        assert_eq!(post.header("x-trino-trace-token"), Some("trace-1"));
+    }
+
+    double.clear_requests();
+    client
+        .query("SELECT 3")
+        .await
+        .expect("submitted")
+        .collect(10)
+        .await
+        .expect("collected");
+    let post = &double.submitted()[0];
+    assert_eq!(post.header("x-trino-user"), Some("alice"));
+    assert_eq!(
+        post.header("x-trino-client-tags"),
+        None,
+        "no session, no labels"
+    );
 }
 
 #[tokio::test]
