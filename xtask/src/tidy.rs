@@ -84,6 +84,9 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The Trino double: a dev-only coordinator double on hyper and SQLite, for
     // docket_export's tests, CI's check with the official Python client, and benchmarks.
     ("docket_trino_double", &[]),
+    // The OpenID provider for tests: a dev-only launcher of oidc-provider on Node
+    // (testing/oidc-provider), for tests of per-caller identity and token exchange.
+    ("docket_oidc_provider", &[]),
 ];
 
 /// Internal edges a package may have as a dev-dependency only, beyond its table row:
@@ -99,7 +102,7 @@ const ALLOWED_DEV_ONLY_DEPENDENCIES: &[(&str, &[&str])] = &[
 /// and the benchmark harness. They may name restricted crates (a double has to serve
 /// HTTP and run SQL somehow), and in return nothing shipped may depend on them except
 /// as a dev-dependency, so that none of it reaches a shipped binary.
-const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double", "docket_bench"];
+const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double", "docket_bench", "docket_oidc_provider"];
 
 /// Crates any workspace package may use as a dev-dependency beyond its table row:
 /// the wire types are what tests build requests from and assert responses against.
