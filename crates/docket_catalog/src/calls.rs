@@ -86,6 +86,13 @@ pub struct NewCallRecord {
     pub task_id: Option<String>,
     /// The HTTP status the upstream answered with (API and GraphQL calls).
     pub upstream_status: Option<u16>,
+    /// The Trino session user the call ran as, when it reached Trino.
+    pub engine_user: Option<String>,
+    /// The Trino query ids the call caused, in the order it submitted them, so a
+    /// line of Trino's query log leads to this record and back; empty for a call
+    /// that reached no Trino. The call pipeline keeps at most 32, as the call's
+    /// audit row does; stores keep what they are given.
+    pub upstream_ids: Vec<String>,
 }
 
 impl NewCallRecord {
@@ -148,6 +155,10 @@ pub struct CallRecord {
     pub task_id: Option<String>,
     /// The HTTP status the upstream answered with.
     pub upstream_status: Option<u16>,
+    /// The Trino session user the call ran as, when it reached Trino.
+    pub engine_user: Option<String>,
+    /// The Trino query ids the call caused, in the order it submitted them.
+    pub upstream_ids: Vec<String>,
     /// When it was recorded (database clock).
     pub created_at: OffsetDateTime,
 }

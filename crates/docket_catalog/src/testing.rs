@@ -82,6 +82,11 @@ pub fn new_call_record(subject: &str) -> NewCallRecord {
         asset_id: Some(generate_id().expect("OS random source")),
         task_id: Some(generate_id().expect("OS random source")),
         upstream_status: None,
+        engine_user: Some("alice@example.com".into()),
+        upstream_ids: vec![
+            "20261210_101500_00001_abcde".into(),
+            "20261210_101501_00002_abcde".into(),
+        ],
     }
 }
 
@@ -128,6 +133,8 @@ fn recorded_call(record: &NewCallRecord, created_at: OffsetDateTime) -> CallReco
         asset_id: record.asset_id,
         task_id: record.task_id,
         upstream_status: record.upstream_status,
+        engine_user: record.engine_user,
+        upstream_ids: record.upstream_ids,
         created_at,
     }
 }
@@ -457,14 +464,21 @@ pub async fn invalid_assets_are_refused(store: Arc<dyn AssetStore>) {
     assert!(store.list(None, 10, None).await.expect("list").is_empty());
 }
 
-/// A recorded call reads back with every field it was recorded with (a
-/// minimal record too); an unknown id is absent; a call is recorded once, and
+/// A recorded call reads back with every field it was recorded with (its engine
+/// user and query ids, in order, too; a minimal record with neither reads back
+/// with `None` and no ids); an unknown id is absent; a call is recorded once, and
 /// out-of-range values are refused.
 pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
     let full = new_call_record("apikey:alice");
     catalog.record(full.clone()).await.expect("record");
     let read = catalog.get(&full.id).await.expect("get").expect("present");
     assert_eq!(read, recorded_call(&full, read.created_at));
+    assert_eq!(read.engine_user.as_deref(), Some("alice@example.com"));
+    assert_eq!(
+        read.upstream_ids,
+        ["20261210_101500_00001_abcde", "20261210_101501_00002_abcde"],
+        "the query ids read back in order"
+    );
 
     let minimal = NewCallRecord {
         kind: CallKind::Api,
@@ -481,6 +495,8 @@ pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
         asset_id: None,
         task_id: None,
         upstream_status: Some(502),
+        engine_user: None,
+        upstream_ids: Vec::new(),
         ..new_call_record("apikey:alice")
     };
     catalog.record(minimal.clone()).await.expect("record");
@@ -492,6 +508,13 @@ pub async fn call_records_read_back_exactly(catalog: Arc<dyn CallCatalog>) {
     assert_eq!(
         read_minimal,
         recorded_call(&minimal, read_minimal.created_at)
+    );
+    assert_eq!(
+        (
+            read_minimal.engine_user.as_deref(),
+            read_minimal.upstream_ids.len()
+        ),
+        (None, 0)
     );
     assert!(read_minimal.created_at >= read.created_at);
 

@@ -1,5 +1,6 @@
 //! A run's one audit row: written when the run ends, as the tool
-//! [`RUN_SCRIPT_TOOL`] acting as `script:<script id>`.
+//! [`RUN_SCRIPT_TOOL`] acting as `script:<script id>`, with the run id as its
+//! call id.
 
 use docket_catalog::scripts::{Run, RunErrorKind, RunStatus};
 use docket_task::store::{AuditContext, AuditEntry};
@@ -38,5 +39,10 @@ pub(crate) fn run_entry(run: &Run, duration_ms: i64) -> AuditEntry {
         outcome: outcome.to_owned(),
         error_message: run.error.clone(),
         duration_ms,
+        // The run is the call. The upstream queries are its tool calls', each
+        // audited on its own row; the run itself reaches no engine.
+        call_id: Some(run.id.clone()),
+        engine_user: None,
+        upstream_ids: Vec::new(),
     }
 }

@@ -299,6 +299,15 @@ async fn a_run_is_claimed_executed_and_audited(h: Harness) {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].outcome, "completed");
     assert_eq!(rows[0].context.arguments["run_id"], json!(run.id));
+    assert_eq!(
+        rows[0].call_id.as_deref(),
+        Some(run.id.as_str()),
+        "a run's row names the run as its call"
+    );
+    assert_eq!(
+        (rows[0].engine_user.as_deref(), rows[0].upstream_ids.len()),
+        (None, 0)
+    );
     bridge.shutdown(Duration::ZERO).await;
 }
 

@@ -252,13 +252,16 @@ pub(crate) fn assets<C: Columns>(rows: Vec<AssetRow<C>>) -> Result<Vec<Asset>, C
 macro_rules! call_columns {
     () => {
         "id, kind, tool, connection, statement, subject, persona, success, outcome, \
-         error_message, duration_ms, rows, bytes, asset_id, task_id, upstream_status, created_at"
+         error_message, duration_ms, rows, bytes, asset_id, task_id, upstream_status, \
+         engine_user, upstream_ids, created_at"
     };
 }
 pub(crate) use call_columns;
 
 /// Binds a new call record's values in the order both backends' inserts list
-/// them (`call_columns!` without `created_at`, which the database sets).
+/// them (`call_columns!` without `created_at`, which the database sets) up to
+/// `engine_user`; the caller binds `upstream_ids` after them, in its backend's
+/// JSON form ([`shared::upstream_ids_json`]).
 macro_rules! bind_new_call {
     ($statement:expr, $record:expr) => {{
         use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
@@ -280,6 +283,7 @@ macro_rules! bind_new_call {
             .bind::<Nullable<Text>, _>(&record.asset_id)
             .bind::<Nullable<Text>, _>(&record.task_id)
             .bind::<Nullable<Integer>, _>(record.upstream_status.map(i32::from))
+            .bind::<Nullable<Text>, _>(&record.engine_user)
     }};
 }
 pub(crate) use bind_new_call;
@@ -319,6 +323,10 @@ pub(crate) struct CallRow<C: Columns> {
     task_id: Option<String>,
     #[diesel(sql_type = Nullable<Integer>)]
     upstream_status: Option<i32>,
+    #[diesel(sql_type = Nullable<Text>)]
+    engine_user: Option<String>,
+    #[diesel(sql_type = C::JsonSql)]
+    upstream_ids: C::Json,
     #[diesel(sql_type = C::TimeSql)]
     created_at: C::Time,
 }
@@ -344,6 +352,8 @@ impl<C: Columns> TryFrom<CallRow<C>> for CallRecord {
             asset_id: row.asset_id,
             task_id: row.task_id,
             upstream_status: shared::upstream_status(row.upstream_status)?,
+            engine_user: row.engine_user,
+            upstream_ids: shared::upstream_ids(row.upstream_ids.value()?)?,
             created_at: row.created_at.value()?,
         })
     }
@@ -358,7 +368,7 @@ pub(crate) fn calls<C: Columns>(rows: Vec<CallRow<C>>) -> Result<Vec<CallRecord>
 macro_rules! audit_columns {
     () => {
         "tool, subject, persona, connection, arguments, success, outcome, error_message, \
-         duration_ms"
+         duration_ms, call_id, engine_user, upstream_ids"
     };
 }
 pub(crate) use audit_columns;
@@ -384,6 +394,12 @@ pub(crate) struct AuditRow<C: Columns> {
     error_message: Option<String>,
     #[diesel(sql_type = BigInt)]
     duration_ms: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    call_id: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    engine_user: Option<String>,
+    #[diesel(sql_type = C::JsonSql)]
+    upstream_ids: C::Json,
 }
 
 impl<C: Columns> TryFrom<AuditRow<C>> for AuditEntry {
@@ -402,6 +418,9 @@ impl<C: Columns> TryFrom<AuditRow<C>> for AuditEntry {
             outcome: row.outcome,
             error_message: row.error_message,
             duration_ms: row.duration_ms,
+            call_id: row.call_id,
+            engine_user: row.engine_user,
+            upstream_ids: shared::upstream_ids(row.upstream_ids.value()?)?,
         })
     }
 }

@@ -13,6 +13,8 @@ use serde_json::{Map, Value};
 
 use docket_catalog::{CallKind, CatalogError};
 
+use crate::columns::Corrupt;
+
 /// The columns an outcome writes when it ends a task, and the outcome-dependent
 /// part of its audit row.
 #[derive(Debug)]
@@ -31,6 +33,12 @@ pub(crate) struct Ending {
     pub(crate) outcome: String,
     /// The audit row's error message.
     pub(crate) error_message: Option<String>,
+    /// The call id the result names; the task id stands in without one.
+    pub(crate) call_id: Option<String>,
+    /// The Trino session user the result says the work ran as.
+    pub(crate) engine_user: Option<String>,
+    /// The Trino query ids the result says the work caused.
+    pub(crate) upstream_ids: Vec<String>,
 }
 
 impl Ending {
@@ -55,10 +63,15 @@ impl Ending {
             success: audit.success,
             outcome: audit.outcome,
             error_message: audit.error_message,
+            call_id: audit.call_id,
+            engine_user: audit.engine_user,
+            upstream_ids: audit.upstream_ids,
         })
     }
 
-    /// The ending a cancel recorded first puts in place of any other.
+    /// The ending a cancel recorded first puts in place of any other (its audit
+    /// row keeps the attribution of the ending it overrules, as
+    /// [`AuditEntry::cancelled_instead`] has it).
     pub(crate) fn cancelled() -> Self {
         let audit =
             AuditEntry::for_outcome("", "", AuditContext::default(), &Outcome::Cancelled, 0);
@@ -70,6 +83,9 @@ impl Ending {
             success: audit.success,
             outcome: audit.outcome,
             error_message: audit.error_message,
+            call_id: audit.call_id,
+            engine_user: audit.engine_user,
+            upstream_ids: audit.upstream_ids,
         }
     }
 }
@@ -226,6 +242,18 @@ pub(crate) fn tags(value: Value) -> Result<Vec<String>, CatalogError> {
         .map_err(|err| CatalogError::Corrupt(format!("stored asset tags: {err}")))
 }
 
+/// Upstream query ids as stored (a JSON array of strings), on an audit row and a
+/// call record alike.
+pub(crate) fn upstream_ids_json(ids: &[String]) -> Value {
+    Value::Array(ids.iter().cloned().map(Value::String).collect())
+}
+
+/// Stored upstream query ids.
+pub(crate) fn upstream_ids(value: Value) -> Result<Vec<String>, Corrupt> {
+    serde_json::from_value(value)
+        .map_err(|err| Corrupt(format!("stored upstream query ids: {err}")))
+}
+
 /// A stored upstream HTTP status (an `integer` column; a status fits in 16 bits).
 pub(crate) fn upstream_status(stored: Option<i32>) -> Result<Option<u16>, CatalogError> {
     stored
@@ -294,6 +322,29 @@ mod tests {
         assert_eq!(tool_error.outcome, "tool_error");
         assert_eq!(tool_error.error_message.as_deref(), Some("no"));
         assert_eq!(tool_error.status_message, None);
+        assert_eq!(
+            (tool_error.call_id, tool_error.engine_user),
+            (None, None),
+            "a result without attribution names nobody"
+        );
+        let attributed = Ending::new(Outcome::Completed(json!({
+            "content": [],
+            "_meta": {docket_task::UPSTREAM_META_KEY: {
+                "engine_user": "alice", "query_ids": ["q1", "q2"]
+            }}
+        })))
+        .expect("ending");
+        assert_eq!(attributed.engine_user.as_deref(), Some("alice"));
+        assert_eq!(
+            upstream_ids_json(&attributed.upstream_ids),
+            json!(["q1", "q2"])
+        );
+        assert_eq!(
+            upstream_ids(upstream_ids_json(&attributed.upstream_ids)).expect("ids"),
+            ["q1", "q2"]
+        );
+        assert!(upstream_ids(json!({"q": 1})).is_err());
+        assert!(Ending::cancelled().upstream_ids.is_empty());
     }
 
     #[test]

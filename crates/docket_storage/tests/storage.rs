@@ -1305,6 +1305,9 @@ mod retention {
                     outcome: "completed".into(),
                     error_message: None,
                     duration_ms: 1,
+                    call_id: Some(format!("call-{index}")),
+                    engine_user: None,
+                    upstream_ids: Vec::new(),
                 })
                 .await
                 .expect("audit");

@@ -101,21 +101,23 @@ impl MemoryStore {
         if record.status.is_terminal() {
             return None;
         }
-        // A cancel asked for first wins, as the stores' compare-and-set has it.
-        let outcome = if record.cancel_requested_at.is_some() {
-            Outcome::Cancelled
-        } else {
-            outcome
-        };
         let duration_ms =
             i64::try_from((now - record.created_at).whole_milliseconds()).unwrap_or(i64::MAX);
-        let audit = AuditEntry::for_outcome(
+        let audit = AuditEntry::for_task(
+            &record.id,
             &record.tool,
             &record.owner,
             entry.audit.clone(),
             &outcome,
             duration_ms,
         );
+        // A cancel asked for first wins, as the stores' compare-and-set has it;
+        // the row keeps the attribution of the ending the work reported.
+        let (outcome, audit) = if record.cancel_requested_at.is_some() {
+            (Outcome::Cancelled, audit.cancelled_instead())
+        } else {
+            (outcome, audit)
+        };
         record.status = outcome.status();
         record.last_updated_at = now;
         record.input_requests = None;

@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskRecord, TaskStatus};
+use crate::upstream::Upstream;
 
 /// A task to create.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,6 +105,17 @@ pub struct AuditEntry {
     pub error_message: Option<String>,
     /// How long it took, in milliseconds.
     pub duration_ms: i64,
+    /// Docket's id of the call, so the row can be found from the call's other
+    /// traces (its call record, an engine's query log). For a task it is the task
+    /// id, unless the result named another ([`Upstream::call_id`]).
+    pub call_id: Option<String>,
+    /// The Trino session user the call ran as, when it reached Trino
+    /// ([`Upstream::engine_user`]).
+    pub engine_user: Option<String>,
+    /// The Trino query ids the call caused, in the order it submitted them, at
+    /// most [`MAX_UPSTREAM_IDS`](crate::upstream::MAX_UPSTREAM_IDS)
+    /// ([`Upstream::query_ids`]).
+    pub upstream_ids: Vec<String>,
 }
 
 impl NewTask {
@@ -139,7 +151,11 @@ impl NewTask {
 }
 
 impl AuditEntry {
-    /// The row for a task that ended with `outcome` after `duration_ms`.
+    /// The row for a call that ended with `outcome` after `duration_ms`. A
+    /// completed call's attribution ([`AuditEntry::call_id`],
+    /// [`AuditEntry::engine_user`], [`AuditEntry::upstream_ids`]) is read from its
+    /// result's `_meta` ([`Upstream::from_result`]); a failed or cancelled one has
+    /// no result, so none.
     pub fn for_outcome(
         tool: &str,
         subject: &str,
@@ -153,6 +169,10 @@ impl AuditEntry {
             Outcome::Failed(error) => ("failed", Some(error.message.clone())),
             Outcome::Cancelled => ("cancelled", Some("cancelled by the caller".to_owned())),
         };
+        let upstream = match outcome {
+            Outcome::Completed(result) => Upstream::from_result(result),
+            Outcome::Failed(_) | Outcome::Cancelled => Upstream::default(),
+        };
         Self {
             tool: tool.to_owned(),
             subject: subject.to_owned(),
@@ -161,6 +181,40 @@ impl AuditEntry {
             outcome: label.to_owned(),
             error_message,
             duration_ms,
+            call_id: upstream.call_id,
+            engine_user: upstream.engine_user,
+            upstream_ids: upstream.query_ids,
+        }
+    }
+
+    /// The row of task `id`, which ended with `outcome` after `duration_ms`: as
+    /// [`AuditEntry::for_outcome`], with the task id as the call id when the
+    /// result names none.
+    pub fn for_task(
+        id: &TaskId,
+        tool: &str,
+        subject: &str,
+        context: AuditContext,
+        outcome: &Outcome,
+        duration_ms: i64,
+    ) -> Self {
+        let mut entry = Self::for_outcome(tool, subject, context, outcome, duration_ms);
+        entry.call_id.get_or_insert_with(|| id.as_str().to_owned());
+        entry
+    }
+
+    /// This row as it is written when a cancel recorded first overrules the
+    /// ending it was made for: cancelled, with the cancel's message, and still
+    /// the attribution of the ending the work reported (the upstream queries it
+    /// names did run).
+    #[must_use]
+    pub fn cancelled_instead(self) -> Self {
+        let cancelled = Self::for_outcome("", "", AuditContext::default(), &Outcome::Cancelled, 0);
+        Self {
+            success: cancelled.success,
+            outcome: cancelled.outcome,
+            error_message: cancelled.error_message,
+            ..self
         }
     }
 }

@@ -11,6 +11,9 @@ use serde_json::{Map, Value, json};
 use crate::id::TaskId;
 use crate::model::{Caller, Outcome, TaskError, TaskStatus};
 use crate::store::{AuditContext, AuditEntry, Beat, NewTask, TaskStore};
+use crate::upstream::{
+    MAX_ENGINE_USER_BYTES, MAX_UPSTREAM_ID_BYTES, MAX_UPSTREAM_IDS, UPSTREAM_META_KEY, Upstream,
+};
 
 /// A new task for `tool` owned by `apikey:alice` on replica `a`.
 pub fn new_task(tool: &str) -> NewTask {
@@ -106,6 +109,173 @@ pub async fn finishing_is_compare_and_set(store: Arc<dyn TaskStore>) {
     assert!(audit[0].success);
     assert_eq!(audit[0].subject, "apikey:alice");
     assert_eq!(audit[0].context.connection.as_deref(), Some("warehouse"));
+    assert_eq!(
+        audit[0].call_id.as_deref(),
+        Some(task.id.as_str()),
+        "a task's call id is its task id"
+    );
+    assert_eq!(
+        (audit[0].engine_user.as_deref(), audit[0].upstream_ids.len()),
+        (None, 0)
+    );
+}
+
+/// A task result whose `_meta` carries [`UPSTREAM_META_KEY`].
+fn result_naming(upstream: Value, is_error: bool) -> Value {
+    json!({
+        "content": [{"type": "text", "text": "412 000 rows"}],
+        "isError": is_error,
+        "_meta": {UPSTREAM_META_KEY: upstream, "example.org/other": true}
+    })
+}
+
+/// Ends a new task of `tool` with `outcome` (after a cancel, if `cancel_first`)
+/// and returns its id and its one audit row.
+async fn audited_ending(
+    store: &Arc<dyn TaskStore>,
+    tool: &str,
+    outcome: Outcome,
+    cancel_first: bool,
+) -> (TaskId, AuditEntry) {
+    let task = new_task(tool);
+    store.create(task.clone()).await.expect("create");
+    if cancel_first {
+        store.request_cancel(&task.id).await.expect("cancel");
+    }
+    assert!(
+        store
+            .finish(&task.id, outcome)
+            .await
+            .expect("finish")
+            .is_some()
+    );
+    let mut audit = store.audit_for_tool(tool, 10).await.expect("audit");
+    assert_eq!(audit.len(), 1, "{tool}: {audit:?}");
+    (task.id, audit.remove(0))
+}
+
+/// A task's audit row names who it ran as upstream and the queries it caused, as
+/// its result's `_meta` says ([`Upstream::from_result`]), with the task id as the
+/// call id unless the result names one; a malformed attribution is ignored, more
+/// than [`MAX_UPSTREAM_IDS`] ids keep the first ones, an ending without a result
+/// names only the task, and a cancel that overrules an ending keeps the
+/// ending's attribution.
+pub async fn task_endings_record_their_upstream_attribution(store: Arc<dyn TaskStore>) {
+    let tool = "task_endings_record_their_upstream_attribution";
+    let named = Upstream {
+        call_id: None,
+        engine_user: Some("alice@example.com".into()),
+        query_ids: vec![
+            "20261210_101500_00001_abcde".into(),
+            "20261210_101501_00002_abcde".into(),
+        ],
+    };
+    let (id, row) = audited_ending(
+        &store,
+        &format!("{tool}/completed"),
+        Outcome::Completed(result_naming(named.to_meta_value(), false)),
+        false,
+    )
+    .await;
+    assert_eq!(row.outcome, "completed");
+    assert_eq!(row.call_id.as_deref(), Some(id.as_str()));
+    assert_eq!(row.engine_user.as_deref(), Some("alice@example.com"));
+    assert_eq!(row.upstream_ids, named.query_ids);
+
+    let own_call = Upstream {
+        call_id: Some("call-0001".into()),
+        ..named.clone()
+    };
+    let (_, row) = audited_ending(
+        &store,
+        &format!("{tool}/tool_error"),
+        Outcome::Completed(result_naming(own_call.to_meta_value(), true)),
+        false,
+    )
+    .await;
+    assert_eq!(row.outcome, "tool_error");
+    assert_eq!(row.call_id.as_deref(), Some("call-0001"));
+    assert_eq!(row.engine_user.as_deref(), Some("alice@example.com"));
+    assert_eq!(row.upstream_ids, named.query_ids);
+
+    for (case, malformed) in [
+        ("not_an_object", json!("alice@example.com")),
+        (
+            "wrong_types",
+            json!({"call_id": 1, "engine_user": ["alice"], "query_ids": "20261210_101500_00001_abcde"}),
+        ),
+        (
+            "too_long",
+            json!({
+                "engine_user": "a".repeat(MAX_ENGINE_USER_BYTES + 1),
+                "query_ids": ["q".repeat(MAX_UPSTREAM_ID_BYTES + 1)]
+            }),
+        ),
+    ] {
+        let (id, row) = audited_ending(
+            &store,
+            &format!("{tool}/{case}"),
+            Outcome::Completed(result_naming(malformed, false)),
+            false,
+        )
+        .await;
+        assert_eq!(row.outcome, "completed", "{case}");
+        assert_eq!(row.call_id.as_deref(), Some(id.as_str()), "{case}");
+        assert_eq!(
+            (row.engine_user, row.upstream_ids),
+            (None, Vec::new()),
+            "{case}"
+        );
+    }
+
+    let many: Vec<String> = (0..40)
+        .map(|n| format!("20261210_101500_{n:05}_abcde"))
+        .collect();
+    let (_, row) = audited_ending(
+        &store,
+        &format!("{tool}/many"),
+        Outcome::Completed(result_naming(
+            json!({"engine_user": "alice@example.com", "query_ids": many}),
+            false,
+        )),
+        false,
+    )
+    .await;
+    assert_eq!(row.upstream_ids, many[..MAX_UPSTREAM_IDS]);
+
+    let (id, row) = audited_ending(
+        &store,
+        &format!("{tool}/failed"),
+        Outcome::Failed(TaskError::internal("the upstream failed")),
+        false,
+    )
+    .await;
+    assert_eq!(row.outcome, "failed");
+    assert_eq!(row.call_id.as_deref(), Some(id.as_str()));
+    assert_eq!((row.engine_user, row.upstream_ids), (None, Vec::new()));
+
+    let (id, row) = audited_ending(
+        &store,
+        &format!("{tool}/cancelled"),
+        Outcome::Cancelled,
+        false,
+    )
+    .await;
+    assert_eq!(row.outcome, "cancelled");
+    assert_eq!(row.call_id.as_deref(), Some(id.as_str()));
+    assert_eq!((row.engine_user, row.upstream_ids), (None, Vec::new()));
+
+    let (id, row) = audited_ending(
+        &store,
+        &format!("{tool}/overruled"),
+        Outcome::Completed(result_naming(named.to_meta_value(), false)),
+        true,
+    )
+    .await;
+    assert_eq!((row.outcome.as_str(), row.success), ("cancelled", false));
+    assert_eq!(row.call_id.as_deref(), Some(id.as_str()));
+    assert_eq!(row.engine_user.as_deref(), Some("alice@example.com"));
+    assert_eq!(row.upstream_ids, named.query_ids);
 }
 
 /// A cancel that ended the task is not overwritten by a late completion.
@@ -449,6 +619,20 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     };
     assert_eq!((count("failed"), count("cancelled")), (1, 1), "{audit:?}");
     assert_eq!(audit.len(), 3, "one row for each task: {audit:?}");
+    // Each row names its task as the call, and nothing upstream: the sweep knows
+    // only what the task row holds.
+    for (id, outcome) in [
+        (&stale.id, "failed"),
+        (&asked.id, "cancelled"),
+        (&ended.id, "completed"),
+    ] {
+        let row = audit
+            .iter()
+            .find(|entry| entry.call_id.as_deref() == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("no row names {id}: {audit:?}"));
+        assert_eq!(row.outcome, outcome);
+        assert_eq!((&row.engine_user, row.upstream_ids.len()), (&None, 0));
+    }
 }
 
 /// A stale task of a replica that had announced its shutdown (its row says it
@@ -565,11 +749,30 @@ pub async fn direct_calls_are_audited(store: Arc<dyn TaskStore>) {
         outcome: "completed".into(),
         error_message: None,
         duration_ms: 12,
+        call_id: Some("call-0001".into()),
+        engine_user: Some("bob@example.com".into()),
+        upstream_ids: vec![
+            "20261210_101500_00001_abcde".into(),
+            "20261210_101501_00002_abcde".into(),
+        ],
     };
     store.record_audit(entry.clone()).await.expect("audit");
+    let unattributed = AuditEntry {
+        success: false,
+        outcome: "failed".into(),
+        error_message: Some("no connection".into()),
+        call_id: None,
+        engine_user: None,
+        upstream_ids: Vec::new(),
+        ..entry.clone()
+    };
+    store
+        .record_audit(unattributed.clone())
+        .await
+        .expect("audit");
     assert_eq!(
         store.audit_for_tool(tool, 10).await.expect("audit"),
-        vec![entry]
+        vec![unattributed, entry]
     );
 }
 
@@ -651,6 +854,7 @@ macro_rules! store_suite {
         $crate::store_suite!(@tests $make;
             created_task_is_readable,
             finishing_is_compare_and_set,
+            task_endings_record_their_upstream_attribution,
             a_late_completion_never_overwrites_a_cancel,
             an_acknowledged_cancel_wins_over_a_later_ending,
             racing_writers_cannot_both_win,

@@ -651,5 +651,8 @@ fn audit_entry(tool: &str) -> AuditEntry {
         outcome: "completed".into(),
         error_message: None,
         duration_ms: 1,
+        call_id: None,
+        engine_user: None,
+        upstream_ids: Vec::new(),
     }
 }

@@ -45,6 +45,8 @@ impl CallCatalog for MemoryCalls {
             asset_id: record.asset_id,
             task_id: record.task_id,
             upstream_status: record.upstream_status,
+            engine_user: record.engine_user,
+            upstream_ids: record.upstream_ids,
             created_at: now(),
         });
         Ok(())

@@ -9,6 +9,7 @@ use docket_task::store::AuditEntry;
 use crate::columns::PgColumns;
 use crate::error::query_error;
 use crate::rows::{self, audit_columns};
+use crate::shared;
 use crate::statement::statement;
 
 /// Writes one audit row; `id` and `created_at` come from the database.
@@ -19,7 +20,7 @@ pub(crate) async fn insert(
     statement(concat!(
         "INSERT INTO audit_logs (",
         audit_columns!(),
-        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
     ))
     .bind::<Text, _>(&entry.tool)
     .bind::<Text, _>(&entry.subject)
@@ -30,6 +31,9 @@ pub(crate) async fn insert(
     .bind::<Text, _>(&entry.outcome)
     .bind::<Nullable<Text>, _>(&entry.error_message)
     .bind::<BigInt, _>(entry.duration_ms)
+    .bind::<Nullable<Text>, _>(&entry.call_id)
+    .bind::<Nullable<Text>, _>(&entry.engine_user)
+    .bind::<Jsonb, _>(shared::upstream_ids_json(&entry.upstream_ids))
     .execute(conn)
     .await
     .map_err(query_error)?;

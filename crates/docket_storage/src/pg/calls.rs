@@ -2,7 +2,7 @@
 //! it. The row as read is [`rows::CallRow`].
 
 use diesel::OptionalExtension;
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::{BigInt, Jsonb, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::columns::PgColumns;
@@ -23,11 +23,13 @@ pub(crate) async fn insert(
         statement(
             "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
              success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
-             upstream_status) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             upstream_status, engine_user, upstream_ids) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                     $17, $18)",
         ),
         record
     )
+    .bind::<Jsonb, _>(shared::upstream_ids_json(&record.upstream_ids))
     .execute(conn)
     .await
     .map_err(catalog_query_error)?;

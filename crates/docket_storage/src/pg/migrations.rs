@@ -160,4 +160,81 @@ mod tests {
         .await
         .expect("the migration test");
     }
+
+    /// The migration to upstream attribution.
+    const ATTRIBUTION_MIGRATION: &str = "2026-12-15-000000";
+
+    /// Rows written before the migration to upstream attribution read back
+    /// naming no call, no engine user and no query ids; reverting it leaves the
+    /// rows, and it applies again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_from_before_upstream_attribution_read_back_unattributed_on_postgres() {
+        let server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let Some(database) = TestDatabase::postgres(&server).await else {
+            return;
+        };
+        let url = database.url().to_owned();
+        let migrate_url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = tokio::runtime::Handle::current()
+                .block_on(establish(migrate_url))
+                .expect("connect");
+            let mut conn = Connection::from(conn);
+            crate::shared::revert_through(&mut conn, || MIGRATIONS, ATTRIBUTION_MIGRATION);
+            statement(
+                "INSERT INTO audit_logs (tool, subject, arguments, success, outcome, \
+                 duration_ms) VALUES ('probe', 'alice', '{}', true, 'completed', 3)",
+            )
+            .execute(&mut conn)
+            .expect("an audit row");
+            statement(
+                "INSERT INTO call_records (id, kind, tool, statement, subject, success, \
+                 outcome, duration_ms) VALUES ('c1', 'sql', 'trino_query', 'SELECT 1', \
+                 'alice', true, 'completed', 3)",
+            )
+            .execute(&mut conn)
+            .expect("a call record");
+            conn.run_pending_migrations(MIGRATIONS)
+                .expect("migrate again");
+        })
+        .await
+        .expect("the migration");
+        let mut conn = establish(url.clone()).await.expect("connect");
+        let audit = super::super::audit::for_tool(&mut conn, "probe", 10)
+            .await
+            .expect("audit rows");
+        assert_eq!(audit.len(), 1);
+        assert_eq!(
+            (
+                &audit[0].call_id,
+                &audit[0].engine_user,
+                audit[0].upstream_ids.len()
+            ),
+            (&None, &None, 0)
+        );
+        let record = super::super::calls::get(&mut conn, "c1")
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!((record.engine_user, record.upstream_ids.len()), (None, 0));
+        drop(conn);
+        tokio::task::spawn_blocking(move || {
+            let conn = tokio::runtime::Handle::current()
+                .block_on(establish(url))
+                .expect("connect");
+            let mut conn = Connection::from(conn);
+            crate::shared::revert_through(&mut conn, || MIGRATIONS, ATTRIBUTION_MIGRATION);
+            let kept: Vec<Stamp> = statement(
+                "SELECT tool AS id, subject AS at FROM audit_logs \
+                 UNION ALL SELECT id, subject AS at FROM call_records",
+            )
+            .load(&mut conn)
+            .expect("rows");
+            assert_eq!(kept.len(), 2, "reverting keeps the rows");
+            conn.run_pending_migrations(MIGRATIONS)
+                .expect("migrate once more");
+        })
+        .await
+        .expect("the revert");
+    }
 }

@@ -235,6 +235,9 @@ pub(crate) async fn finish(
         .bind::<Nullable<Text>, _>(&cancel.status_message)
         .bind::<Text, _>(&cancel.outcome)
         .bind::<Nullable<Text>, _>(&cancel.error_message)
+        .bind::<Nullable<Text>, _>(&ending.call_id)
+        .bind::<Nullable<Text>, _>(&ending.engine_user)
+        .bind::<Jsonb, _>(shared::upstream_ids_json(&ending.upstream_ids))
         .get_result::<EndedStatusRow>(conn)
         .await
         .optional()

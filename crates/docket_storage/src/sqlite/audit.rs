@@ -8,12 +8,14 @@ use docket_task::store::AuditEntry;
 
 use crate::columns::TextColumns;
 use crate::rows::{self, audit_columns};
+use crate::shared;
 use crate::statement::statement;
 
 /// An audit row as read.
 pub(crate) type AuditRow = rows::AuditRow<TextColumns>;
 
-/// An audit row to insert (its arguments as JSON text); `id` and `created_at`
+/// An audit row to insert (its arguments as JSON text, its upstream query ids
+/// turned into JSON text when written); `id` and `created_at`
 /// come from the database.
 pub(crate) struct NewAuditRow<'a> {
     pub(crate) tool: &'a str,
@@ -25,6 +27,9 @@ pub(crate) struct NewAuditRow<'a> {
     pub(crate) outcome: &'a str,
     pub(crate) error_message: Option<&'a str>,
     pub(crate) duration_ms: i64,
+    pub(crate) call_id: Option<&'a str>,
+    pub(crate) engine_user: Option<&'a str>,
+    pub(crate) upstream_ids: &'a [String],
 }
 
 /// Writes audit rows, one prepared insert each (callers hold a transaction).
@@ -36,7 +41,7 @@ pub(crate) fn insert_rows(
         statement(concat!(
             "INSERT INTO audit_logs (",
             audit_columns!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         ))
         .bind::<Text, _>(row.tool)
         .bind::<Text, _>(row.subject)
@@ -47,6 +52,9 @@ pub(crate) fn insert_rows(
         .bind::<Text, _>(row.outcome)
         .bind::<Nullable<Text>, _>(row.error_message)
         .bind::<BigInt, _>(row.duration_ms)
+        .bind::<Nullable<Text>, _>(row.call_id)
+        .bind::<Nullable<Text>, _>(row.engine_user)
+        .bind::<Text, _>(shared::upstream_ids_json(row.upstream_ids).to_string())
         .execute(conn)?;
     }
     Ok(())
@@ -67,6 +75,9 @@ pub(crate) fn insert(conn: &mut SqliteConnection, entry: &AuditEntry) -> QueryRe
             outcome: &entry.outcome,
             error_message: entry.error_message.as_deref(),
             duration_ms: entry.duration_ms,
+            call_id: entry.call_id.as_deref(),
+            engine_user: entry.engine_user.as_deref(),
+            upstream_ids: &entry.upstream_ids,
         }],
     )
 }

@@ -19,11 +19,13 @@ pub(crate) fn insert(conn: &mut SqliteConnection, record: &NewCallRecord) -> Que
         statement(
             "INSERT INTO call_records (id, kind, tool, connection, statement, subject, persona, \
              success, outcome, error_message, duration_ms, rows, bytes, asset_id, task_id, \
-             upstream_status) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             upstream_status, engine_user, upstream_ids) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, \
+                     ?17, ?18)",
         ),
         record
     )
+    .bind::<Text, _>(shared::upstream_ids_json(&record.upstream_ids).to_string())
     .execute(conn)
     .map(drop)
 }

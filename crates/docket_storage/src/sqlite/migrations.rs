@@ -130,4 +130,61 @@ mod tests {
             ]
         );
     }
+
+    /// The migration to upstream attribution.
+    const ATTRIBUTION_MIGRATION: &str = "2026-12-15-000000";
+
+    /// Rows written before the migration to upstream attribution read back
+    /// naming no call, no engine user and no query ids; reverting it leaves the
+    /// rows, and it applies again.
+    #[test]
+    fn rows_from_before_upstream_attribution_read_back_unattributed() {
+        let mut conn = SqliteConnection::establish(":memory:").expect("open");
+        conn.run_pending_migrations(MIGRATIONS).expect("migrate");
+        crate::shared::revert_through(&mut conn, || MIGRATIONS, ATTRIBUTION_MIGRATION);
+        statement(
+            "INSERT INTO audit_logs (tool, subject, arguments, success, outcome, duration_ms) \
+             VALUES ('probe', 'alice', '{}', 1, 'completed', 3)",
+        )
+        .execute(&mut conn)
+        .expect("an audit row");
+        statement(
+            "INSERT INTO call_records (id, kind, tool, statement, subject, success, outcome, \
+             duration_ms) VALUES ('c1', 'sql', 'trino_query', 'SELECT 1', 'alice', 1, \
+             'completed', 3)",
+        )
+        .execute(&mut conn)
+        .expect("a call record");
+        conn.run_pending_migrations(MIGRATIONS)
+            .expect("migrate again");
+        let audit = crate::rows::audit_entries(
+            super::super::audit::for_tool(&mut conn, "probe", 10).expect("audit rows"),
+        )
+        .expect("read");
+        assert_eq!(audit.len(), 1);
+        assert_eq!(
+            (
+                &audit[0].call_id,
+                &audit[0].engine_user,
+                audit[0].upstream_ids.len()
+            ),
+            (&None, &None, 0)
+        );
+        let record = super::super::calls::get(&mut conn, "c1")
+            .expect("get")
+            .map(docket_catalog::CallRecord::try_from)
+            .expect("present")
+            .expect("read");
+        assert_eq!((record.engine_user, record.upstream_ids.len()), (None, 0));
+        crate::shared::revert_through(&mut conn, || MIGRATIONS, ATTRIBUTION_MIGRATION);
+        let kept: Vec<Stamp> = statement(
+            "SELECT tool AS id, subject AS at FROM audit_logs \
+             UNION ALL SELECT id, subject AS at FROM call_records",
+        )
+        .load(&mut conn)
+        .expect("rows");
+        assert_eq!(kept.len(), 2, "reverting keeps the rows");
+        conn.run_pending_migrations(MIGRATIONS)
+            .expect("migrate once more");
+    }
 }

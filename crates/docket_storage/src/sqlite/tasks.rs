@@ -130,17 +130,24 @@ struct EndedRow {
 }
 
 impl EndedRow {
-    fn audit_row<'a>(&'a self, ending: &'a Ending) -> NewAuditRow<'a> {
+    /// The task's audit row: its outcome as `kept` (the ending recorded), its
+    /// attribution as `reported` (the ending the work reported, which a cancel
+    /// recorded first may have overruled), the task id as the call id when the
+    /// result names none.
+    fn audit_row<'a>(&'a self, kept: &'a Ending, reported: &'a Ending) -> NewAuditRow<'a> {
         NewAuditRow {
             tool: &self.tool,
             subject: &self.owner,
             persona: self.audit_persona.as_deref(),
             connection: self.audit_connection.as_deref(),
             arguments: &self.audit_arguments,
-            success: ending.success,
-            outcome: &ending.outcome,
-            error_message: ending.error_message.as_deref(),
+            success: kept.success,
+            outcome: &kept.outcome,
+            error_message: kept.error_message.as_deref(),
             duration_ms: self.duration_ms,
+            call_id: Some(reported.call_id.as_deref().unwrap_or(&self.task_id)),
+            engine_user: reported.engine_user.as_deref(),
+            upstream_ids: &reported.upstream_ids,
         }
     }
 }
@@ -167,7 +174,7 @@ pub(crate) fn finish(
             return Ok(None);
         };
         let kept = if ended.overruled { &cancel } else { ending };
-        audit::insert_rows(conn, &[ended.audit_row(kept)])?;
+        audit::insert_rows(conn, &[ended.audit_row(kept, ending)])?;
         Ok(Some(ended.status))
     })
 }
@@ -365,11 +372,10 @@ pub(crate) fn fail_stale(
         let rows: Vec<NewAuditRow<'_>> = failed
             .iter()
             .map(|row| {
-                row.audit_row(match (row.overruled, row.draining) {
-                    (true, _) => &cancel,
-                    (false, true) => shut_down,
-                    (false, false) => ending,
-                })
+                let reported = if row.draining { shut_down } else { ending };
+                let kept = if row.overruled { &cancel } else { reported };
+                // The sweep's endings carry no attribution: the call is the task.
+                row.audit_row(kept, reported)
             })
             .collect();
         audit::insert_rows(conn, &rows)?;

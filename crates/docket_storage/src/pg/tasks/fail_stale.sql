@@ -16,7 +16,8 @@
 -- $4 audit success, $5 audit outcome; a cancel's $6 status_message, $7 audit
 -- outcome and $8 audit error message; for a replica that had begun to drain
 -- (it was shut down, not lost), $9 error and $10 status_message and audit error
--- message.
+-- message. Each audit row names its task as the call, and nothing upstream: the
+-- sweep knows only what the task row holds.
 WITH stale AS (
     SELECT task.task_id, COALESCE(replica.draining, false) AS draining
       FROM call_tasks AS task
@@ -51,13 +52,14 @@ WITH stale AS (
 ), audited AS (
     INSERT INTO audit_logs (
         tool, subject, persona, connection, arguments, success, outcome, error_message,
-        duration_ms
+        duration_ms, call_id
     )
     SELECT tool, owner, audit_persona, audit_connection, audit_arguments,
            $4::boolean AND NOT overruled,
            CASE WHEN overruled THEN $7::text ELSE $5::text END,
            CASE WHEN overruled THEN $8::text WHEN draining THEN $10::text ELSE $3::text END,
-           (extract(epoch FROM now() - created_at) * 1000)::bigint
+           (extract(epoch FROM now() - created_at) * 1000)::bigint,
+           task_id
       FROM failed
 )
 SELECT task_id FROM failed
