@@ -13,8 +13,8 @@ use docket_task::audit::AuditWriter;
 use docket_task::runtime::{RuntimeConfig, TaskRuntime};
 
 use crate::assets::Assets;
+use crate::auth::{Attributes, Identity, IdentityKind, RunIdentity};
 use crate::auth::{AuthError, Authenticator};
-use crate::auth::{Identity, IdentityKind, RunIdentity};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::persona::Personas;
@@ -27,7 +27,7 @@ use crate::tools;
 use crate::tools::script_host::ScriptHost;
 use crate::tools::scripts::{ConfiguredOwners, RunTasks, ScriptTools};
 use docket_catalog::ScriptStore;
-use docket_catalog::scripts::{Run, ScriptVersion};
+use docket_catalog::scripts::{Run, RunTrigger, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
 use docket_script::{Isolation, Limits};
 
@@ -547,6 +547,31 @@ impl AppBuilder {
 /// runs each run's version in the sandbox with a host that sends every
 /// `platform.*` call through this app's pipeline as `script:<name>` with the
 /// roles its version's author held.
+/// What a script run knows of its owner for acting upstream on their behalf:
+/// an API key's entry as configured now, or an OIDC owner's `sub`.
+fn owner_attributes(api_keys: &[crate::auth::ApiKeyConfig], owner: &str) -> Attributes {
+    if let Some(name) = owner.strip_prefix("apikey:") {
+        return api_keys
+            .iter()
+            .find(|key| key.name == name)
+            .map(|key| Attributes {
+                claims: Arc::new(crate::auth::key_claims(key)),
+                key_user: key.user.clone(),
+                token: None,
+            })
+            .unwrap_or_default();
+    }
+    let mut claims = serde_json::Map::new();
+    if let Some(sub) = owner.strip_prefix("oidc:") {
+        claims.insert("sub".into(), sub.into());
+    }
+    Attributes {
+        claims: Arc::new(claims),
+        key_user: None,
+        token: None,
+    }
+}
+
 fn script_tools(
     config: &Config,
     store: Arc<dyn ScriptStore>,
@@ -563,6 +588,7 @@ fn script_tools(
         ..Limits::run()
     };
     let cell = Arc::clone(app_cell);
+    let api_keys = config.auth.api_keys.clone();
     let host_for = move |run: &Run, _version: &ScriptVersion, roles: &[String]| {
         // A run acts as its script (by id, so two owners' same-named scripts
         // share nothing), with the roles of its source's author that its owner
@@ -576,7 +602,9 @@ fn script_tools(
             run: Some(RunIdentity {
                 run_id: run.id.clone(),
                 owner: run.script_owner.clone(),
+                scheduled: run.trigger == RunTrigger::Schedule,
             }),
+            attributes: owner_attributes(&api_keys, &run.script_owner),
         };
         Arc::new(ScriptHost {
             app: cell.get().cloned().unwrap_or_default(),

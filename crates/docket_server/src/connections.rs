@@ -8,6 +8,7 @@ use std::time::Duration;
 use docket_export::api::{ApiAuth, ApiClient, ApiConfig};
 use docket_export::readonly::ReadOnlyRules;
 use docket_export::trino::{TrinoAuth, TrinoClient, TrinoConfig};
+use docket_identity::user::{ImpersonationConfig, UserMapping};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -40,6 +41,7 @@ struct TrinoSettings {
     consent: ConsentMode,
     default: bool,
     readonly: ReadOnlySettings,
+    impersonation: Option<ImpersonationConfig>,
 }
 
 /// `readonly:` of a Trino connection: what it allows beyond plain reads.
@@ -63,6 +65,7 @@ impl Default for TrinoSettings {
             consent: ConsentMode::Threshold,
             default: false,
             readonly: ReadOnlySettings::default(),
+            impersonation: None,
         }
     }
 }
@@ -80,6 +83,9 @@ pub(crate) struct TrinoConnection {
     pub is_default: bool,
     /// What the read-only gate allows on it beyond plain reads.
     pub readonly: ReadOnlyRules,
+    /// Whom queries run as when the connection impersonates its callers;
+    /// `None` runs every query as its configured `user:`.
+    pub impersonation: Option<UserMapping>,
 }
 
 /// Every Trino connection, or every problem found in their settings.
@@ -148,8 +154,21 @@ pub(crate) fn trino_connections(
                 continue;
             }
         };
+        let impersonation = match settings
+            .impersonation
+            .as_ref()
+            .map(|config| UserMapping::compile(config, &format!("{path}.impersonation")))
+        {
+            None => None,
+            Some(Ok(mapping)) => Some(mapping),
+            Some(Err(found)) => {
+                problems.extend(found);
+                continue;
+            }
+        };
         match TrinoClient::new(config) {
             Ok(client) => parsed.push(TrinoConnection {
+                impersonation,
                 name: name.clone(),
                 client,
                 consent: settings.consent,

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod attribution;
 pub mod auth;
 pub mod config;
 mod connections;

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::attribution::Attribution;
 use crate::auth::Identity;
 use crate::persona::Persona;
 
@@ -144,6 +145,9 @@ pub struct ToolCall {
     pub cancel: CancellationToken,
     /// The task this call runs as, when it became one.
     pub task: Option<Arc<TaskContext>>,
+    /// The call's id and what it ran as and caused upstream; Trino clients
+    /// are made through it ([`Attribution`]).
+    pub attribution: Arc<Attribution>,
 }
 
 impl ToolCall {
@@ -208,6 +212,8 @@ pub struct ConsentRequest<'a> {
     pub client_capabilities: &'a ClientCapabilities,
     /// The answers of an earlier round, verified.
     pub input: Option<&'a InputRound>,
+    /// The call's attribution, for queries consent runs (EXPLAIN).
+    pub attribution: &'a Arc<Attribution>,
 }
 
 /// The future a consent step returns.

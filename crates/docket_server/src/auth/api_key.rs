@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 
 use std::sync::Arc;
 
-use super::identity::{Identity, IdentityKind};
+use super::identity::{Attributes, Identity, IdentityKind};
 
 /// Keys shorter than this are accepted but logged as a warning at start-up:
 /// a fast digest only protects a key that cannot be guessed.
@@ -40,6 +40,9 @@ pub struct ApiKeyConfig {
     pub email: Option<String>,
     /// The roles a caller presenting this key has.
     pub roles: Vec<String>,
+    /// The session user Trino connections with `impersonation:` run this key's
+    /// queries as; without it such connections refuse the key.
+    pub user: Option<String>,
 }
 
 impl fmt::Debug for ApiKeyConfig {
@@ -54,6 +57,7 @@ impl fmt::Debug for ApiKeyConfig {
             )
             .field("email", &self.email)
             .field("roles", &self.roles)
+            .field("user", &self.user)
             .finish()
     }
 }
@@ -185,6 +189,11 @@ impl ApiKeyTable {
                 roles: config.roles.clone(),
                 kind: IdentityKind::ApiKey,
                 run: None,
+                attributes: Attributes {
+                    claims: Arc::new(key_claims(config)),
+                    key_user: config.user.clone(),
+                    token: None,
+                },
             };
             by_digest.insert(
                 digest,
@@ -217,6 +226,22 @@ impl ApiKeyTable {
 #[must_use]
 pub fn key_sha256_hex(key: &str) -> String {
     hex::encode(sha256(key.as_bytes()))
+}
+
+/// The claims an API key stands for: `sub`, `name` and, when set, `email` and
+/// `preferred_username` (its `user:`), so identity headers read the same paths
+/// for keys as for tokens.
+pub(crate) fn key_claims(config: &ApiKeyConfig) -> serde_json::Map<String, serde_json::Value> {
+    let mut claims = serde_json::Map::new();
+    claims.insert("sub".into(), config.subject().into());
+    claims.insert("name".into(), config.name.clone().into());
+    if let Some(email) = &config.email {
+        claims.insert("email".into(), email.clone().into());
+    }
+    if let Some(user) = &config.user {
+        claims.insert("preferred_username".into(), user.clone().into());
+    }
+    claims
 }
 
 #[cfg(test)]

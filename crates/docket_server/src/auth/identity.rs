@@ -2,6 +2,9 @@
 //! itself.
 
 use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
 
 /// How an [`Identity`] proved itself.
 #[non_exhaustive]
@@ -57,6 +60,61 @@ pub struct Identity {
     /// For a script run: the run, and the person on whose behalf it acts.
     /// `None` for everyone who calls in person.
     pub run: Option<RunIdentity>,
+    /// What the caller's credential says about them, for acting on their behalf
+    /// at upstreams (the Trino session user, identity headers, token exchange).
+    pub attributes: Attributes,
+}
+
+/// What a credential says about the person presenting it, beyond the subject and
+/// roles: what upstream identity (`docket_identity`) is derived from.
+///
+/// `Debug` never shows the token.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Attributes {
+    /// The verified claims: an OIDC access token's, or for an API key
+    /// `sub`, `name` and `email` of its entry. For a script run, its owner's, as
+    /// last seen when they signed in.
+    pub claims: Arc<Map<String, Value>>,
+    /// The session user an API key's entry names (`user:`), for connections
+    /// that run queries as the caller.
+    pub key_user: Option<String>,
+    /// The caller's own access token, kept only to exchange it (RFC 8693) for a
+    /// token meant for an upstream; never forwarded as it is, never logged.
+    pub token: Option<InboundToken>,
+}
+
+impl fmt::Debug for Attributes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attributes")
+            .field("claims", &self.claims.keys().collect::<Vec<_>>())
+            .field("key_user", &self.key_user)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// A caller's access token as it arrived. Its `Debug` output is redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InboundToken(Arc<str>);
+
+impl InboundToken {
+    /// Wraps `token`.
+    #[must_use]
+    pub fn new(token: &str) -> Self {
+        Self(Arc::from(token))
+    }
+
+    /// The token itself, for a token exchange request only.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for InboundToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// The script run an [`Identity`] is, and on whose behalf it acts.
@@ -72,6 +130,9 @@ pub struct RunIdentity {
     pub run_id: String,
     /// The subject of the script's owner.
     pub owner: String,
+    /// Whether a schedule started the run (its Trino queries are tagged
+    /// `scheduled`).
+    pub scheduled: bool,
 }
 
 impl Identity {
@@ -88,6 +149,7 @@ impl Identity {
             roles,
             kind: IdentityKind::Anonymous,
             run: None,
+            attributes: Attributes::default(),
         }
     }
 

@@ -24,9 +24,10 @@ use http::header::AUTHORIZATION;
 use serde::Deserialize;
 use serde_json::json;
 
+pub(crate) use api_key::key_claims;
 pub use api_key::{ApiKeyConfig, key_sha256_hex};
 pub use error::AuthError;
-pub use identity::{Identity, IdentityKind, RunIdentity};
+pub use identity::{Attributes, Identity, IdentityKind, InboundToken, RunIdentity};
 pub use oidc::OidcConfig;
 
 use api_key::ApiKeyTable;

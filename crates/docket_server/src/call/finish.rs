@@ -1,6 +1,7 @@
 //! Turning a handler's outcome into the answer: the metric, the log line, the
 //! sealed state of an `input_required` round, and the call's audit row.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docket_protocol::JsonObject;
@@ -9,6 +10,7 @@ use docket_protocol::result::ResultType;
 use docket_task::store::{AuditContext, AuditEntry};
 use serde_json::Value;
 
+use crate::attribution::Attribution;
 use crate::audit::redact_arguments;
 use crate::error::McpError;
 use crate::metrics::CallOutcome;
@@ -30,13 +32,16 @@ pub(super) struct Finish {
     pub(super) run_id: Option<String>,
     pub(super) started: Instant,
     pub(super) now: u64,
+    /// Who the call ran as upstream and what it caused there.
+    pub(super) attribution: Arc<Attribution>,
 }
 
 impl Finish {
     pub(super) fn into_result(self, outcome: ToolOutcome) -> Result<Value, McpError> {
         let state = &self.app.state;
         let (label, answer) = match outcome {
-            ToolOutcome::Result(result) => {
+            ToolOutcome::Result(mut result) => {
+                self.attribution.stamp(&mut result);
                 let label = if result.is_error() {
                     CallOutcome::ToolError
                 } else {
@@ -115,6 +120,9 @@ impl Finish {
             outcome: outcome.to_owned(),
             error_message,
             duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+            call_id: Some(self.attribution.call_id().to_owned()),
+            engine_user: self.attribution.engine_user(),
+            upstream_ids: self.attribution.query_ids(),
         };
         // Tried again while the store is away, as an ending is (tasks.stale_after),
         // and flushed at shutdown, so "audited once" holds for calls from requests

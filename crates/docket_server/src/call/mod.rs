@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::attribution::Attribution;
 use crate::audit::redact_arguments;
 use crate::error::McpError;
 use crate::headers;
@@ -62,6 +63,7 @@ struct Call<'a> {
     tool: &'a RegisteredTool,
     arguments: JsonObject,
     started: Instant,
+    attribution: Arc<Attribution>,
 }
 
 /// Runs one `tools/call` through the pipeline's stages, in the contract's order:
@@ -85,6 +87,13 @@ pub(crate) async fn call_tool(
         headers::check_param_headers(&context.headers, &tool.spec.input_schema, &arguments)
             .map_err(McpError::HeaderMismatch)?;
     }
+    let scheduled = context
+        .identity
+        .run
+        .as_ref()
+        .is_some_and(|run| run.scheduled);
+    let attribution = Attribution::new(scheduled)
+        .map_err(|err| McpError::Internal(format!("could not draw a call id: {err}")))?;
     let call = Call {
         app,
         context,
@@ -92,6 +101,7 @@ pub(crate) async fn call_tool(
         tool,
         arguments,
         started,
+        attribution: Arc::new(attribution),
     };
     let identity = Arc::clone(&call.context.identity);
     let stages = async {
@@ -274,6 +284,7 @@ impl Call<'_> {
             run_id: self.context.run_id.clone(),
             started: self.started,
             now: unix_now(),
+            attribution: Arc::clone(&self.attribution),
         }
     }
 
@@ -292,6 +303,7 @@ impl Call<'_> {
             persona,
             client_capabilities: &self.context.meta.client_capabilities,
             input,
+            attribution: &self.attribution,
         };
         match self.tool.handler().consent(&request).await {
             Consent::Proceed => Ok(None),
@@ -335,6 +347,7 @@ impl Call<'_> {
                         input,
                         cancel: CancellationToken::new(),
                         task: None,
+                        attribution: Arc::clone(&self.attribution),
                     };
                     if let Some(own_task) = handler.start_own_task(&call) {
                         return match own_task.await {
@@ -392,6 +405,7 @@ impl Call<'_> {
             input,
             cancel: cancel.clone(),
             task: None,
+            attribution: Arc::clone(&self.attribution),
         };
         let running = RunningCall::new(
             tokio::spawn(async move { handler.call(call).await }),
@@ -452,8 +466,13 @@ async fn start_task(
             // failed instead of leaving it working; dropping `running` (a cancel)
             // stops it.
             let cancel = call.cancel.clone();
+            let attribution = Arc::clone(&call.attribution);
             let running = RunningCall::new(tokio::spawn(handler.call(call)), cancel);
-            task_outcome(running.wait().await)
+            let mut outcome = running.wait().await;
+            if let ToolOutcome::Result(result) = &mut outcome {
+                attribution.stamp(result);
+            }
+            task_outcome(outcome)
         })
         .await
         .map_err(spawn_failure)?;

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::attribution::Attribution;
 use crate::connections::TrinoConnection;
 use crate::features::CompletionRequest;
 use crate::rate_limit::RateLimiter;
@@ -111,7 +112,26 @@ impl TrinoNames {
         {
             return Vec::new();
         }
-        let listed = match connection.client.query(&plan.statement()).await {
+        // The names a person may see are theirs at Trino: the listing runs as
+        // the caller when the connection impersonates.
+        let Ok(attribution) = Attribution::new(false) else {
+            return Vec::new();
+        };
+        let persona = request
+            .persona
+            .as_ref()
+            .map_or("", |persona| persona.name.as_str());
+        let client = match attribution.trino_client(
+            connection,
+            &request.identity,
+            persona,
+            "completion/complete",
+            None,
+        ) {
+            Ok(client) => client,
+            Err(_) => return Vec::new(),
+        };
+        let listed = match client.query(&plan.statement()).await {
             Ok(stream) => stream.collect(MAX_NAMES).await,
             Err(error) => Err(error),
         };
@@ -237,6 +257,7 @@ mod tests {
                 roles: Vec::new(),
                 kind: IdentityKind::ApiKey,
                 run: None,
+                attributes: Default::default(),
             }),
             persona: None,
         }

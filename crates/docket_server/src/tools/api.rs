@@ -364,6 +364,8 @@ fn call_record(
         asset_id: None,
         task_id: call.task.as_ref().map(|task| task.id().to_string()),
         upstream_status: None,
+        engine_user: None,
+        upstream_ids: Vec::new(),
     }
 }
 

@@ -231,6 +231,17 @@ fn check_sql(
 }
 
 fn trino_failure(err: &TrinoError) -> CallToolResult {
+    // Trino's access control refused to let Docket's principal act as the
+    // caller: the caller's rights at Trino, not a fault of the statement.
+    if let TrinoError::Query { name, message, .. } = err
+        && name == "PERMISSION_DENIED"
+        && message.contains("cannot impersonate")
+    {
+        return Refusal::NotAllowed.result(
+            &format!("Trino refused to run the query as you: {message}"),
+            "Ask the Trino administrators to allow this connection's principal to impersonate you.",
+        );
+    }
     Refusal::QueryFailed.result(
         &format!("query execution failed: {err}"),
         "Fix the statement and try again.",
@@ -244,6 +255,7 @@ async fn consent(
     capabilities: ClientCapabilities,
     answer: Option<(Value, String)>,
     owner: String,
+    client_for: impl FnOnce(&TrinoConnection) -> Result<TrinoClient, CallToolResult>,
 ) -> Consent {
     // An export whose idempotency key already produced an asset runs nothing, so
     // there is nothing to consent to (and no EXPLAIN to send).
@@ -296,7 +308,13 @@ async fn consent(
             ))
         };
     }
-    let estimate = estimate_rows(&connection.client, sql).await;
+    // The EXPLAIN runs as the caller would: a caller the connection cannot run
+    // as is refused here, before anything reaches Trino.
+    let client = match client_for(connection) {
+        Ok(client) => client,
+        Err(refusal) => return Consent::Refuse(refusal),
+    };
+    let estimate = estimate_rows(&client, sql).await;
     let message = match (connection.consent, estimate) {
         (ConsentMode::Always, Some(rows)) => {
             format!(
@@ -363,7 +381,11 @@ async fn explain_plan(client: &TrinoClient, sql: &str) -> Result<String, TrinoEr
     Ok(lines.join("\n"))
 }
 
-fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> ConsentFuture {
+fn consent_future(
+    deps: &Arc<TrinoDeps>,
+    request: &ConsentRequest<'_>,
+    tool: &'static str,
+) -> ConsentFuture {
     // An answer counts only beside the sealed state of the question it answers: one
     // sent without a requestState (or with another's) was never asked for.
     let answer = request.input.and_then(|round| {
@@ -376,7 +398,32 @@ fn consent_future(deps: &Arc<TrinoDeps>, request: &ConsentRequest<'_>) -> Consen
         request.client_capabilities.clone(),
         answer,
         request.identity.subject.clone(),
+        {
+            let identity = request.identity.clone();
+            let persona = request.persona.name.clone();
+            let attribution = Arc::clone(request.attribution);
+            move |connection: &TrinoConnection| {
+                attribution.trino_client(connection, &identity, &persona, tool, None)
+            }
+        },
     ))
+}
+
+/// The client `call`'s queries on `connection` go through: as the caller when
+/// the connection impersonates, labelled for Trino's query log.
+fn client_for(
+    call: &ToolCall,
+    connection: &TrinoConnection,
+    tool: &str,
+) -> Result<TrinoClient, CallToolResult> {
+    let task_id = call.task.as_ref().map(|task| task.id().to_string());
+    call.attribution.trino_client(
+        connection,
+        &call.identity,
+        &call.persona.name,
+        tool,
+        task_id.as_deref(),
+    )
 }
 
 struct QueryTool(Arc<TrinoDeps>);
@@ -388,7 +435,7 @@ impl ToolHandler for QueryTool {
     }
 
     fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
-        consent_future(&self.0, request)
+        consent_future(&self.0, request, "trino_query")
     }
 }
 
@@ -408,7 +455,11 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_QUERY_ROWS)
         .min(MAX_QUERY_ROWS);
-    let mut stream = match connection.client.query(sql).await {
+    let client = match client_for(call, connection, "trino_query") {
+        Ok(client) => client,
+        Err(refusal) => return refusal,
+    };
+    let mut stream = match client.query(sql).await {
         Ok(stream) => stream,
         Err(err) => return trino_failure(&err),
     };
@@ -477,7 +528,11 @@ async fn explain(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Err(refusal) => return refusal,
     };
     let sql = statement.sql();
-    match explain_plan(&connection.client, sql).await {
+    let client = match client_for(call, connection, "trino_explain") {
+        Ok(client) => client,
+        Err(refusal) => return refusal,
+    };
+    match explain_plan(&client, sql).await {
         Ok(plan) => {
             let estimate = explain_estimated_rows(&plan);
             let mut result = CallToolResult::text(plan.clone());
@@ -506,8 +561,13 @@ fn identifier(kind: &str, value: &str) -> Result<String, CallToolResult> {
     }
 }
 
-async fn run_listing(connection: &TrinoConnection, sql: &str, key: &str) -> CallToolResult {
-    match collect_small(&connection.client, sql).await {
+async fn run_listing(
+    connection: &TrinoConnection,
+    client: &TrinoClient,
+    sql: &str,
+    key: &str,
+) -> CallToolResult {
+    match collect_small(client, sql).await {
         Ok(collected) => {
             let names: Vec<&Value> = collected
                 .rows
@@ -540,7 +600,10 @@ async fn browse(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         }
     };
     match statement {
-        Ok((sql, key)) => run_listing(connection, &sql, key).await,
+        Ok((sql, key)) => match client_for(call, connection, "trino_browse") {
+            Ok(client) => run_listing(connection, &client, &sql, key).await,
+            Err(refusal) => refusal,
+        },
         Err(refusal) => refusal,
     }
 }
@@ -569,7 +632,11 @@ async fn describe(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         }
         Err(refusal) => return refusal,
     };
-    match collect_small(&connection.client, &format!("DESCRIBE {}", parts.join("."))).await {
+    let client = match client_for(call, connection, "trino_describe_table") {
+        Ok(client) => client,
+        Err(refusal) => return refusal,
+    };
+    match collect_small(&client, &format!("DESCRIBE {}", parts.join("."))).await {
         Ok(collected) => {
             let columns: Vec<Value> = collected
                 .rows
@@ -593,7 +660,7 @@ impl ToolHandler for ExportTool {
     }
 
     fn consent(&self, request: &ConsentRequest<'_>) -> ConsentFuture {
-        consent_future(&self.0, request)
+        consent_future(&self.0, request, "trino_export")
     }
 }
 
@@ -623,6 +690,10 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Err(refusal) => return refusal,
     };
     let sql = statement.sql();
+    let client = match client_for(call, connection, "trino_export") {
+        Ok(client) => client,
+        Err(refusal) => return refusal,
+    };
     let limits = &deps.exports;
     let max_rows = match arguments.get("limit").and_then(Value::as_u64) {
         Some(limit) if limit > limits.max_rows => {
@@ -674,7 +745,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         );
     };
     let outcome = export_query(
-        &connection.client,
+        &client,
         sql,
         format,
         upload,
@@ -711,6 +782,8 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
             asset_id: asset,
             task_id: task_id.clone(),
             upstream_status: None,
+            engine_user: call.attribution.engine_user(),
+            upstream_ids: call.attribution.query_ids(),
         }
     };
     let report = match outcome {

@@ -16,8 +16,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use docket_server::auth::{
-    ApiKeyConfig, AuthConfig, AuthError, Authenticator, Identity, IdentityKind, OidcConfig,
-    key_sha256_hex,
+    ApiKeyConfig, Attributes, AuthConfig, AuthError, Authenticator, Identity, IdentityKind,
+    OidcConfig, key_sha256_hex,
 };
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
@@ -271,7 +271,8 @@ async fn valid_token_gives_an_identity_with_roles_from_a_nested_claim() -> Resul
     let provider = Provider::start(&[&primary]).await?;
     let authenticator = provider.authenticator()?;
 
-    let identity = bearer(&authenticator, &primary.sign(&provider.claims())?).await?;
+    let token = primary.sign(&provider.claims())?;
+    let identity = bearer(&authenticator, &token).await?;
     assert_eq!(
         *identity,
         Identity {
@@ -281,8 +282,22 @@ async fn valid_token_gives_an_identity_with_roles_from_a_nested_claim() -> Resul
             roles: vec!["analyst".to_owned(), "viewer".to_owned()],
             kind: IdentityKind::Oidc,
             run: None,
+            attributes: identity.attributes.clone(),
         }
     );
+    // The verified claims are kept for upstream identity, and the token for an
+    // exchange only: never in Debug output.
+    let attributes = &identity.attributes;
+    assert_eq!(
+        attributes.claims.get("email"),
+        Some(&json!("ada@example.com"))
+    );
+    assert_eq!(attributes.claims.get("sub"), Some(&json!("user-123")));
+    assert_eq!(
+        attributes.token.as_ref().map(|t| t.expose()),
+        Some(token.as_str())
+    );
+    assert!(!format!("{identity:?}").contains(&token), "{identity:?}");
 
     // An audience list that contains ours is fine; without `name` the display
     // name falls back to the username; an unverified e-mail address is dropped.
@@ -542,6 +557,16 @@ async fn api_keys_work_as_bearer_tokens_and_in_x_api_key() -> Result<()> {
         roles: vec!["analyst".to_owned()],
         kind: IdentityKind::ApiKey,
         run: None,
+        attributes: Attributes {
+            claims: Arc::new(
+                json!({"sub": "apikey:alice", "name": "alice", "email": "alice@example.com"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            key_user: None,
+            token: None,
+        },
     };
 
     assert_eq!(*bearer(&authenticator, ALICE_KEY).await?, alice_identity);
@@ -622,6 +647,7 @@ async fn no_credentials_is_missing_or_anonymous_per_configuration() -> Result<()
             roles: vec!["guest".to_owned()],
             kind: IdentityKind::Anonymous,
             run: None,
+            attributes: Default::default(),
         }
     );
     // Anonymous access does not excuse wrong credentials.

@@ -6,6 +6,7 @@ mod bounds;
 mod completions;
 mod features;
 mod http;
+mod identity;
 mod legacy;
 mod listen;
 mod pipeline;

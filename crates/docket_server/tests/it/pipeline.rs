@@ -82,6 +82,7 @@ fn keyed_config(personas: &[(&str, PersonaConfig)], keys: &[(&str, &str, &[&str]
                 key_sha256: None,
                 email: None,
                 roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+                user: None,
             })
             .collect(),
         ..AuthConfig::default()

@@ -354,6 +354,7 @@ pub(crate) fn users(users: &[(&str, &[&str])]) -> AuthConfig {
                 key_sha256: None,
                 email: None,
                 roles: roles.iter().map(|role| (*role).to_owned()).collect(),
+                user: None,
             })
             .collect(),
         ..AuthConfig::default()

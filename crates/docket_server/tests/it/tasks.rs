@@ -381,6 +381,7 @@ fn two_users() -> Config {
         key_sha256: None,
         email: None,
         roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        user: None,
     };
     let mut config = Config {
         auth: AuthConfig {

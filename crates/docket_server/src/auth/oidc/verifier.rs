@@ -19,7 +19,7 @@ use super::claims::{describe, roles_at};
 use super::config::{ASYMMETRIC_ALGORITHMS, OidcConfig, check_provider_url};
 use super::keys::{KeySet, VerifyingKey, algorithm_name, verifying_key};
 use crate::auth::error::AuthError;
-use crate::auth::identity::{Identity, IdentityKind};
+use crate::auth::identity::{Attributes, Identity, IdentityKind, InboundToken};
 
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 pub(super) const LEEWAY_SECONDS: u64 = 30;
@@ -146,7 +146,7 @@ impl OidcVerifier {
         let mut signature_error = None;
         for candidate in keys.candidates(algorithm, key_id.as_deref()) {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &candidate.key, &validation) {
-                Ok(data) => return self.identity(&data.claims),
+                Ok(data) => return self.identity(token, &data.claims),
                 Err(error) if matches!(error.kind(), ErrorKind::InvalidSignature) => {
                     signature_error = Some(error);
                 }
@@ -201,7 +201,7 @@ impl OidcVerifier {
     }
 
     /// The identity a validated token's claims describe.
-    fn identity(&self, claims: &Map<String, Value>) -> Result<Identity, AuthError> {
+    fn identity(&self, token: &str, claims: &Map<String, Value>) -> Result<Identity, AuthError> {
         let text = |name: &str| {
             claims
                 .get(name)
@@ -230,6 +230,11 @@ impl OidcVerifier {
             roles: roles_at(claims, &self.role_claim),
             kind: IdentityKind::Oidc,
             run: None,
+            attributes: Attributes {
+                claims: Arc::new(claims.clone()),
+                key_user: None,
+                token: Some(InboundToken::new(token)),
+            },
         })
     }
 

@@ -1,0 +1,499 @@
+//! Each caller's own identity at Trino, on SQLite and PostgreSQL: a connection
+//! with `impersonation:` runs every path that reaches Trino as the caller
+//! (`trino_query`, `trino_explain`, `trino_browse`, `trino_describe_table`,
+//! `trino_export` direct and as a task, consent's EXPLAIN, completions' SHOW, a
+//! script run's `platform.query` and a scheduled run as the script's owner); a
+//! caller without a session user is refused before anything is sent; every
+//! Trino request is labelled (source, client tags, client info, trace token);
+//! and the audit row, the call record and the result's `_meta` name the engine
+//! user and the Trino query ids, so Trino's query log leads back to the call.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_run_bridge::clock::{Clock, ManualClock};
+use docket_server::config::Config;
+use docket_storage::test_db::TestDatabase;
+use docket_trino_double::{RecordedRequest, TrinoDouble};
+use serde_json::{Value, json};
+use time::macros::datetime;
+
+use crate::support::{Backend, StoredServer, TASKS, TestServer, key_of, on_both_backends, users};
+
+on_both_backends!(
+    every_path_to_trino_runs_as_the_caller,
+    a_caller_without_a_session_user_is_refused_before_anything_is_sent,
+    audit_rows_call_records_and_results_name_the_engine_user_and_query_ids,
+    script_runs_and_scheduled_runs_run_as_the_scripts_owner,
+);
+
+/// A hang guard, never an assertion about speed.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
+}
+
+struct Fixture {
+    server: TestServer,
+    double: TrinoDouble,
+    clock: Arc<ManualClock>,
+    audit: Arc<dyn docket_task::store::TaskStore>,
+    catalog: Arc<dyn docket_catalog::CallCatalog>,
+    _database: TestDatabase,
+    _files: std::path::PathBuf,
+}
+
+/// The session user an API key's holder runs as: alice and bob have one,
+/// carol's key names none.
+const KEY_USERS: &[(&str, Option<&str>)] = &[
+    ("alice", Some("alice")),
+    ("bob", Some("bob")),
+    ("carol", None),
+];
+
+/// `warehouse` impersonates its callers by the `email` claim (an API key names
+/// its user in its entry); `careful` does too and asks before every statement.
+async fn fixture(backend: Backend) -> Option<Fixture> {
+    let database = backend.database().await?;
+    let double = TrinoDouble::start().await.expect("double");
+    let connection = |name: &str, extra: &str| {
+        format!(
+            "  {name}: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default, \
+             source: docket-tests, impersonation: {{ user_claim: email }}{extra} }}\n",
+            double.url()
+        )
+    };
+    let yaml = format!(
+        "connections:\n{}{}\
+         tasks: {{ heartbeat_interval: 100ms }}\n\
+         scripts: {{ heartbeat_interval: 100ms, lease: 5s, schedules: {{ interval: 10s }} }}\n\
+         rate_limit: {{ requests_per_minute: 100000, burst: 10000 }}\n\
+         consent: {{ trino: {{ row_threshold: 1000000000 }} }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        connection("warehouse", ", default: true"),
+        connection("careful", ", consent: always"),
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(
+        &KEY_USERS
+            .iter()
+            .map(|(name, _)| (*name, &["analyst"][..]))
+            .collect::<Vec<_>>(),
+    );
+    for key in &mut config.auth.api_keys {
+        key.user = KEY_USERS
+            .iter()
+            .find(|(name, _)| *name == key.name)
+            .and_then(|(_, user)| user.map(str::to_owned));
+    }
+    let clock = Arc::new(ManualClock::new(datetime!(2026-06-01 03:59:30 UTC)));
+    let driven = Arc::clone(&clock) as Arc<dyn Clock>;
+    let stored = StoredServer::start_with(config, &database, true, move |builder| {
+        builder
+            .schedule_clock(driven)
+            .prompt_library(Arc::new(docket_catalog::memory::MemoryPrompts::new()))
+    })
+    .await;
+    Some(Fixture {
+        server: stored.server,
+        double,
+        clock,
+        audit: stored.store.task_store(),
+        catalog: stored.store.call_catalog(),
+        _database: database,
+        _files: stored.files,
+    })
+}
+
+impl Fixture {
+    async fn send(&self, user: &str, method: &str, params: Value, capabilities: Value) -> Value {
+        let (_, body) = self
+            .server
+            .rpc(method, params)
+            .capabilities(capabilities)
+            .header("x-api-key", &key_of(user))
+            .send()
+            .await;
+        body.get("result").cloned().unwrap_or(body)
+    }
+
+    async fn call(&self, user: &str, tool: &str, arguments: Value) -> Value {
+        self.send(
+            user,
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            json!({}),
+        )
+        .await
+    }
+
+    /// The statements submitted since the last look, and forgets them.
+    fn take_submitted(&self) -> Vec<RecordedRequest> {
+        let submitted = self.double.submitted();
+        self.double.clear_requests();
+        submitted
+    }
+
+    async fn wait_task(&self, user: &str, task_id: &str) -> Value {
+        patiently("the task's end", async {
+            loop {
+                let task = self
+                    .send(
+                        user,
+                        "tasks/get",
+                        json!({"taskId": task_id}),
+                        json!({"extensions": {TASKS: {}}}),
+                    )
+                    .await;
+                if matches!(
+                    task["status"].as_str(),
+                    Some("completed" | "failed" | "cancelled")
+                ) {
+                    return task;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// The audit rows of `tool`, once `done` holds for them.
+    async fn audit_until(
+        &self,
+        tool: &str,
+        done: impl Fn(&[docket_task::store::AuditEntry]) -> bool,
+    ) -> Vec<docket_task::store::AuditEntry> {
+        patiently("the audit rows", async {
+            loop {
+                let rows = self.audit.audit_for_tool(tool, 100).await.expect("audit");
+                if done(&rows) {
+                    return rows;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+}
+
+/// The client tags a statement carried.
+fn tags(request: &RecordedRequest) -> Vec<String> {
+    request
+        .header("x-trino-client-tags")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Checks that every statement in `submitted` ran as `user`, labelled with
+/// `tool`, and that there was at least one.
+fn all_as(submitted: &[RecordedRequest], user: &str, tool: &str) {
+    assert!(
+        !submitted.is_empty(),
+        "{tool} as {user} sent nothing: {submitted:?}"
+    );
+    for statement in submitted {
+        assert_eq!(
+            statement.header("x-trino-user"),
+            Some(user),
+            "{tool}: {}",
+            statement.body
+        );
+        assert_eq!(statement.header("x-trino-source"), Some("docket-tests"));
+        let tags = tags(statement);
+        assert!(tags.contains(&format!("tool={tool}")), "{tool}: {tags:?}");
+        assert!(tags.contains(&"persona=analyst".to_owned()), "{tags:?}");
+        let info: Value =
+            serde_json::from_str(statement.header("x-trino-client-info").unwrap_or("null"))
+                .expect("client info is JSON");
+        assert!(info["call"].is_string(), "{info}");
+        assert_eq!(
+            statement.header("x-trino-trace-token"),
+            info["call"].as_str(),
+            "the trace token is the call id"
+        );
+    }
+}
+
+async fn every_path_to_trino_runs_as_the_caller(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let mut users_seen = BTreeSet::new();
+    for user in ["alice", "bob"] {
+        let sql = json!({"sql": "SELECT orderkey FROM memory.default.orders ORDER BY orderkey", "limit": 3});
+        let result = f.call(user, "trino_query", sql.clone()).await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        all_as(&f.take_submitted(), user, "trino_query");
+
+        let result = f
+            .call(user, "trino_explain", json!({"sql": sql["sql"]}))
+            .await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        let submitted = f.take_submitted();
+        assert!(!submitted.is_empty(), "{result}");
+        all_as(&submitted, user, "trino_explain");
+
+        let result = f
+            .call(user, "trino_browse", json!({"catalog": "memory"}))
+            .await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        all_as(&f.take_submitted(), user, "trino_browse");
+
+        let result = f
+            .call(
+                user,
+                "trino_describe_table",
+                json!({"table": "memory.default.orders"}),
+            )
+            .await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        all_as(&f.take_submitted(), user, "trino_describe_table");
+
+        let export = json!({"sql": "SELECT orderkey FROM memory.default.orders", "format": "csv", "name": format!("{user}-orders")});
+        let result = f.call(user, "trino_export", export.clone()).await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        all_as(&f.take_submitted(), user, "trino_export");
+
+        let created = f
+            .send(
+                user,
+                "tools/call",
+                json!({"name": "trino_export", "arguments": export}),
+                json!({"extensions": {TASKS: {}}}),
+            )
+            .await;
+        let task_id = created["taskId"].as_str().expect("a task").to_owned();
+        let done = f.wait_task(user, &task_id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        let submitted = f.take_submitted();
+        all_as(&submitted, user, "trino_export");
+        // Consent's EXPLAIN ran before the task existed; the export's query
+        // names its task.
+        let last = submitted.last().expect("the export's query");
+        let info: Value =
+            serde_json::from_str(last.header("x-trino-client-info").unwrap_or("null"))
+                .expect("client info");
+        assert_eq!(info["task"], json!(task_id), "a task's statements name it");
+
+        // Consent's EXPLAIN runs as the caller, before anything else.
+        let asked = f
+            .send(
+                user,
+                "tools/call",
+                json!({"name": "trino_query", "arguments": {"sql": "SELECT 1", "connection": "careful"}}),
+                json!({"elicitation": {}}),
+            )
+            .await;
+        assert_eq!(asked["resultType"], "input_required", "{asked}");
+        let submitted = f.take_submitted();
+        all_as(&submitted, user, "trino_query");
+        assert!(
+            submitted[0].body.starts_with("EXPLAIN"),
+            "{}",
+            submitted[0].body
+        );
+
+        // So does the SHOW a completion lists names with.
+        let completed = f
+            .send(
+                user,
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "explore_table"},
+                       "argument": {"name": "table", "value": "mem"},
+                       "context": {"arguments": {}}}),
+                json!({}),
+            )
+            .await;
+        assert_eq!(
+            completed["completion"]["values"],
+            json!(["memory."]),
+            "{completed}"
+        );
+        all_as(&f.take_submitted(), user, "completion/complete");
+        users_seen.insert(user);
+    }
+    assert_eq!(users_seen.len(), 2);
+}
+
+async fn a_caller_without_a_session_user_is_refused_before_anything_is_sent(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    for (tool, arguments) in [
+        ("trino_query", json!({"sql": "SELECT 1"})),
+        ("trino_explain", json!({"sql": "SELECT 1"})),
+        ("trino_browse", json!({})),
+        (
+            "trino_describe_table",
+            json!({"table": "memory.default.orders"}),
+        ),
+        (
+            "trino_export",
+            json!({"sql": "SELECT 1", "format": "csv", "name": "x"}),
+        ),
+        (
+            "trino_query",
+            json!({"sql": "SELECT 1", "connection": "careful"}),
+        ),
+    ] {
+        let result = f.call("carol", tool, arguments).await;
+        assert_eq!(result["isError"], true, "{tool}: {result}");
+        let message = result["structuredContent"]["error"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains("\"carol\"") && message.contains("`user`"),
+            "{tool}: {message}"
+        );
+    }
+    assert!(f.take_submitted().is_empty(), "nothing reached Trino");
+}
+
+async fn audit_rows_call_records_and_results_name_the_engine_user_and_query_ids(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    let result = f
+        .call("alice", "trino_query", json!({"sql": "SELECT 1 AS one"}))
+        .await;
+    let upstream = &result["_meta"]["io.docket/upstream"];
+    assert_eq!(upstream["engine_user"], "alice", "{result}");
+    let submitted = f.take_submitted();
+    let info: Value =
+        serde_json::from_str(submitted[0].header("x-trino-client-info").unwrap_or("null"))
+            .expect("client info");
+    assert_eq!(upstream["call_id"], info["call"]);
+    // Consent's EXPLAIN and the query itself.
+    let query_ids = upstream["query_ids"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(query_ids.len(), 2, "{upstream}");
+    assert_eq!(submitted.len(), 2);
+
+    let rows = f
+        .audit_until("trino_query", |rows| {
+            rows.iter().any(|row| row.subject == "apikey:alice")
+        })
+        .await;
+    let row = rows
+        .iter()
+        .find(|row| row.subject == "apikey:alice")
+        .expect("alice's row");
+    assert_eq!(row.engine_user.as_deref(), Some("alice"));
+    assert_eq!(
+        row.call_id.as_ref().map(|id| json!(id)),
+        Some(info["call"].clone())
+    );
+    assert_eq!(
+        row.upstream_ids
+            .iter()
+            .map(|id| json!(id))
+            .collect::<Vec<_>>(),
+        query_ids
+    );
+
+    // An export task's row and its call record name them too.
+    let created = f
+        .send(
+            "bob",
+            "tools/call",
+            json!({"name": "trino_export", "arguments": {"sql": "SELECT orderkey FROM memory.default.orders", "format": "csv", "name": "bobs"}}),
+            json!({"extensions": {TASKS: {}}}),
+        )
+        .await;
+    let task_id = created["taskId"].as_str().expect("a task").to_owned();
+    let done = f.wait_task("bob", &task_id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["io.docket/upstream"]["engine_user"], "bob",
+        "{done}"
+    );
+    let rows = f
+        .audit_until("trino_export", |rows| {
+            rows.iter().any(|row| row.subject == "apikey:bob")
+        })
+        .await;
+    let row = rows
+        .iter()
+        .find(|row| row.subject == "apikey:bob")
+        .expect("bob's row");
+    assert_eq!(row.engine_user.as_deref(), Some("bob"), "{row:?}");
+    // Consent's EXPLAIN and the export's query.
+    assert_eq!(row.upstream_ids.len(), 2, "{row:?}");
+    assert_eq!(
+        row.call_id.as_ref(),
+        done["result"]["_meta"]["io.docket/upstream"]["call_id"]
+            .as_str()
+            .map(str::to_owned)
+            .as_ref()
+    );
+    let records = f.catalog.recent(None, 100).await.expect("records");
+    let record = records
+        .iter()
+        .find(|record| record.task_id.as_deref() == Some(task_id.as_str()))
+        .expect("the export's call record");
+    assert_eq!(record.engine_user.as_deref(), Some("bob"));
+    assert_eq!(record.upstream_ids, row.upstream_ids);
+}
+
+/// A script that queries Trino once.
+const QUERY_SCRIPT: &str = "rows = platform.query(\"SELECT 1 AS one\")\nprint(rows[\"rows\"])\n";
+
+async fn script_runs_and_scheduled_runs_run_as_the_scripts_owner(backend: Backend) {
+    let Some(f) = fixture(backend).await else {
+        return;
+    };
+    for user in ["alice", "bob"] {
+        let created = f
+            .call(
+                user,
+                "manage_script",
+                json!({"command": "create", "name": "probe", "source": QUERY_SCRIPT}),
+            )
+            .await;
+        assert_ne!(created["isError"], true, "{created}");
+        let ran = f.call(user, "run_script", json!({"name": "probe"})).await;
+        assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
+        let submitted = f.take_submitted();
+        all_as(&submitted, user, "trino_query");
+        assert!(!tags(&submitted[0]).contains(&"scheduled".to_owned()));
+        let info: Value =
+            serde_json::from_str(submitted[0].header("x-trino-client-info").unwrap_or("null"))
+                .expect("client info");
+        assert_eq!(info["run"], ran["structuredContent"]["run_id"], "{info}");
+    }
+
+    let set = f
+        .call(
+            "alice",
+            "manage_script",
+            json!({"command": "schedule_set", "name": "probe", "cron": "* * * * *"}),
+        )
+        .await;
+    assert_ne!(set["isError"], true, "{set}");
+    f.clock.advance(Duration::from_secs(60));
+    let submitted = patiently("the scheduled run's query", async {
+        loop {
+            let submitted = f.double.submitted();
+            if !submitted.is_empty() {
+                return submitted;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    all_as(&submitted, "alice", "trino_query");
+    assert!(
+        tags(&submitted[0]).contains(&"scheduled".to_owned()),
+        "{:?}",
+        tags(&submitted[0])
+    );
+}
