@@ -1,15 +1,24 @@
 """Checks the Trino double with the official Python `trino` client (docs/design.md, Testing).
 
-Run by .ci/run against `cargo xtask trino-double --listen 127.0.0.1:0 --page-rows 16`:
+Run by .ci/run against the double serving the impersonation rules next to this script:
 
+    cargo xtask trino-double --listen 127.0.0.1:0 --page-rows 16 \
+        --access-control-rules crates/docket_trino_double/python/rules.json
     python check_official_client.py http://127.0.0.1:PORT
 
 Every check runs even when an earlier one failed; the script prints one line per
 check, then `N passed, N failed`, and exits non-zero on any failure. The page size of
 16 makes the 50 orders arrive in four pages and the 1000 synthetic rows in 63, so the
 client has to follow `nextUri` across pages.
+
+The impersonation checks authenticate with Basic credentials (the double reads the
+user name and checks no password) and run as another session user, as a service
+does on behalf of its users; rules.json lets `docket-service` run as `analyst-*` but
+not as `root`, and `X-admin` run as `X`. The client refuses credentials over plain
+http unless told `allow_insecure_auth=True`, which these checks pass.
 """
 
+import base64
 import datetime
 import decimal
 import json
@@ -19,7 +28,12 @@ import urllib.parse
 import urllib.request
 
 import trino
+from trino.auth import BasicAuthentication
 from trino.exceptions import TrinoUserError
+
+SOURCE = "docket-python-check"
+SERVICE = "docket-service"
+PASSWORD = "any-password"
 
 RESULTS = []
 
@@ -44,17 +58,68 @@ def expect(actual, expected, what):
         raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
 
 
-def connect(url, **options):
+def connect(url, user="docket-ci", **options):
     parsed = urllib.parse.urlparse(url)
     return trino.dbapi.connect(
         host=parsed.hostname,
         port=parsed.port,
-        user="docket-ci",
+        user=user,
         catalog="memory",
         schema="default",
-        source="docket-python-check",
+        source=SOURCE,
         http_scheme="http",
         **options,
+    )
+
+
+def connect_as(url, user, principal, **options):
+    """A connection authenticated as `principal` whose queries run as `user`."""
+    return connect(
+        url,
+        user=user,
+        auth=BasicAuthentication(principal, PASSWORD),
+        allow_insecure_auth=True,
+        **options,
+    )
+
+
+def runtime_query(url, query_id, columns):
+    """The columns of `query_id`'s row of system.runtime.queries, read by another user."""
+    cursor = connect(url).cursor()
+    cursor.execute(f"SELECT {columns} FROM system.runtime.queries WHERE query_id = '{query_id}'")
+    return cursor.fetchall()
+
+
+def query_info(url, query_id, principal):
+    """Trino's QueryInfo of `query_id`, from GET /v1/query/{queryId}."""
+    credentials = base64.b64encode(f"{principal}:{PASSWORD}".encode()).decode()
+    request = urllib.request.Request(
+        f"{url}/v1/query/{query_id}",
+        headers={"Authorization": f"Basic {credentials}", "X-Trino-User": principal},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def expect_denied(url, principal, user):
+    """Runs a query as `user` authenticated as `principal`; returns the client's error."""
+    cursor = connect_as(url, user, principal).cursor()
+    try:
+        cursor.execute("SELECT 1")
+        cursor.fetchall()
+    except TrinoUserError as error:
+        expect(error.error_name, "PERMISSION_DENIED", "error name")
+        expect(error.error_code, 4, "error code")
+        expect(error.error_type, "USER_ERROR", "error type")
+        expect(
+            error.message,
+            f"Access Denied: User {principal} cannot impersonate user {user}",
+            "error message",
+        )
+        return error
+    raise AssertionError(
+        f"{principal} ran a query as {user}: is the double serving rules.json "
+        "(--access-control-rules)?"
     )
 
 
@@ -141,7 +206,7 @@ def main(url):
     def _():
         cursor = connect(url).cursor()
         cursor.execute("SHOW CATALOGS")
-        expect(cursor.fetchall(), [["memory"], ["synthetic"], ["tpch"]], "catalogs")
+        expect(cursor.fetchall(), [["memory"], ["synthetic"], ["system"], ["tpch"]], "catalogs")
         cursor.execute("SHOW TABLES FROM tpch.tiny")
         expect(cursor.fetchall(), [["nation"], ["region"]], "tpch.tiny tables")
         cursor.execute("DESCRIBE orders")
@@ -215,6 +280,120 @@ def main(url):
         else:
             raise AssertionError("no TrinoUserError after partial data")
         expect(received[:16], list(range(1, 17)), "rows before the failure")
+
+    @check("an allowed impersonation runs as the session user, as system.runtime.queries shows")
+    def _():
+        cursor = connect_as(url, "analyst-ada", SERVICE).cursor()
+        cursor.execute("SELECT custkey FROM customers WHERE custkey = 1")
+        expect(cursor.fetchall(), [[1]], "rows")
+        query_id = cursor.query_id
+        expect(
+            runtime_query(url, query_id, "user, source"),
+            [["analyst-ada", SOURCE]],
+            "user and source",
+        )
+        expect(
+            runtime_query(url, query_id, "state, error_type, error_code"),
+            [["FINISHED", None, None]],
+            "final state",
+        )
+
+    @check("new_user may refer to original_user's groups: ada-admin runs as ada")
+    def _():
+        cursor = connect_as(url, "ada", "ada-admin").cursor()
+        cursor.execute("SELECT 1")
+        expect(cursor.fetchall(), [[1]], "rows")
+        expect(runtime_query(url, cursor.query_id, "user"), [["ada"]], "user")
+
+    @check("a denied impersonation raises TrinoUserError PERMISSION_DENIED with Trino's message")
+    def _():
+        error = expect_denied(url, SERVICE, "root")
+        expect(
+            runtime_query(url, error.query_id, "user, state, error_type, error_code"),
+            [["root", "FAILED", "USER_ERROR", "PERMISSION_DENIED"]],
+            "the denied query in system.runtime.queries",
+        )
+
+    @check("no matching rule denies, and the first matching rule decides")
+    def _():
+        expect_denied(url, "mallory", "ada")
+        expect_denied(url, "ada-admin", "grace")
+        # docket-service matches `analyst-.*` only after its `root` rule.
+        expect_denied(url, SERVICE, "ada")
+
+    @check("running as oneself, with or without credentials, is no impersonation")
+    def _():
+        cursor = connect_as(url, "mallory", "mallory").cursor()
+        cursor.execute("SELECT 1")
+        expect(cursor.fetchall(), [[1]], "rows")
+        cursor = connect(url, user="root").cursor()
+        cursor.execute("SELECT 1")
+        expect(cursor.fetchall(), [[1]], "rows")
+        info = query_info(url, cursor.query_id, "root")
+        expect(info["session"]["principal"], None, "principal without credentials")
+        expect(info["session"]["originalUser"], "root", "original user")
+
+    @check("client tags, client info and trace token reach the double's QueryInfo")
+    def _():
+        cursor = connect_as(
+            url,
+            "analyst-bo",
+            SERVICE,
+            client_tags=["nightly", "docket"],
+            http_headers={
+                "X-Trino-Client-Info": "docket export 42",
+                "X-Trino-Trace-Token": "trace-python-check",
+            },
+        ).cursor()
+        cursor.execute("SELECT 1")
+        cursor.fetchall()
+        session = query_info(url, cursor.query_id, SERVICE)["session"]
+        expect(sorted(session["clientTags"]), ["docket", "nightly"], "client tags")
+        expect(session["clientInfo"], "docket export 42", "client info")
+        expect(session["traceToken"], "trace-python-check", "trace token")
+        expect(session["user"], "analyst-bo", "session user")
+        expect(session["principal"], SERVICE, "principal")
+        expect(session["source"], SOURCE, "source")
+
+    @check("system.runtime.queries has Trino's columns and types, mapped to Python values")
+    def _():
+        cursor = connect(url).cursor()
+        cursor.execute("SELECT 1")
+        cursor.fetchall()
+        [[resource_group, created, started, end, queued]] = runtime_query(
+            url,
+            cursor.query_id,
+            'resource_group_id, created, started, "end", queued_time_ms',
+        )
+        expect(resource_group, ["global"], "resource_group_id (an array)")
+        for name, value in [("created", created), ("started", started), ("end", end)]:
+            expect(isinstance(value, datetime.datetime), True, f"{name} is a datetime")
+            expect(value.utcoffset(), datetime.timedelta(0), f"{name} is in UTC")
+        expect(created <= started <= end, True, "created, started and end in order")
+        expect(isinstance(queued, int), True, "queued_time_ms is a number")
+        described = connect(url).cursor()
+        described.execute("DESCRIBE system.runtime.queries")
+        expect(
+            [(row[0], row[1]) for row in described.fetchall()],
+            [
+                ("query_id", "varchar"),
+                ("state", "varchar"),
+                ("user", "varchar"),
+                ("source", "varchar"),
+                ("query", "varchar"),
+                ("resource_group_id", "array(varchar)"),
+                ("queued_time_ms", "bigint"),
+                ("analysis_time_ms", "bigint"),
+                ("planning_time_ms", "bigint"),
+                ("created", "timestamp(3) with time zone"),
+                ("started", "timestamp(3) with time zone"),
+                ("last_heartbeat", "timestamp(3) with time zone"),
+                ("end", "timestamp(3) with time zone"),
+                ("error_type", "varchar"),
+                ("error_code", "varchar"),
+            ],
+            "columns",
+        )
 
     passed = sum(1 for _, ok, _ in RESULTS if ok)
     failed = len(RESULTS) - passed

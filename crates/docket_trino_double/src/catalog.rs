@@ -7,6 +7,10 @@
 //! data is the same for every test. The synthetic tables are views over a recursive
 //! CTE, which SQLite evaluates lazily: `SELECT * FROM synthetic.big.rows_1m` produces
 //! its million rows one by one as pages are read, never all at once.
+//!
+//! `system.runtime.queries` is an empty table here; a query that reads it gets it
+//! filled with the double's recorded queries as they stand when it starts (see
+//! [`crate::engine`]).
 
 use std::sync::OnceLock;
 
@@ -34,6 +38,9 @@ enum Source {
     },
     /// A view of the double's metadata tables, restricted to the table's catalog.
     InformationSchema(&'static str),
+    /// `system.runtime.queries`: created empty, filled per query from the double's
+    /// recorded queries.
+    RuntimeQueries,
 }
 
 impl Table {
@@ -82,8 +89,28 @@ const INFORMATION_SCHEMA_COLUMNS: &[(&str, &str)] = &[
     ("data_type", "varchar"),
 ];
 
+/// Trino's `system.runtime.queries` (`io.trino.connector.system.QuerySystemTable`),
+/// column for column.
+pub(crate) const RUNTIME_QUERIES_COLUMNS: &[(&str, &str)] = &[
+    ("query_id", "varchar"),
+    ("state", "varchar"),
+    ("user", "varchar"),
+    ("source", "varchar"),
+    ("query", "varchar"),
+    ("resource_group_id", "array(varchar)"),
+    ("queued_time_ms", "bigint"),
+    ("analysis_time_ms", "bigint"),
+    ("planning_time_ms", "bigint"),
+    ("created", "timestamp(3) with time zone"),
+    ("started", "timestamp(3) with time zone"),
+    ("last_heartbeat", "timestamp(3) with time zone"),
+    ("end", "timestamp(3) with time zone"),
+    ("error_type", "varchar"),
+    ("error_code", "varchar"),
+];
+
 /// The catalogs, in the order `SHOW CATALOGS` sorts them anyway.
-pub(crate) const CATALOGS: &[&str] = &["memory", "synthetic", "tpch"];
+pub(crate) const CATALOGS: &[&str] = &["memory", "synthetic", "system", "tpch"];
 
 /// Every table, including each catalog's `information_schema`.
 pub(crate) fn tables() -> &'static [Table] {
@@ -179,6 +206,13 @@ pub(crate) fn tables() -> &'static [Table] {
                 ),
             },
         ];
+        tables.push(Table {
+            catalog: "system",
+            schema: "runtime",
+            name: "queries",
+            columns: RUNTIME_QUERIES_COLUMNS,
+            source: Source::RuntimeQueries,
+        });
         for (name, rows) in [
             ("rows_1k", 1_000),
             ("rows_100k", 100_000),
@@ -280,19 +314,24 @@ pub(crate) fn seed_sql() -> &'static str {
         for table in tables() {
             let name = table.sqlite_name();
             match &table.source {
-                Source::Seeded(fill) => {
+                Source::Seeded(_) | Source::RuntimeQueries => {
                     let columns: Vec<String> = table
                         .columns
                         .iter()
                         // The Trino type is the declared type, which is how result
                         // columns get their Trino types back.
-                        .map(|(column, kind)| format!("\"{column}\" {}", kind.to_uppercase()))
+                        .map(|(column, kind)| format!("\"{column}\" {}", sqlite_declared_type(kind)))
                         .collect();
                     sql.push_str(&format!(
-                        "CREATE TABLE \"{name}\" ({});\n{};\n",
-                        columns.join(", "),
-                        fill.replace("{table}", &format!("\"{name}\""))
+                        "CREATE TABLE \"{name}\" ({});\n",
+                        columns.join(", ")
                     ));
+                    if let Source::Seeded(fill) = &table.source {
+                        sql.push_str(&format!(
+                            "{};\n",
+                            fill.replace("{table}", &format!("\"{name}\""))
+                        ));
+                    }
                 }
                 Source::Synthetic { rows, expressions } => {
                     let columns: Vec<String> = table
@@ -324,7 +363,7 @@ pub(crate) fn seed_sql() -> &'static str {
                 }
             }
             let table_type = match table.source {
-                Source::Seeded(_) => "BASE TABLE",
+                Source::Seeded(_) | Source::RuntimeQueries => "BASE TABLE",
                 Source::Synthetic { .. } | Source::InformationSchema(_) => "VIEW",
             };
             sql.push_str(&format!(
@@ -349,6 +388,31 @@ pub(crate) fn seed_sql() -> &'static str {
     })
 }
 
+/// A Trino type as a SQLite declared type that [`crate::types::TrinoType::from_declared`]
+/// reads back. SQLite allows parenthesised numbers only at the end of a declared
+/// type and no nested type, so `timestamp(3) with time zone` is declared
+/// `TIMESTAMP WITH TIME ZONE(3)` and `array(varchar)` is declared `ARRAY VARCHAR`.
+fn sqlite_declared_type(kind: &str) -> String {
+    if let Some(element) = kind
+        .strip_prefix("array(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        return format!("ARRAY {}", sqlite_declared_type(element));
+    }
+    if let Some(rest) = kind.strip_prefix("timestamp(")
+        && let Some((precision, " with time zone")) = rest.split_once(')')
+    {
+        return format!("TIMESTAMP WITH TIME ZONE({precision})");
+    }
+    kind.to_uppercase()
+}
+
+/// Whether `table` is `system.runtime.queries`, which a query reading it gets
+/// filled with the recorded queries.
+pub(crate) fn is_runtime_queries(table: &Table) -> bool {
+    matches!(table.source, Source::RuntimeQueries)
+}
+
 /// `text` as a SQL string literal.
 pub(crate) fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
@@ -359,5 +423,43 @@ pub(crate) fn synthetic_rows(table: &Table) -> Option<u64> {
     match table.source {
         Source::Synthetic { rows, .. } => Some(rows),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TrinoType;
+
+    #[test]
+    fn every_column_type_is_declared_so_that_it_reads_back() {
+        for table in tables() {
+            for (column, kind) in table.columns {
+                let declared = sqlite_declared_type(kind);
+                let read_back = TrinoType::from_declared(&declared).map(|kind| kind.name());
+                assert_eq!(
+                    read_back.as_deref(),
+                    Some(*kind),
+                    "{}.{}.{}.{column} declared {declared}",
+                    table.catalog,
+                    table.schema,
+                    table.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_seed_builds_a_database() {
+        let connection = rusqlite::Connection::open_in_memory().expect("a database");
+        connection.execute_batch(seed_sql()).expect("the seed runs");
+        let queries: i64 = connection
+            .query_row(
+                "SELECT count(*) FROM \"system__runtime__queries\"",
+                [],
+                |row| row.get(0),
+            )
+            .expect("the table exists");
+        assert_eq!(queries, 0);
     }
 }

@@ -2,11 +2,15 @@
 //! in-memory SQLite database, which steps through the result and hands pages to the
 //! HTTP side through a channel of capacity one. The worker therefore runs at most
 //! one page ahead of the client, so a million-row result is never held whole.
+//!
+//! A statement that reads `system.runtime.queries` gets that table filled, before
+//! its database turns read-only, from the double's recorded queries as they stand
+//! when it starts, which is what a scan of Trino's table sees.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc as std_mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::Value as SqlValue;
@@ -16,8 +20,13 @@ use tokio::sync::mpsc;
 
 use crate::catalog;
 use crate::failure::Failure;
+use crate::recording::{self, LoggedQuery};
 use crate::sql::{self, Plan, RowsPlan, Session};
 use crate::types::{TrinoType, approximate_size};
+
+/// The recorded queries, for a statement that reads `system.runtime.queries`; only
+/// called when one does.
+pub(crate) type QueryLog = Box<dyn FnOnce() -> Vec<LoggedQuery> + Send>;
 
 /// The Trino version the double claims to be, in `/v1/info` and plans.
 pub(crate) const TRINO_VERSION: &str = "476";
@@ -87,13 +96,14 @@ pub(crate) fn start(
     session: Session,
     limits: Limits,
     control: Arc<Control>,
+    log: QueryLog,
 ) -> mpsc::Receiver<Event> {
     let (sender, receiver) = mpsc::channel(1);
     let worker_sender = sender.clone();
     let spawned = thread::Builder::new()
         .name("trino-double-query".to_owned())
         .spawn(move || {
-            if let Err(failure) = run(&sql, &session, limits, &control, &worker_sender) {
+            if let Err(failure) = run(&sql, &session, limits, &control, log, &worker_sender) {
                 // A closed channel means the query was cancelled or dropped.
                 let _ = worker_sender.blocking_send(Event::Failed(failure));
             }
@@ -111,10 +121,19 @@ fn run(
     session: &Session,
     limits: Limits,
     control: &Control,
+    log: QueryLog,
     sender: &mpsc::Sender<Event>,
 ) -> Result<(), Failure> {
     let plan = sql::plan(sql, session)?;
-    let connection = open(session).map_err(|error| {
+    let tables = match &plan {
+        Plan::Rows(rows) => &rows.tables,
+        Plan::Explain { query, .. } => &query.tables,
+    };
+    let runtime = tables
+        .iter()
+        .any(|table| catalog::is_runtime_queries(table))
+        .then(log);
+    let connection = open(session, runtime.as_deref()).map_err(|error| {
         Failure::internal(&format!(
             "the Trino double could not build its database: {error}"
         ))
@@ -131,12 +150,16 @@ fn run(
     }
 }
 
-/// A query's database: the seeded catalogs, the session schema's tables under their
-/// bare names (temporary views, so `FROM orders` works as in Trino), Trino's
-/// `fail()` function, and read-only from then on.
-fn open(session: &Session) -> rusqlite::Result<Connection> {
+/// A query's database: the seeded catalogs, `system.runtime.queries` filled with
+/// `runtime` when given, the session schema's tables under their bare names
+/// (temporary views, so `FROM orders` works as in Trino), Trino's `fail()`
+/// function, and read-only from then on.
+fn open(session: &Session, runtime: Option<&[LoggedQuery]>) -> rusqlite::Result<Connection> {
     let connection = Connection::open_in_memory()?;
     connection.execute_batch(catalog::seed_sql())?;
+    if let Some(queries) = runtime {
+        fill_runtime_queries(&connection, queries)?;
+    }
     if let (Some(catalog_name), Some(schema)) = (&session.catalog, &session.schema) {
         for table in catalog::tables_in(catalog_name, schema) {
             connection.execute_batch(&format!(
@@ -154,6 +177,41 @@ fn open(session: &Session) -> rusqlite::Result<Connection> {
     })?;
     connection.pragma_update(None, "query_only", true)?;
     Ok(connection)
+}
+
+/// Inserts `queries` into `system.runtime.queries`, a row each, valued as Trino's
+/// `QuerySystemTable` values them.
+fn fill_runtime_queries(connection: &Connection, queries: &[LoggedQuery]) -> rusqlite::Result<()> {
+    let placeholders = vec!["?"; catalog::RUNTIME_QUERIES_COLUMNS.len()].join(", ");
+    let table = catalog::sqlite_name("system", "runtime", "queries");
+    let mut insert =
+        connection.prepare(&format!("INSERT INTO \"{table}\" VALUES ({placeholders})"))?;
+    let now = SystemTime::now();
+    let timestamp = |time: Option<SystemTime>| time.map(recording::trino_timestamp);
+    for LoggedQuery { query, dispatched } in queries {
+        let error = query.error.as_ref();
+        // A query that failed before it was dispatched (a denied impersonation) was
+        // never put in a resource group; every other one is in Trino's default.
+        let resource_group = dispatched.then(|| "[\"global\"]".to_owned());
+        insert.execute(rusqlite::params![
+            query.query_id,
+            query.state.as_str(),
+            query.user,
+            query.source,
+            query.sql,
+            resource_group,
+            recording::millis(query.queued_time(now)),
+            0_i64,
+            0_i64,
+            recording::trino_timestamp(query.created),
+            timestamp(query.started),
+            recording::trino_timestamp(query.last_heartbeat),
+            timestamp(query.ended),
+            error.map(|error| error.error_type.as_str()),
+            error.map(|error| error.name.as_str()),
+        ])?;
+    }
+    Ok(())
 }
 
 /// Cuts rows into pages and sends them.

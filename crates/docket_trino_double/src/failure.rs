@@ -53,6 +53,17 @@ impl Failure {
         Self::user("GENERIC_USER_ERROR", 0, None, message)
     }
 
+    /// What Trino's `AccessDeniedException` reports, such as a denied impersonation:
+    /// `Access Denied: ` and `message`.
+    pub(crate) fn permission_denied(message: &str) -> Self {
+        Self::user(
+            "PERMISSION_DENIED",
+            4,
+            None,
+            &format!("Access Denied: {message}"),
+        )
+    }
+
     pub(crate) fn internal(message: &str) -> Self {
         Self {
             name: "GENERIC_INTERNAL_ERROR",
@@ -74,10 +85,10 @@ impl Failure {
     /// The `error` object of a FAILED `QueryResults`.
     pub(crate) fn to_json(&self) -> Value {
         let message = self.full_message();
-        let exception = if self.name == "SYNTAX_ERROR" {
-            "io.trino.sql.parser.ParsingException"
-        } else {
-            "io.trino.spi.TrinoException"
+        let exception = match self.name {
+            "SYNTAX_ERROR" => "io.trino.sql.parser.ParsingException",
+            "PERMISSION_DENIED" => "io.trino.spi.security.AccessDeniedException",
+            _ => "io.trino.spi.TrinoException",
         };
         let mut error = json!({
             "message": message,

@@ -22,19 +22,37 @@
 //!   `synthetic`, schema `big`: `rows_1k`, `rows_100k`, `rows_1m`, `rows_10m`
 //!   (`id bigint, name varchar, category varchar, amount double`, row `n` being
 //!   `(n, 'row-n', 'category-(n % 7)', (n % 1000) * 1.25)`), generated lazily page
-//!   by page; and each catalog's `information_schema`.
-//! - **Faults and observation**: see [`DoubleState`]: recorded requests, cancelled
-//!   queries, injected statuses and empty bodies, slow pages, page sizes, required
-//!   credentials.
+//!   by page; catalog `system`, schema `runtime`: `queries`, Trino's table of the
+//!   coordinator's queries, column for column, showing the queries the double has
+//!   recorded; and each catalog's `information_schema`.
+//! - **Impersonation and attribution**: the principal of a statement is the user of
+//!   `Authorization: Basic` (any password) or the principal a test configured for a
+//!   bearer token ([`DoubleState::set_bearer_principal`]); without the header, the
+//!   session user (`X-Trino-User`) is its own. With [`AccessControlRules`] set, a
+//!   principal running a query as another user is checked against their
+//!   `impersonation` rules as Trino's file-based access control checks it, and a
+//!   denied query fails with `PERMISSION_DENIED` on its first queued GET. Every
+//!   accepted query's user, principal, source, client tags, client info and trace
+//!   token are recorded ([`DoubleState::queries`]), and served by
+//!   `system.runtime.queries` and `GET /v1/query/{queryId}` (Trino's `QueryInfo`,
+//!   in part) as Trino serves them.
+//! - **Faults and observation**: see [`DoubleState`]: recorded requests and queries,
+//!   cancelled queries, injected statuses and empty bodies, slow pages, page sizes,
+//!   required credentials.
 
+mod access;
 mod catalog;
 mod engine;
 mod failure;
+mod recording;
 mod server;
 mod sql;
 mod types;
 
-use std::collections::VecDeque;
+pub use access::{AccessControlRules, ImpersonationRule, RulesError};
+pub use recording::{QueryState, RecordedError, RecordedQuery};
+
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -178,7 +196,12 @@ pub struct DoubleState {
     faults: Mutex<VecDeque<Fault>>,
     requests: Mutex<VecDeque<RecordedRequest>>,
     cancelled: Mutex<Vec<String>>,
-    queries: server::Queries,
+    /// `None`: no access control, so anyone may run queries as anyone.
+    access_control: Mutex<Option<Arc<AccessControlRules>>>,
+    bearer_principals: Mutex<HashMap<String, String>>,
+    /// Shared with query workers (weakly), which read it for
+    /// `system.runtime.queries`.
+    queries: Arc<server::Queries>,
 }
 
 /// Locks `mutex`, ignoring poisoning: every critical section leaves the data
@@ -196,7 +219,9 @@ impl DoubleState {
             faults: Mutex::new(VecDeque::new()),
             requests: Mutex::new(VecDeque::new()),
             cancelled: Mutex::new(Vec::new()),
-            queries: server::Queries::default(),
+            access_control: Mutex::new(None),
+            bearer_principals: Mutex::new(HashMap::new()),
+            queries: Arc::new(server::Queries::default()),
         }
     }
 
@@ -217,6 +242,48 @@ impl DoubleState {
     /// Forgets the recorded requests.
     pub fn clear_requests(&self) {
         lock(&self.requests).clear();
+    }
+
+    /// Every query accepted so far (each `POST /v1/statement` that got a query id,
+    /// denied ones included), in the order submitted, as it stands now: its session
+    /// user, principal, source, client tags, client info, trace token, SQL, state
+    /// and error.
+    pub fn queries(&self) -> Vec<RecordedQuery> {
+        self.queries
+            .logged()
+            .into_iter()
+            .map(|logged| logged.query)
+            .collect()
+    }
+
+    /// The query with id `query_id` (the `id` of its `QueryResults`), as it stands
+    /// now.
+    pub fn query(&self, query_id: &str) -> Option<RecordedQuery> {
+        self.queries.recorded(query_id)
+    }
+
+    /// Enforces `rules` on the statements submitted from now on, as Trino's
+    /// file-based system access control enforces a `rules.json`; `None` (the
+    /// default) enforces nothing, so any principal may run queries as any user.
+    ///
+    /// With rules in force, an `Authorization` header the double can take no
+    /// principal from (malformed Basic credentials, a bearer token without a
+    /// principal) is answered 401, as by a Trino with an authenticator.
+    pub fn set_access_control(&self, rules: Option<AccessControlRules>) {
+        *lock(&self.access_control) = rules.map(Arc::new);
+    }
+
+    /// Enforces these impersonation rules, in order (as
+    /// `{"impersonation": [...]}`; see [`Self::set_access_control`]). An empty list
+    /// denies every impersonation.
+    pub fn set_impersonation_rules(&self, rules: Vec<ImpersonationRule>) {
+        self.set_access_control(Some(AccessControlRules::with_impersonation(rules)));
+    }
+
+    /// Makes `Authorization: Bearer <token>` authenticate as `principal`, as a
+    /// Trino JWT or OAuth 2.0 authenticator maps a token to its principal.
+    pub fn set_bearer_principal(&self, token: impl Into<String>, principal: impl Into<String>) {
+        lock(&self.bearer_principals).insert(token.into(), principal.into());
     }
 
     /// The ids of the queries that received a `DELETE`, in order.
@@ -277,6 +344,14 @@ impl DoubleState {
 
     fn settings(&self) -> Settings {
         lock(&self.settings).clone()
+    }
+
+    fn access_control(&self) -> Option<Arc<AccessControlRules>> {
+        lock(&self.access_control).clone()
+    }
+
+    fn bearer_principals(&self) -> HashMap<String, String> {
+        lock(&self.bearer_principals).clone()
     }
 
     fn record(&self, request: RecordedRequest) {

@@ -1,27 +1,35 @@
 //! `docket_trino_double --listen ADDR`: the Trino double as a process, for clients
 //! that are not Rust tests (the official Python client in CI, benchmarks, a person
 //! poking at it with `curl`). It prints `listening on http://ADDR` once bound and
-//! serves until it is killed or interrupted.
+//! serves until it is killed or interrupted. With `--access-control-rules`, it
+//! enforces the `impersonation` rules of a Trino `rules.json` on principals that
+//! authenticate with `Authorization: Basic` (any password).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use docket_trino_double::TrinoDouble;
+use docket_trino_double::{AccessControlRules, TrinoDouble};
 
 const USAGE: &str = "\
 usage: docket_trino_double [--listen ADDR] [--page-rows N] [--page-delay-ms N]
+                           [--access-control-rules FILE]
 
   --listen ADDR       address to bind (default 127.0.0.1:8080; port 0 picks a free one)
   --page-rows N       rows per page at most (default 4096)
   --page-delay-ms N   wait before answering each page of a running query (default 0)
+  --access-control-rules FILE
+                      enforce the `impersonation` rules of this Trino rules.json on
+                      principals authenticated with Basic credentials (any password);
+                      without it, anyone may run queries as anyone
 ";
 
 struct Options {
     listen: SocketAddr,
     page_rows: Option<usize>,
     page_delay: Option<Duration>,
+    access_control: Option<AccessControlRules>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -29,6 +37,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
         page_rows: None,
         page_delay: None,
+        access_control: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -50,6 +59,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--page-delay-ms" => {
                 let millis = value.parse().map_err(|_| invalid())?;
                 options.page_delay = Some(Duration::from_millis(millis));
+            }
+            "--access-control-rules" => {
+                let text = std::fs::read_to_string(&value)
+                    .map_err(|error| format!("`{flag}`: could not read `{value}`: {error}"))?;
+                let rules = AccessControlRules::from_json(&text)
+                    .map_err(|error| format!("`{flag}`: `{value}`: {error}"))?;
+                options.access_control = Some(rules);
             }
             other => return Err(format!("unknown option `{other}`")),
         }
@@ -83,6 +99,9 @@ async fn main() -> ExitCode {
     }
     if let Some(delay) = options.page_delay {
         double.set_page_delay(delay);
+    }
+    if let Some(rules) = options.access_control {
+        double.set_access_control(Some(rules));
     }
     // Whoever started the process waits for this line to learn the address.
     println!("listening on {}", double.url());

@@ -1,12 +1,19 @@
 //! The HTTP side: routing, Trino's statement resources (queued and executing) with
-//! their token rules, cancellation, heartbeats and `/v1/info`.
+//! their token rules, cancellation, heartbeats, `/v1/info`, and `/v1/query/{id}`.
+//!
+//! A submission is where Trino's session is made: the authenticated principal is
+//! read from `Authorization`, and when it differs from `X-Trino-User` the access
+//! control rules decide whether it may impersonate that user. As in Trino, where
+//! the check runs when the query is dispatched, a denied query is still accepted
+//! (QUEUED, with a next URI) and its first queued GET reports it FAILED with
+//! `PERMISSION_DENIED` and no next URI.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::hash::{BuildHasher as _, Hasher as _, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode, header};
@@ -19,8 +26,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
 
-use crate::engine::{self, Control, Event, Limits, TRINO_VERSION};
+use crate::access::{self, Credentials};
+use crate::engine::{self, Control, Event, Limits, QueryLog, TRINO_VERSION};
 use crate::failure::Failure;
+use crate::recording::{self, LoggedQuery, QueryState, RecordedError, RecordedQuery};
 use crate::sql::Session;
 use crate::{DoubleState, Fault, RecordedRequest, lock};
 
@@ -38,8 +47,20 @@ impl Queries {
         lock(&self.by_id).get(id).cloned()
     }
 
-    /// A query id shaped like Trino's: `20261130_142501_00001_abcde`.
-    fn new_id(&self) -> String {
+    /// Every query's record, in the order they were submitted.
+    pub(crate) fn logged(&self) -> Vec<LoggedQuery> {
+        let mut queries: Vec<Arc<Query>> = lock(&self.by_id).values().cloned().collect();
+        queries.sort_by_key(|query| query.number);
+        queries.iter().map(|query| query.logged()).collect()
+    }
+
+    /// The record of query `id`.
+    pub(crate) fn recorded(&self, id: &str) -> Option<RecordedQuery> {
+        self.get(id).map(|query| query.logged().query)
+    }
+
+    /// A query number and an id shaped like Trino's: `20261130_142501_00001_abcde`.
+    fn new_id(&self) -> (u64, String) {
         let number = self.next_number.fetch_add(1, Ordering::Relaxed);
         let coordinator = self.coordinator_id.get_or_init(|| {
             random_hex(5)
@@ -48,7 +69,7 @@ impl Queries {
                 .collect()
         });
         let now = time::OffsetDateTime::now_utc();
-        format!(
+        let id = format!(
             "{:04}{:02}{:02}_{:02}{:02}{:02}_{number:05}_{coordinator}",
             now.year(),
             u8::from(now.month()),
@@ -56,7 +77,8 @@ impl Queries {
             now.hour(),
             now.minute(),
             now.second()
-        )
+        );
+        (number, id)
     }
 }
 
@@ -76,9 +98,15 @@ fn random_hex(length: usize) -> String {
 /// One submitted statement.
 #[derive(Debug)]
 struct Query {
+    /// The order of submission.
+    number: u64,
     id: String,
     slug: String,
     created: Instant,
+    /// The failure the query met when it was dispatched, before it could run (a
+    /// denied impersonation); its first queued GET reports it.
+    rejection: Option<Failure>,
+    record: Mutex<RecordedQuery>,
     control: Arc<Control>,
     /// Wakes a GET that is waiting for rows when a DELETE arrives.
     cancelled: Notify,
@@ -181,6 +209,16 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
             _ => text(StatusCode::NOT_FOUND, "Not Found"),
         };
     }
+    if let (&Method::GET, ["v1", "query", id]) = (&method, segments.as_slice()) {
+        return match state.queries.get(id) {
+            Some(query) => {
+                let base = base_url(&headers, state);
+                json_response(Bytes::from(query.info(&base).to_string()))
+            }
+            // Trino's QueryResource answers an unknown (or purged) query with 410.
+            None => respond(StatusCode::GONE, "text/plain", Bytes::new()),
+        };
+    }
     if segments.first() != Some(&"v1") || segments.get(1) != Some(&"statement") {
         return text(StatusCode::NOT_FOUND, "Not Found");
     }
@@ -190,17 +228,7 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok());
         if sent != Some(required.as_str()) {
-            let mut response = text(StatusCode::UNAUTHORIZED, "Unauthorized");
-            let scheme = if required.starts_with("Bearer") {
-                "Bearer realm=\"Trino\""
-            } else {
-                "Basic realm=\"Trino\""
-            };
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static(scheme),
-            );
-            return response;
+            return unauthorized(required.starts_with("Bearer"), "Unauthorized");
         }
     }
     let base = base_url(&headers, state);
@@ -216,7 +244,10 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
                 return fault;
             }
             match find(state, id, slug, token) {
-                Some((query, token)) => queued(&query, token, settings.queued_polls, &base),
+                Some((query, token)) => {
+                    query.heartbeat();
+                    queued(&query, token, settings.queued_polls, &base)
+                }
                 None => query_not_found(),
             }
         }
@@ -225,7 +256,10 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
                 return fault;
             }
             match find(state, id, slug, token) {
-                Some((query, token)) => executing(&query, token, state, &base).await,
+                Some((query, token)) => {
+                    query.heartbeat();
+                    executing(&query, token, state, &base).await
+                }
                 None => query_not_found(),
             }
         }
@@ -234,6 +268,7 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
                 Some((query, _)) => {
                     query.control.cancel();
                     query.cancelled.notify_waiters();
+                    query.end(Some(&Failure::user_canceled()));
                     state.record_cancel(&query.id);
                     respond(StatusCode::NO_CONTENT, "text/plain", Bytes::new())
                 }
@@ -243,12 +278,30 @@ async fn handle(state: &DoubleState, request: hyper::Request<Incoming>) -> HttpR
         // The Python client's heartbeat while it downloads spooled segments.
         (&Method::HEAD, ["queued" | "executing", id, slug, token]) => {
             match find(state, id, slug, token) {
-                Some(_) => respond(StatusCode::OK, "application/json", Bytes::new()),
+                Some((query, _)) => {
+                    query.heartbeat();
+                    respond(StatusCode::OK, "application/json", Bytes::new())
+                }
                 None => query_not_found(),
             }
         }
         _ => text(StatusCode::NOT_FOUND, "Not Found"),
     }
+}
+
+/// 401, with the challenge of the scheme the client should use.
+fn unauthorized(bearer: bool, body: &str) -> HttpResponse {
+    let mut response = text(StatusCode::UNAUTHORIZED, body);
+    let scheme = if bearer {
+        "Bearer realm=\"Trino\""
+    } else {
+        "Basic realm=\"Trino\""
+    };
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static(scheme),
+    );
+    response
 }
 
 fn injected(state: &DoubleState) -> Option<HttpResponse> {
@@ -307,46 +360,128 @@ fn succinct_duration(duration: Duration) -> String {
     }
 }
 
+/// A header's value as text, trimmed; `None` when absent or blank. Bytes that are
+/// not UTF-8 are replaced rather than dropping the header.
+fn header_string(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+/// `X-Trino-Client-Tags` as Trino splits it: at commas, trimmed, empty tags left
+/// out, over every instance of the header.
+fn client_tags(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all("x-trino-client-tags")
+        .iter()
+        .flat_map(|value| {
+            String::from_utf8_lossy(value.as_bytes())
+                .split(',')
+                .map(str::trim)
+                .filter(|tag| !tag.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 fn submit(state: &DoubleState, headers: &HeaderMap, body: &[u8], base: &str) -> HttpResponse {
-    let header_text = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::trim)
-            .filter(|value| !value.is_empty())
-            .map(str::to_owned)
-    };
-    if header_text("x-trino-user").is_none() {
+    let Some(user) = header_string(headers, "x-trino-user") else {
         return text(StatusCode::BAD_REQUEST, "User must be set");
-    }
+    };
     let sql = String::from_utf8_lossy(body).into_owned();
     if sql.trim().is_empty() {
         return text(StatusCode::BAD_REQUEST, "SQL statement is empty");
     }
-    let session = Session {
-        catalog: header_text("x-trino-catalog").map(|catalog| catalog.to_lowercase()),
-        schema: header_text("x-trino-schema").map(|schema| schema.to_lowercase()),
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|value| value.as_bytes());
+    let rules = state.access_control();
+    let principal = match access::authenticate(authorization, &state.bearer_principals()) {
+        Credentials::Absent => None,
+        Credentials::Principal(principal) => Some(principal),
+        // With access control in force the double authenticates like a Trino with
+        // an authenticator configured; without, it ignores what it cannot read.
+        Credentials::Unusable(reason) if rules.is_some() => {
+            let bearer = authorization.is_some_and(|value| value.starts_with(b"Bearer"));
+            return unauthorized(bearer, &format!("Unauthorized: {reason}"));
+        }
+        Credentials::Unusable(_) => None,
     };
-    let settings = state.settings();
+    // Trino checks impersonation only when the authenticated user is not the
+    // session user, and only when access control is configured here.
+    let rejection = match (&principal, &rules) {
+        (Some(original), Some(rules)) if *original != user => {
+            match rules.can_impersonate(original, &user) {
+                Ok(true) => None,
+                Ok(false) => Some(Failure::permission_denied(&format!(
+                    "User {original} cannot impersonate user {user}"
+                ))),
+                Err(error) => Some(Failure::internal(&error.to_string())),
+            }
+        }
+        _ => None,
+    };
+    let session = Session {
+        catalog: header_string(headers, "x-trino-catalog").map(|catalog| catalog.to_lowercase()),
+        schema: header_string(headers, "x-trino-schema").map(|schema| schema.to_lowercase()),
+    };
+    let (number, id) = state.queries.new_id();
+    let now = SystemTime::now();
+    let mut record = RecordedQuery {
+        query_id: id.clone(),
+        sql: sql.clone(),
+        user,
+        principal,
+        source: header_string(headers, "x-trino-source"),
+        client_tags: client_tags(headers),
+        client_info: header_string(headers, "x-trino-client-info"),
+        trace_token: header_string(headers, "x-trino-trace-token"),
+        catalog: session.catalog.clone(),
+        schema: session.schema.clone(),
+        state: QueryState::Queued,
+        error: None,
+        created: now,
+        started: None,
+        last_heartbeat: now,
+        ended: None,
+    };
     let control = Arc::new(Control::default());
-    let events = engine::start(
-        sql,
-        session,
-        Limits {
-            page_rows: settings.page_rows,
-            page_bytes: settings.page_bytes,
-            estimate_budget: settings.estimate_budget,
-        },
-        Arc::clone(&control),
-    );
+    let events = match &rejection {
+        // A query failed at dispatch never runs.
+        Some(failure) => {
+            record.state = QueryState::Failed;
+            record.error = Some(RecordedError::from(failure));
+            record.ended = Some(now);
+            None
+        }
+        None => {
+            let settings = state.settings();
+            Some(engine::start(
+                sql,
+                session,
+                Limits {
+                    page_rows: settings.page_rows,
+                    page_bytes: settings.page_bytes,
+                    estimate_budget: settings.estimate_budget,
+                },
+                Arc::clone(&control),
+                query_log(state, &record),
+            ))
+        }
+    };
     let query = Arc::new(Query {
-        id: state.queries.new_id(),
+        number,
+        id,
         slug: format!("y{}", random_hex(32)),
         created: Instant::now(),
+        rejection,
+        record: Mutex::new(record),
         control,
         cancelled: Notify::new(),
         progress: tokio::sync::Mutex::new(Progress {
-            events: Some(events),
+            events,
             next_token: Some(0),
             last: None,
             columns: None,
@@ -362,6 +497,37 @@ fn submit(state: &DoubleState, headers: &HeaderMap, body: &[u8], base: &str) -> 
     json_response(Bytes::from(document.to_string()))
 }
 
+/// What a statement that reads `system.runtime.queries` sees: every recorded query,
+/// itself RUNNING (the worker may start before the query is registered, so its own
+/// record is added if missing). It holds the queries weakly, so that a worker does
+/// not keep a dropped double alive.
+fn query_log(state: &DoubleState, own: &RecordedQuery) -> QueryLog {
+    let queries = Arc::downgrade(&state.queries);
+    let own = own.clone();
+    Box::new(move || {
+        let mut logged = queries
+            .upgrade()
+            .map(|queries| queries.logged())
+            .unwrap_or_default();
+        if !logged
+            .iter()
+            .any(|entry| entry.query.query_id == own.query_id)
+        {
+            logged.push(LoggedQuery {
+                query: own.clone(),
+                dispatched: true,
+            });
+        }
+        for entry in &mut logged {
+            if entry.query.query_id == own.query_id && entry.query.state == QueryState::Queued {
+                entry.query.state = QueryState::Running;
+                entry.query.started.get_or_insert_with(SystemTime::now);
+            }
+        }
+        logged
+    })
+}
+
 /// The progress of a query that has not started: what QUEUED documents report.
 const QUEUED_PROGRESS: Progress = Progress {
     events: None,
@@ -375,6 +541,10 @@ const QUEUED_PROGRESS: Progress = Progress {
 };
 
 fn queued(query: &Query, token: u64, queued_polls: u64, base: &str) -> HttpResponse {
+    if let Some(failure) = &query.rejection {
+        let document = query.document(base, &QUEUED_PROGRESS, "FAILED", None, None, Some(failure));
+        return json_response(Bytes::from(document.to_string()));
+    }
     if query.control.is_cancelled() {
         let failure = Failure::user_canceled();
         let document = query.document(base, &QUEUED_PROGRESS, "FAILED", None, None, Some(&failure));
@@ -406,6 +576,10 @@ enum Outcome {
 }
 
 async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -> HttpResponse {
+    if let Some(failure) = &query.rejection {
+        let document = query.document(base, &QUEUED_PROGRESS, "FAILED", None, None, Some(failure));
+        return json_response(Bytes::from(document.to_string()));
+    }
     let settings = state.settings();
     let mut guard = query.progress.lock().await;
     // A plain reference, so that the borrows of its fields below stay apart.
@@ -423,6 +597,7 @@ async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -
         return query_not_found();
     }
     progress.running_since.get_or_insert_with(Instant::now);
+    query.start();
     if !settings.page_delay.is_zero() && !query.control.is_cancelled() {
         tokio::select! {
             () = tokio::time::sleep(settings.page_delay) => {}
@@ -464,8 +639,12 @@ async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -
             query.document(base, progress, "RUNNING", Some(next), Some(rows), None)
         }
         Outcome::Waiting => query.document(base, progress, "RUNNING", Some(next), None, None),
-        Outcome::Finished => query.document(base, progress, "FINISHED", None, None, None),
+        Outcome::Finished => {
+            query.end(None);
+            query.document(base, progress, "FINISHED", None, None, None)
+        }
         Outcome::Failed(failure) => {
+            query.end(Some(&failure));
             query.document(base, progress, "FAILED", None, None, Some(&failure))
         }
     };
@@ -483,6 +662,91 @@ async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -
 }
 
 impl Query {
+    fn update(&self, change: impl FnOnce(&mut RecordedQuery)) {
+        change(&mut lock(&self.record));
+    }
+
+    /// A client asked about the query.
+    fn heartbeat(&self) {
+        self.update(|record| record.last_heartbeat = SystemTime::now());
+    }
+
+    /// A client fetched an executing page: the query runs.
+    fn start(&self) {
+        self.update(|record| {
+            if record.state == QueryState::Queued {
+                record.state = QueryState::Running;
+                record.started = Some(SystemTime::now());
+            }
+        });
+    }
+
+    /// The query finished, or failed with `failure`; the first end is final.
+    fn end(&self, failure: Option<&Failure>) {
+        self.update(|record| {
+            if record.state.is_done() {
+                return;
+            }
+            record.state = if failure.is_some() {
+                QueryState::Failed
+            } else {
+                QueryState::Finished
+            };
+            record.error = failure.map(RecordedError::from);
+            record.ended = Some(SystemTime::now());
+        });
+    }
+
+    fn logged(&self) -> LoggedQuery {
+        LoggedQuery {
+            query: lock(&self.record).clone(),
+            dispatched: self.rejection.is_none(),
+        }
+    }
+
+    /// The query as `GET /v1/query/{queryId}` shows it: the fields of Trino's
+    /// `QueryInfo` (and of its `session`) the double records.
+    fn info(&self, base: &str) -> Value {
+        let LoggedQuery { query, dispatched } = self.logged();
+        let mut info = json!({
+            "queryId": query.query_id,
+            "session": {
+                "queryId": query.query_id,
+                "user": query.user,
+                "originalUser": query.original_user(),
+                "principal": query.principal,
+                "source": query.source,
+                "catalog": query.catalog,
+                "schema": query.schema,
+                "traceToken": query.trace_token,
+                "clientInfo": query.client_info,
+                "clientTags": query.client_tags,
+            },
+            "state": query.state.as_str(),
+            "self": format!("{base}/v1/query/{}", query.query_id),
+            "query": query.sql,
+            "queryStats": {
+                "createTime": recording::iso_timestamp(query.created),
+                "executionStartTime": query.started.map(recording::iso_timestamp),
+                "lastHeartbeat": recording::iso_timestamp(query.last_heartbeat),
+                "endTime": query.ended.map(recording::iso_timestamp),
+            },
+            "resourceGroupId": dispatched.then(|| json!(["global"])),
+            "scheduled": query.started.is_some(),
+            "finalQueryInfo": query.state.is_done(),
+        });
+        if let Some(error) = &query.error {
+            info["errorType"] = json!(error.error_type);
+            info["errorCode"] = json!({
+                "code": error.code,
+                "name": error.name,
+                "type": error.error_type,
+            });
+            info["failureInfo"] = json!({ "message": error.message });
+        }
+        info
+    }
+
     /// A `QueryResults` document.
     fn document(
         &self,
@@ -522,7 +786,8 @@ impl Query {
         let queued_time = progress.running_since.map_or(elapsed, |since| {
             millis(since.saturating_duration_since(self.created))
         });
-        let scheduled = state != "QUEUED";
+        // A query failed at dispatch was never scheduled.
+        let scheduled = state != "QUEUED" && self.rejection.is_none();
         let done = matches!(state, "FINISHED" | "FAILED");
         let total_splits = match (scheduled, done) {
             (false, _) => 0,

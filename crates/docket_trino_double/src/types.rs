@@ -32,6 +32,8 @@ pub(crate) enum TrinoType {
     TimestampWithTimeZone(u32),
     Json,
     Uuid,
+    /// `array(element)`, whose values SQLite holds as JSON array text.
+    Array(Box<TrinoType>),
     /// The type of a bare `NULL`, and of a computed column the double never saw a
     /// value of.
     Unknown,
@@ -40,9 +42,18 @@ pub(crate) enum TrinoType {
 impl TrinoType {
     /// The Trino type a seeded table declared for a column. Tables are created with
     /// Trino type names as their SQLite declared types, so this mostly reads them
-    /// back; SQLite's own names map to their nearest Trino type.
+    /// back; SQLite's own names map to their nearest Trino type. An array is
+    /// declared `ARRAY element` (SQLite allows no parenthesised type in a declared
+    /// type) or written `array(element)`.
     pub(crate) fn from_declared(declared: &str) -> Option<Self> {
         let declared = declared.trim().to_ascii_lowercase();
+        if let Some(element) = declared
+            .strip_prefix("array(")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .or_else(|| declared.strip_prefix("array "))
+        {
+            return Some(Self::Array(Box::new(Self::from_declared(element)?)));
+        }
         let (base, arguments) = match declared.split_once('(') {
             Some((base, rest)) => {
                 let (inside, after) = rest.split_once(')')?;
@@ -100,6 +111,7 @@ impl TrinoType {
             Self::TimestampWithTimeZone(precision) => {
                 format!("timestamp({precision}) with time zone")
             }
+            Self::Array(element) => format!("array({})", element.name()),
             other => other.raw_type().to_owned(),
         }
     }
@@ -122,6 +134,7 @@ impl TrinoType {
             Self::TimestampWithTimeZone(_) => "timestamp with time zone",
             Self::Json => "json",
             Self::Uuid => "uuid",
+            Self::Array(_) => "array",
             Self::Unknown => "unknown",
         }
     }
@@ -138,6 +151,7 @@ impl TrinoType {
             Self::Timestamp(precision) | Self::TimestampWithTimeZone(precision) => {
                 vec![long(*precision)]
             }
+            Self::Array(element) => vec![json!({ "kind": "TYPE", "value": element.signature() })],
             _ => Vec::new(),
         };
         json!({ "rawType": self.raw_type(), "arguments": arguments })
@@ -152,6 +166,10 @@ impl TrinoType {
     pub(crate) fn to_json(&self, value: SqlValue) -> Value {
         match (self, value) {
             (_, SqlValue::Null) => Value::Null,
+            (Self::Array(_), SqlValue::Text(text)) => match serde_json::from_str(&text) {
+                Ok(Value::Array(elements)) => Value::Array(elements),
+                _ => Value::String(text),
+            },
             (Self::Boolean, SqlValue::Integer(number)) => Value::Bool(number != 0),
             (Self::Boolean, SqlValue::Text(text)) => match text.as_str() {
                 "true" | "TRUE" | "1" => Value::Bool(true),
@@ -249,6 +267,14 @@ mod tests {
             Some(TrinoType::TimestampWithTimeZone(3))
         );
         assert_eq!(TrinoType::from_declared("geometry"), None);
+        let array = Some(TrinoType::Array(Box::new(TrinoType::Varchar(None))));
+        assert_eq!(TrinoType::from_declared("ARRAY VARCHAR"), array);
+        assert_eq!(TrinoType::from_declared("array(varchar)"), array);
+        assert_eq!(TrinoType::from_declared("array geometry"), None);
+        assert_eq!(
+            TrinoType::from_declared("TIMESTAMP WITH TIME ZONE(3)"),
+            Some(TrinoType::TimestampWithTimeZone(3))
+        );
     }
 
     #[test]
@@ -268,6 +294,13 @@ mod tests {
         assert_eq!(
             TrinoType::BigInt.signature(),
             json!({"rawType": "bigint", "arguments": []})
+        );
+        let array = TrinoType::Array(Box::new(TrinoType::Varchar(None)));
+        assert_eq!(array.name(), "array(varchar)");
+        assert_eq!(
+            array.signature(),
+            json!({"rawType": "array", "arguments": [{"kind": "TYPE", "value":
+                {"rawType": "varchar", "arguments": [{"kind": "LONG", "value": 2_147_483_647}]}}]})
         );
     }
 
@@ -291,6 +324,11 @@ mod tests {
         assert_eq!(
             TrinoType::Varbinary.to_json(SqlValue::Blob(vec![1, 2])),
             json!("AQI=")
+        );
+        let array = TrinoType::Array(Box::new(TrinoType::Varchar(None)));
+        assert_eq!(
+            array.to_json(SqlValue::Text("[\"global\"]".to_owned())),
+            json!(["global"])
         );
     }
 }
