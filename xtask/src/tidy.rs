@@ -29,6 +29,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),
     ("docket_script", &[]),
+    // Who a caller is at each upstream: claims, session users, token exchange.
+    ("docket_identity", &[]),
     // The run bridge and the server know the stores by their traits; only their
     // tests open a database (see ALLOWED_DEV_ONLY_DEPENDENCIES).
     (
@@ -44,8 +46,11 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_export",
             "docket_script",
             "docket_run_bridge",
-            // Its tests talk to the Trino double (a dev-dependency only).
+            "docket_identity",
+            // Its tests talk to the Trino double and a real OpenID provider
+            // (dev-dependencies only).
             "docket_trino_double",
+            "docket_oidc_provider",
         ],
     ),
     ("docket", &["docket_server", "docket_storage"]),
@@ -102,7 +107,11 @@ const ALLOWED_DEV_ONLY_DEPENDENCIES: &[(&str, &[&str])] = &[
 /// and the benchmark harness. They may name restricted crates (a double has to serve
 /// HTTP and run SQL somehow), and in return nothing shipped may depend on them except
 /// as a dev-dependency, so that none of it reaches a shipped binary.
-const DEV_ONLY_PACKAGES: &[&str] = &["docket_trino_double", "docket_bench", "docket_oidc_provider"];
+const DEV_ONLY_PACKAGES: &[&str] = &[
+    "docket_trino_double",
+    "docket_bench",
+    "docket_oidc_provider",
+];
 
 /// Crates any workspace package may use as a dev-dependency beyond its table row:
 /// the wire types are what tests build requests from and assert responses against.

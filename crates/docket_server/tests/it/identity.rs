@@ -16,7 +16,7 @@ use std::time::Duration;
 use docket_run_bridge::clock::{Clock, ManualClock};
 use docket_server::config::Config;
 use docket_storage::test_db::TestDatabase;
-use docket_trino_double::{RecordedRequest, TrinoDouble};
+use docket_trino_double::{AccessControlRules, RecordedRequest, TrinoDouble};
 use serde_json::{Value, json};
 use time::macros::datetime;
 
@@ -27,6 +27,8 @@ on_both_backends!(
     a_caller_without_a_session_user_is_refused_before_anything_is_sent,
     audit_rows_call_records_and_results_name_the_engine_user_and_query_ids,
     script_runs_and_scheduled_runs_run_as_the_scripts_owner,
+    signed_in_callers_run_as_their_email_claim_transformed,
+    trinos_refusal_of_an_impersonation_is_a_clear_tool_error,
 );
 
 /// A hang guard, never an assertion about speed.
@@ -495,5 +497,171 @@ async fn script_runs_and_scheduled_runs_run_as_the_scripts_owner(backend: Backen
         tags(&submitted[0]).contains(&"scheduled".to_owned()),
         "{:?}",
         tags(&submitted[0])
+    );
+}
+
+/// The resource Docket's tokens are issued for.
+const DOCKET_RESOURCE: &str = "http://127.0.0.1/docket";
+
+/// A real OpenID provider with two people whose e-mail addresses differ in
+/// case and domain, and Docket's client.
+fn provider_config() -> docket_oidc_provider::ProviderConfig {
+    use docket_oidc_provider::{Account, Client, ProviderConfig, Resource};
+    ProviderConfig::new()
+        .account(
+            "alice",
+            Account::new().email("Alice@Example.com").roles(["analyst"]),
+        )
+        .account(
+            "bob",
+            Account::new().email("bob@corp.example").roles(["analyst"]),
+        )
+        .account("nomail", Account::new().roles(["analyst"]))
+        .client(Client::new("docket", "docket-test-secret"))
+        .resource(DOCKET_RESOURCE, Resource::new())
+}
+
+async fn signed_in_callers_run_as_their_email_claim_transformed(backend: Backend) {
+    let Some(provider) =
+        docket_oidc_provider::OidcProvider::start_or_skip(provider_config(), "identity")
+            .await
+            .expect("the OpenID provider starts")
+    else {
+        return;
+    };
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let double = TrinoDouble::start().await.expect("double");
+    let yaml = format!(
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default, \
+         source: docket-tests, impersonation: {{ user_claim: email, transforms: [strip_domain, lowercase], deny: [root] }} }}\n\
+         auth: {{ oidc: {{ issuer: \"{}\", audience: \"{DOCKET_RESOURCE}\" }} }}\n\
+         consent: {{ trino: {{ row_threshold: 1000000000 }} }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        double.url(),
+        provider.issuer(),
+    );
+    let config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    let stored = StoredServer::start(config, &database, false).await;
+    let query = |token: String| {
+        let server = &stored.server;
+        async move {
+            let (_, body) = server
+                .rpc(
+                    "tools/call",
+                    json!({"name": "trino_query", "arguments": {"sql": "SELECT 1 AS one"}}),
+                )
+                .header("authorization", &format!("Bearer {token}"))
+                .send()
+                .await;
+            body["result"].clone()
+        }
+    };
+    let mut seen = Vec::new();
+    for (account, user) in [("alice", "alice"), ("bob", "bob")] {
+        let token = provider
+            .user_token(account, "docket", DOCKET_RESOURCE)
+            .await
+            .expect("a token from the provider");
+        let result = query(token).await;
+        assert_eq!(result["isError"], Value::Null, "{account}: {result}");
+        assert_eq!(result["_meta"]["io.docket/upstream"]["engine_user"], user);
+        let submitted = double.submitted();
+        double.clear_requests();
+        all_as(&submitted, user, "trino_query");
+        seen.push(user);
+    }
+    assert_eq!(seen, ["alice", "bob"], "two callers, two session users");
+
+    // A person whose token has no e-mail claim is refused by the claim's name,
+    // and nothing reaches Trino.
+    let token = provider
+        .user_token("nomail", "docket", DOCKET_RESOURCE)
+        .await
+        .expect("a token");
+    let refused = query(token).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let message = refused["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("`email`"), "{message}");
+    assert!(double.submitted().is_empty(), "{:?}", double.submitted());
+}
+
+async fn trinos_refusal_of_an_impersonation_is_a_clear_tool_error(backend: Backend) {
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let double = TrinoDouble::start().await.expect("double");
+    // Trino's file-based access control: Docket's principal may act as alice only.
+    double.set_access_control(Some(
+        AccessControlRules::from_json(
+            r#"{"impersonation": [{"original_user": "docket", "new_user": "alice", "allow": true}]}"#,
+        )
+        .expect("rules"),
+    ));
+    let yaml = format!(
+        "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default, \
+         auth: {{ basic: {{ username: docket, password: docket-secret }} }}, impersonation: {{ user_claim: email }} }}\n\
+         consent: {{ trino: {{ row_threshold: 1000000000 }} }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        double.url(),
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    for key in &mut config.auth.api_keys {
+        key.user = Some(key.name.clone());
+    }
+    let stored = StoredServer::start(config, &database, false).await;
+    let call = |user: &'static str, tool: &'static str, arguments: Value| {
+        let server = &stored.server;
+        async move {
+            let (_, body) = server
+                .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+                .header("x-api-key", &key_of(user))
+                .send()
+                .await;
+            body
+        }
+    };
+    let allowed = call("alice", "trino_query", json!({"sql": "SELECT 1 AS one"})).await;
+    assert_eq!(allowed["result"]["isError"], Value::Null, "{allowed}");
+
+    for (tool, arguments) in [
+        ("trino_query", json!({"sql": "SELECT 1 AS one"})),
+        ("trino_explain", json!({"sql": "SELECT 1 AS one"})),
+        (
+            "trino_export",
+            json!({"sql": "SELECT 1 AS one", "format": "csv", "name": "denied"}),
+        ),
+    ] {
+        let denied = call("bob", tool, arguments).await;
+        // A tool error, never a JSON-RPC (internal) error.
+        assert!(denied.get("error").is_none(), "{tool}: {denied}");
+        let result = &denied["result"];
+        assert_eq!(result["isError"], true, "{tool}: {result}");
+        let text = result.to_string();
+        assert!(
+            text.contains("Access Denied: User docket cannot impersonate user bob"),
+            "{tool}: {text}"
+        );
+    }
+    let users: BTreeSet<String> = double
+        .queries()
+        .iter()
+        .map(|query| format!("{}:{}", query.user, query.state.as_str()))
+        .collect();
+    assert!(users.iter().any(|u| u.starts_with("bob:")), "{users:?}");
+    assert!(
+        double
+            .queries()
+            .iter()
+            .filter(|query| query.user == "bob")
+            .all(|query| query
+                .error
+                .as_ref()
+                .is_some_and(|e| e.name == "PERMISSION_DENIED")),
+        "every one of bob's queries was refused by Trino"
     );
 }
