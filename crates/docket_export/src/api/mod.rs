@@ -8,6 +8,11 @@
 //! connection's key header or the headers the connection sets itself; and the
 //! connection's credentials appear in no error, debug output or result.
 //!
+//! A connection that acts as each caller ([`ApiClient::with_caller`]) sends the
+//! caller's own bearer token (an RFC 8693 exchanged one) in place of its fixed
+//! credentials, and identity headers filled from the caller's claims, which callers
+//! may not set either; that token is scrubbed like the connection's own secrets.
+//!
 //! [`ApiClient::fetch`] reads a response into memory up to a cap (for
 //! `api_invoke_endpoint`); [`export_response`] (in `export`) streams one into an
 //! upload chunk by chunk with a byte cap, a timeout and cancellation, so memory
@@ -119,6 +124,29 @@ impl fmt::Debug for ApiAuth {
                 write!(f, "QueryKey({parameter}, [REDACTED])")
             }
         }
+    }
+}
+
+/// Who one caller is at the connection's API: what [`ApiClient::with_caller`] adds
+/// to the connection for that caller's calls. Its `Debug` output shows neither the
+/// token nor the headers' values.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct CallerAuth {
+    /// A token sent as `Authorization: Bearer <token>` in place of the connection's
+    /// own credentials, such as one exchanged for the caller's (RFC 8693).
+    pub bearer: Option<String>,
+    /// Identity headers (`X-User-Email: alice@example.com`, ...), set after the
+    /// caller's headers; callers may not set them.
+    pub headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for CallerAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("CallerAuth")
+            .field("bearer", &self.bearer.as_ref().map(|_| "[REDACTED]"))
+            .field("headers", &names)
+            .finish()
     }
 }
 
@@ -342,6 +370,70 @@ impl ApiClient {
             static_headers,
             call_timeout: config.call_timeout,
         })
+    }
+
+    /// This client acting as one caller: `caller.bearer` (when given) replaces the
+    /// connection's credentials, `caller.headers` are sent with every request after the
+    /// caller's own headers (a request that sets one is refused, "the connection sets
+    /// it", as for static headers), and [`ApiClient::scrub`] and
+    /// [`ApiClient::scrubber`] find the caller's token too. Every call through the
+    /// returned client (fetches, exports, GraphQL queries and exports) uses them. The
+    /// HTTP client, its connection pool and the connection's settings are shared; no
+    /// I/O happens.
+    ///
+    /// # Errors
+    /// [`ApiError::Header`] when the token is empty or not a valid header value, or an
+    /// identity header is not a header name, has a value with a control character, is
+    /// given twice, or is a header the connection or the client sets itself
+    /// (`Authorization`, `Host`, `Cookie`, `Content-Type`, framing headers, the
+    /// connection's key header or one of its static headers).
+    pub fn with_caller(&self, caller: CallerAuth) -> Result<ApiClient, ApiError> {
+        let mut client = self.clone();
+        for (name, value) in &caller.headers {
+            let refuse = |reason| {
+                Err(ApiError::Header {
+                    name: name.clone(),
+                    reason,
+                })
+            };
+            let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+                return refuse("it is not a header name");
+            };
+            if FORBIDDEN_HEADERS.contains(&header.as_str())
+                || header == reqwest::header::CONTENT_TYPE
+            {
+                return refuse("an identity header may not be a credential or framing header");
+            }
+            if self
+                .key_header()
+                .is_some_and(|key| key.eq_ignore_ascii_case(header.as_str()))
+            {
+                return refuse("it carries the connection's key");
+            }
+            if self.static_headers.contains_key(&header) {
+                return refuse("the connection sets it as a static header");
+            }
+            if client.static_headers.contains_key(&header) {
+                return refuse("it is given twice");
+            }
+            let Ok(value) = HeaderValue::from_str(value) else {
+                return refuse("its value contains a control character");
+            };
+            client.static_headers.insert(header, value);
+        }
+        if let Some(token) = caller.bearer {
+            let valid =
+                !token.is_empty() && HeaderValue::from_str(&format!("Bearer {token}")).is_ok();
+            if !valid {
+                return Err(ApiError::Header {
+                    name: "Authorization".into(),
+                    reason: "the caller's token is not a valid header value",
+                });
+            }
+            client.scrubber = self.scrubber.with_secrets(std::slice::from_ref(&token));
+            client.auth = ApiAuth::Bearer { token };
+        }
+        Ok(client)
     }
 
     /// The base URL every request goes below.
@@ -1016,6 +1108,83 @@ mod tests {
             password: "pw-123".into(),
         };
         assert!(!format!("{basic:?}").contains("pw-123"));
+    }
+
+    #[test]
+    fn a_caller_cannot_take_over_the_connections_headers() {
+        let client = client(
+            "https://api.example",
+            ApiAuth::HeaderKey {
+                header: "X-API-Key".into(),
+                value: "s3cret".into(),
+            },
+        );
+        let with = |name: &str, value: &str| {
+            client.with_caller(CallerAuth {
+                bearer: None,
+                headers: vec![(name.into(), value.into())],
+            })
+        };
+        for (name, value) in [
+            ("Authorization", "x"),
+            ("host", "x"),
+            ("Content-Type", "x"),
+            ("X-API-Key", "x"),
+            ("X-Tenant", "x"),
+            ("Bad Name", "x"),
+            ("X-User", "a\r\nX-Injected: 1"),
+        ] {
+            assert!(
+                matches!(with(name, value), Err(ApiError::Header { .. })),
+                "{name}: {value:?} was accepted"
+            );
+        }
+        let twice = client.with_caller(CallerAuth {
+            bearer: None,
+            headers: vec![("X-User".into(), "a".into()), ("x-user".into(), "b".into())],
+        });
+        assert!(matches!(twice, Err(ApiError::Header { .. })));
+        for token in ["", "a\nb"] {
+            let bad = client.with_caller(CallerAuth {
+                bearer: Some(token.into()),
+                headers: Vec::new(),
+            });
+            assert!(matches!(bad, Err(ApiError::Header { .. })), "{token:?}");
+        }
+
+        let caller = client
+            .with_caller(CallerAuth {
+                bearer: Some("caller-tok".into()),
+                headers: vec![("X-User".into(), "alice".into())],
+            })
+            .expect("caller client");
+        assert_eq!(caller.auth_kind(), "bearer");
+        assert_eq!(caller.key_header(), None);
+        assert_eq!(caller.scrub("s3cret caller-tok"), "[REDACTED] [REDACTED]");
+        assert_eq!(client.scrub("caller-tok"), "caller-tok");
+        assert!(!format!("{caller:?}").contains("caller-tok"));
+        let request = ApiRequest {
+            method: "GET".into(),
+            path: "/x".into(),
+            headers: vec![("X-User".into(), "mallory".into())],
+            ..ApiRequest::default()
+        };
+        assert!(matches!(
+            caller.check(&request),
+            Err(ApiError::Header {
+                reason: "the connection sets it",
+                ..
+            })
+        ));
+        let auth = CallerAuth {
+            bearer: Some("caller-tok".into()),
+            headers: vec![("X-User".into(), "alice@example.com".into())],
+        };
+        let shown = format!("{auth:?}");
+        assert!(
+            !shown.contains("caller-tok") && !shown.contains("alice"),
+            "{shown}"
+        );
     }
 
     #[test]

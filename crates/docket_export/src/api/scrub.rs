@@ -3,6 +3,8 @@
 //! text that is shown ([`Scrubber::scrub`]) and in bytes that are stored, streaming,
 //! across chunk boundaries ([`StreamScrubber`]).
 
+use std::sync::Arc;
+
 use aho_corasick::{AhoCorasick, MatchKind};
 use bytes::{Bytes, BytesMut};
 
@@ -12,6 +14,9 @@ pub const REDACTED: &str = "[REDACTED]";
 /// The secrets of one connection, in every form, ready to be found.
 #[derive(Clone)]
 pub struct Scrubber {
+    /// The secrets as given (empty ones dropped), so a scrubber can be extended by one
+    /// more ([`Scrubber::with_secrets`]).
+    secrets: Arc<[String]>,
     /// `None` when the connection holds no secret.
     finder: Option<AhoCorasick>,
     /// The longest form, in bytes.
@@ -54,8 +59,13 @@ impl Scrubber {
     /// URL-encoded and JSON-escaped. Empty secrets are ignored.
     #[must_use]
     pub fn new(secrets: &[String]) -> Self {
+        let secrets: Arc<[String]> = secrets
+            .iter()
+            .filter(|secret| !secret.is_empty())
+            .cloned()
+            .collect();
         let mut forms: Vec<String> = Vec::new();
-        for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+        for secret in secrets.iter() {
             forms.push(secret.clone());
             forms.extend(url_encoded(secret));
             // As a JSON string carries it (`"` and `\` escaped): an upstream that echoes
@@ -75,7 +85,19 @@ impl Scrubber {
                 .build(&forms)
                 .ok()
         };
-        Self { finder, longest }
+        Self {
+            secrets,
+            finder,
+            longest,
+        }
+    }
+
+    /// This scrubber's secrets and `more` (a caller's exchanged token, say), each in
+    /// every form [`Scrubber::new`] finds.
+    #[must_use]
+    pub fn with_secrets(&self, more: &[String]) -> Self {
+        let all: Vec<String> = self.secrets.iter().chain(more).cloned().collect();
+        Self::new(&all)
     }
 
     /// `text` with every secret replaced by [`REDACTED`].
@@ -185,6 +207,17 @@ mod tests {
         let quoting = Scrubber::new(&["pa\"ss\\word".to_owned()]);
         let echoed = serde_json::json!({"password": "pa\"ss\\word"}).to_string();
         assert_eq!(quoting.scrub(&echoed), r#"{"password":"[REDACTED]"}"#);
+    }
+
+    #[test]
+    fn an_extended_scrubber_finds_old_and_new_secrets() {
+        let extended = scrubber().with_secrets(&["caller-t/ok".to_owned(), String::new()]);
+        assert_eq!(
+            extended.scrub("s3cret/+tok caller-t/ok caller-t%2Fok"),
+            "[REDACTED] [REDACTED] [REDACTED]"
+        );
+        assert_eq!(scrubber().scrub("caller-t/ok"), "caller-t/ok");
+        assert_eq!(Scrubber::new(&[]).with_secrets(&[]).scrub("as is"), "as is");
     }
 
     proptest::proptest! {

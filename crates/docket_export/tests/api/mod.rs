@@ -3,6 +3,8 @@
 //! content type, the status kept, redirects not followed, and a cap, a cancel or
 //! a timeout leaving nothing behind.
 
+mod caller;
+
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
