@@ -8,6 +8,7 @@ use std::time::Duration;
 use docket_export::api::{ApiAuth, ApiClient, ApiConfig};
 use docket_export::readonly::ReadOnlyRules;
 use docket_export::trino::{TrinoAuth, TrinoClient, TrinoConfig};
+use docket_identity::connection::{Identity as UpstreamIdentity, IdentityConfig};
 use docket_identity::user::{ImpersonationConfig, UserMapping};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -248,6 +249,9 @@ struct HttpSettings {
     call_timeout: Duration,
     #[serde(deserialize_with = "deserialize_bytes")]
     max_response_bytes: u64,
+    /// Whose credential calls carry: the connection's own (`fixed`), or each
+    /// caller's (`token_exchange`, `headers`).
+    identity: IdentityConfig,
 }
 
 impl Default for HttpSettings {
@@ -262,6 +266,7 @@ impl Default for HttpSettings {
             connect_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(60),
             max_response_bytes: 10 << 20,
+            identity: IdentityConfig::default(),
         }
     }
 }
@@ -317,6 +322,8 @@ pub(crate) struct HttpConnection {
     pub paths: Vec<String>,
     /// The most bytes of a response read into memory.
     pub max_response_bytes: u64,
+    /// Whose identity calls carry (see `docket_identity::connection`).
+    pub identity: UpstreamIdentity,
 }
 
 /// Every `api` and `graphql` connection, or every problem found in their settings.
@@ -460,6 +467,31 @@ fn http_connection(
             }
         },
     };
+    let identity = match settings.identity.compile(&format!("{path}.identity")) {
+        Ok(identity) => identity,
+        Err(found) => {
+            problems.extend(found);
+            UpstreamIdentity::Fixed
+        }
+    };
+    if matches!(identity, UpstreamIdentity::TokenExchange(_)) && auth != ApiAuth::None {
+        problems.push(format!(
+            "{path}.auth: must be none when identity.mode is token_exchange: each caller's exchanged token is the credential"
+        ));
+    }
+    if let UpstreamIdentity::Headers(templates) = &identity {
+        for name in templates.names() {
+            if settings
+                .headers
+                .keys()
+                .any(|fixed| fixed.eq_ignore_ascii_case(name))
+            {
+                problems.push(format!(
+                    "{path}.identity.headers.{name}: also one of the connection's headers; name it once"
+                ));
+            }
+        }
+    }
     let Some(url) = url.filter(|url| !url.is_empty()) else {
         problems.push(format!(
             "{path}.{url_key}: required for {} connection",
@@ -492,6 +524,7 @@ fn http_connection(
         },
         paths,
         max_response_bytes: settings.max_response_bytes,
+        identity,
     })
 }
 

@@ -14,9 +14,10 @@ use std::time::Instant;
 
 use docket_catalog::{Asset, CallKind, NewAsset, NewCallRecord};
 use docket_export::api::{
-    ApiError, ApiExportLimits, ApiRequest, ApiResponse, RequestBody, export_response,
+    ApiError, ApiExportLimits, ApiRequest, ApiResponse, CallerAuth, RequestBody, export_response,
     extension_for, is_textual, normalize_path, pagination_hint,
 };
+use docket_identity::connection::{Identity as UpstreamIdentity, Presented};
 use docket_protocol::JsonObject;
 use docket_protocol::tools::CallToolResult;
 use futures_util::future::BoxFuture;
@@ -28,6 +29,7 @@ use super::exporting::{
     save_asset, start_export,
 };
 use crate::assets::Assets;
+use crate::auth::{Identity, IdentityKind};
 use crate::config::{ConnectionKind, ExportsConfig};
 use crate::connections::HttpConnection;
 use crate::persona::{Persona, glob_match};
@@ -111,6 +113,78 @@ pub(crate) fn api_failure(err: &ApiError) -> CallToolResult {
         _ => (Refusal::UpstreamFailed, "Try again later."),
     };
     kind.result(&err.to_string(), hint)
+}
+
+/// `connection` as `identity` reaches it: unchanged for a connection with its
+/// own fixed credential; for one that carries each caller's identity, a copy
+/// whose client sends the caller's exchanged token or identity headers (and
+/// scrubs that token from everything it returns). The caller's own token is
+/// never forwarded as it is.
+///
+/// # Errors
+/// A tool error when the caller has no identity the connection can carry (an
+/// API key where a token must be exchanged, a missing claim, the identity
+/// provider's refusal); nothing reached the upstream then.
+pub(crate) async fn for_caller(
+    connection: &HttpConnection,
+    identity: &Identity,
+) -> Result<HttpConnection, CallToolResult> {
+    let credential = match &connection.identity {
+        UpstreamIdentity::Fixed => return Ok(connection.clone()),
+        // Identity headers read the caller's claims, whoever they are: a
+        // token's, an API key's entry, a script run's owner's.
+        UpstreamIdentity::Headers(templates) => templates
+            .fill(&identity.attributes.claims)
+            .map(|headers| CallerAuth {
+                bearer: None,
+                headers,
+            })
+            .map_err(|refusal| refused_identity(connection, &refusal.to_string())),
+        UpstreamIdentity::TokenExchange(_) => {
+            let presented = match (&identity.kind, &identity.attributes.token) {
+                (IdentityKind::Oidc, Some(token)) => Presented::AccessToken {
+                    token: token.expose(),
+                    claims: &identity.attributes.claims,
+                },
+                (IdentityKind::ApiKey, _) => Presented::ApiKey {
+                    name: &identity.display_name,
+                },
+                _ if identity.run.is_some() => {
+                    return Err(refused_identity(
+                        connection,
+                        "a script run has no access token of its owner to exchange; call this connection in person",
+                    ));
+                }
+                _ => Presented::Anonymous,
+            };
+            match connection.identity.credential(presented).await {
+                Ok(Some(credential)) => Ok(CallerAuth {
+                    bearer: credential.bearer.map(|token| token.expose().to_owned()),
+                    headers: credential.headers,
+                }),
+                Ok(None) => return Ok(connection.clone()),
+                Err(error) => Err(refused_identity(connection, &error.to_string())),
+            }
+        }
+    }?;
+    let client = connection
+        .client
+        .with_caller(credential)
+        .map_err(|err| refused_identity(connection, &err.to_string()))?;
+    Ok(HttpConnection {
+        client,
+        ..connection.clone()
+    })
+}
+
+fn refused_identity(connection: &HttpConnection, reason: &str) -> CallToolResult {
+    Refusal::NotAllowed.result(
+        &format!(
+            "connection {} carries each caller's identity, and yours could not be given: {reason}",
+            connection.name
+        ),
+        "Sign in with your identity provider's token, or ask an administrator.",
+    )
 }
 
 /// A JSON result with every secret of `connection` replaced, since an upstream may
@@ -488,6 +562,10 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };
+    let connection = &match for_caller(connection, &call.identity).await {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
     let mut recorder = CallRecorder::new(
         deps.assets.as_ref(),
         call_record(call, connection, "api_invoke_endpoint", statement(&request)),
@@ -597,6 +675,10 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     };
     let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
+        Err(refusal) => return refusal,
+    };
+    let connection = &match for_caller(connection, &call.identity).await {
+        Ok(connection) => connection,
         Err(refusal) => return refusal,
     };
     let ExportStart {

@@ -21,7 +21,8 @@ use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::api::{
-    CallRecorder, HttpDeps, HttpTool, api_failure, export_properties, route_check, scrubbed,
+    CallRecorder, HttpDeps, HttpTool, api_failure, export_properties, for_caller, route_check,
+    scrubbed,
 };
 use super::assets::asset_result;
 use super::exporting::{
@@ -259,10 +260,15 @@ fn call_record(call: &ToolCall, prepared: &Prepared<'_>, tool: &str) -> NewCallR
 }
 
 async fn query(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
-    let prepared = match prepare(deps, &call.arguments, &call.persona) {
+    let mut prepared = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };
+    let caller_connection = match for_caller(prepared.connection, &call.identity).await {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    prepared.connection = &caller_connection;
     let mut recorder = CallRecorder::new(
         deps.assets.as_ref(),
         call_record(call, &prepared, "graphql_query"),
@@ -331,10 +337,15 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Ok(assets) => assets,
         Err(refusal) => return refusal,
     };
-    let prepared = match prepare(deps, &call.arguments, &call.persona) {
+    let mut prepared = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };
+    let caller_connection = match for_caller(prepared.connection, &call.identity).await {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    prepared.connection = &caller_connection;
     let format = match call.arguments.get("format").and_then(Value::as_str) {
         Some("jsonl") => GraphqlFormat::Jsonl,
         _ => GraphqlFormat::Json,

@@ -29,6 +29,7 @@ on_both_backends!(
     script_runs_and_scheduled_runs_run_as_the_scripts_owner,
     signed_in_callers_run_as_their_email_claim_transformed,
     trinos_refusal_of_an_impersonation_is_a_clear_tool_error,
+    api_connections_carry_each_callers_exchanged_token_or_identity_headers,
 );
 
 /// A hang guard, never an assertion about speed.
@@ -664,4 +665,189 @@ async fn trinos_refusal_of_an_impersonation_is_a_clear_tool_error(backend: Backe
                 .is_some_and(|e| e.name == "PERMISSION_DENIED")),
         "every one of bob's queries was refused by Trino"
     );
+}
+
+/// The audience of the API upstream's exchanged tokens.
+const SHOP_AUDIENCE: &str = "http://127.0.0.1/shop";
+
+async fn api_connections_carry_each_callers_exchanged_token_or_identity_headers(backend: Backend) {
+    use docket_oidc_provider::{Account, ExchangePolicy, Resource, jwt_claims};
+    let config = provider_config()
+        .account(
+            "mallory",
+            Account::new()
+                .email("mallory@corp.example")
+                .roles(["analyst"]),
+        )
+        .resource(SHOP_AUDIENCE, Resource::new())
+        .token_exchange(
+            ExchangePolicy::new()
+                .allow("docket", SHOP_AUDIENCE)
+                .refuse_account("mallory")
+                .expires_in(300),
+        );
+    let Some(provider) = docket_oidc_provider::OidcProvider::start_or_skip(config, "identity")
+        .await
+        .expect("the OpenID provider starts")
+    else {
+        return;
+    };
+    let Some(database) = backend.database().await else {
+        return;
+    };
+    let upstream = crate::upstream::Upstream::start().await;
+    let exchange = format!(
+        "{{ mode: token_exchange, token_url: \"{}\", client_id: docket, client_secret: \"${{EXCHANGE_SECRET}}\", audience: \"{SHOP_AUDIENCE}\" }}",
+        provider.token_endpoint()
+    );
+    let yaml = format!(
+        "connections:\n\
+         \x20 crm: {{ kind: api, base_url: \"{base}\", identity: {exchange} }}\n\
+         \x20 gateway: {{ kind: api, base_url: \"{base}\", identity: {{ mode: headers, headers: {{ X-User-Email: \"{{email}}\" }} }} }}\n\
+         \x20 catalog: {{ kind: graphql, endpoint: \"{graphql}\", identity: {exchange} }}\n\
+         auth:\n\
+         \x20 oidc: {{ issuer: \"{issuer}\", audience: \"{DOCKET_RESOURCE}\" }}\n\
+         \x20 api_keys: [{{ name: ci, key: ci-key-0123456789abcdef, email: ci@corp.example, roles: [analyst] }}]\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        base = upstream.url("/v1"),
+        graphql = upstream.url("/graphql"),
+        issuer = provider.issuer(),
+    );
+    let env = |name: &str| (name == "EXCHANGE_SECRET").then(|| "docket-test-secret".to_owned());
+    let config = Config::from_yaml(&yaml, &env).expect("config");
+    let stored = StoredServer::start(config, &database, false).await;
+    let call = |credential: (&'static str, String), tool: &'static str, arguments: Value| {
+        let server = &stored.server;
+        async move {
+            let (_, body) = server
+                .rpc("tools/call", json!({"name": tool, "arguments": arguments}))
+                .header(credential.0, &credential.1)
+                .send()
+                .await;
+            body["result"].clone()
+        }
+    };
+    let echo = json!({"connection": "crm", "method": "GET", "path": "/echo"});
+
+    for account in ["alice", "bob"] {
+        let token = provider
+            .user_token(account, "docket", DOCKET_RESOURCE)
+            .await
+            .expect("a token");
+        let bearer = ("authorization", format!("Bearer {token}"));
+        let before = upstream.seen().len();
+        let result = call(bearer.clone(), "api_invoke_endpoint", echo.clone()).await;
+        assert_eq!(result["isError"], Value::Null, "{account}: {result}");
+        let seen = upstream.seen();
+        let request = seen.get(before).expect("the upstream was called");
+        let sent = request
+            .header("authorization")
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .expect("a bearer token reached the upstream")
+            .to_owned();
+        assert_ne!(sent, token, "the caller's own token is never forwarded");
+        let claims = jwt_claims(&sent).expect("a JWT");
+        assert_eq!(claims["aud"], SHOP_AUDIENCE, "{claims:?}");
+        assert_eq!(claims["sub"], account);
+        assert_eq!(claims["act"]["sub"], "docket");
+        // The echo of what was sent comes back scrubbed of the exchanged token.
+        let text = result.to_string();
+        assert!(!text.contains(&sent) && !text.contains(&token), "{text}");
+        assert!(text.contains("[REDACTED]"), "{text}");
+
+        // A second call reuses the exchanged token: one exchange per caller.
+        call(bearer.clone(), "api_invoke_endpoint", echo.clone()).await;
+        assert_eq!(
+            seen_bearer(&upstream.seen()),
+            Some(sent.clone()),
+            "the cached exchanged token"
+        );
+        assert_eq!(provider.exchanges(account).await.expect("counts"), 1);
+
+        // GraphQL connections exchange the same way.
+        let before = upstream.seen().len();
+        let result = call(
+            bearer.clone(),
+            "graphql_query",
+            json!({"connection": "catalog", "query": "{ __typename }"}),
+        )
+        .await;
+        assert_ne!(result["isError"], true, "{result}");
+        let graphql = upstream.seen();
+        let graphql_token = graphql[before..]
+            .iter()
+            .find_map(|seen| seen.header("authorization"))
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .expect("a bearer token reached the GraphQL upstream");
+        assert_ne!(graphql_token, token);
+        assert_eq!(
+            jwt_claims(graphql_token).expect("a JWT")["aud"],
+            SHOP_AUDIENCE
+        );
+
+        // An upstream that trusts Docket as its gateway gets identity headers.
+        let before = upstream.seen().len();
+        let result = call(
+            bearer,
+            "api_invoke_endpoint",
+            json!({"connection": "gateway", "method": "GET", "path": "/echo"}),
+        )
+        .await;
+        assert_eq!(result["isError"], Value::Null, "{result}");
+        let seen = upstream.seen();
+        let expected = if account == "alice" {
+            "Alice@Example.com"
+        } else {
+            "bob@corp.example"
+        };
+        assert_eq!(seen[before].header("x-user-email"), Some(expected));
+        assert_eq!(seen[before].header("authorization"), None);
+    }
+
+    // The identity provider refuses mallory's exchange: a clear tool error that
+    // names the refusal, and the upstream is not called.
+    let token = provider
+        .user_token("mallory", "docket", DOCKET_RESOURCE)
+        .await
+        .expect("a token");
+    let before = upstream.seen().len();
+    let refused = call(
+        ("authorization", format!("Bearer {token}")),
+        "api_invoke_endpoint",
+        echo.clone(),
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("invalid_grant"), "{text}");
+    assert!(!text.contains(&token), "{text}");
+    assert_eq!(upstream.seen().len(), before);
+
+    // An API key has no token to exchange, but has claims for identity headers.
+    let key = ("x-api-key", "ci-key-0123456789abcdef".to_owned());
+    let refused = call(key.clone(), "api_invoke_endpoint", echo).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(upstream.seen().len(), before);
+    let result = call(
+        key,
+        "api_invoke_endpoint",
+        json!({"connection": "gateway", "method": "GET", "path": "/echo"}),
+    )
+    .await;
+    assert_eq!(result["isError"], Value::Null, "{result}");
+    assert_eq!(
+        upstream
+            .seen()
+            .last()
+            .and_then(|seen| seen.header("x-user-email")),
+        Some("ci@corp.example")
+    );
+}
+
+/// The bearer token of the last request an upstream saw.
+fn seen_bearer(seen: &[crate::upstream::Seen]) -> Option<String> {
+    seen.last()?
+        .header("authorization")?
+        .strip_prefix("Bearer ")
+        .map(str::to_owned)
 }
