@@ -44,6 +44,9 @@ async fn patiently<T>(what: &str, future: impl Future<Output = T>) -> T {
 struct Fixture {
     server: TestServer,
     double: TrinoDouble,
+    /// The access tokens of the callers who sign in (the others use API keys).
+    tokens: std::collections::BTreeMap<String, String>,
+    _provider: Option<docket_oidc_provider::OidcProvider>,
     clock: Arc<ManualClock>,
     audit: Arc<dyn docket_task::store::TaskStore>,
     catalog: Arc<dyn docket_catalog::CallCatalog>,
@@ -64,15 +67,36 @@ const KEY_USERS: &[(&str, Option<&str>)] = &[
 async fn fixture(backend: Backend) -> Option<Fixture> {
     let database = backend.database().await?;
     let double = TrinoDouble::start().await.expect("double");
+    // Ada and Bo sign in at a real OpenID provider; alice, bob and carol use
+    // API keys.
+    let provider = docket_oidc_provider::OidcProvider::start_or_skip(provider_config(), "identity")
+        .await
+        .expect("the OpenID provider starts");
+    let mut tokens = std::collections::BTreeMap::new();
+    if let Some(provider) = &provider {
+        for account in ["ada", "bo"] {
+            let token = provider
+                .user_token(account, "docket", DOCKET_RESOURCE)
+                .await
+                .expect("a token");
+            tokens.insert(account.to_owned(), token);
+        }
+    }
+    let oidc = provider.as_ref().map_or(String::new(), |provider| {
+        format!(
+            "auth: {{ oidc: {{ issuer: \"{}\", audience: \"{DOCKET_RESOURCE}\" }} }}\n",
+            provider.issuer()
+        )
+    });
     let connection = |name: &str, extra: &str| {
         format!(
             "  {name}: {{ kind: trino, url: \"{}\", user: docket, catalog: memory, schema: default, \
-             source: docket-tests, impersonation: {{ user_claim: email }}{extra} }}\n",
+             source: docket-tests, impersonation: {{ user_claim: email, transforms: [strip_domain, lowercase] }}{extra} }}\n",
             double.url()
         )
     };
     let yaml = format!(
-        "connections:\n{}{}\
+        "connections:\n{}{}{oidc}\
          tasks: {{ heartbeat_interval: 100ms }}\n\
          scripts: {{ heartbeat_interval: 100ms, lease: 5s, schedules: {{ interval: 10s }} }}\n\
          rate_limit: {{ requests_per_minute: 100000, burst: 10000 }}\n\
@@ -82,6 +106,7 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
         connection("careful", ", consent: always"),
     );
     let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    let oidc = config.auth.oidc.take();
     config.auth = users(
         &KEY_USERS
             .iter()
@@ -94,6 +119,7 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
             .find(|(name, _)| *name == key.name)
             .and_then(|(_, user)| user.map(str::to_owned));
     }
+    config.auth.oidc = oidc;
     let clock = Arc::new(ManualClock::new(datetime!(2026-06-01 03:59:30 UTC)));
     let driven = Arc::clone(&clock) as Arc<dyn Clock>;
     let stored = StoredServer::start_with(config, &database, true, move |builder| {
@@ -105,6 +131,8 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
     Some(Fixture {
         server: stored.server,
         double,
+        tokens,
+        _provider: provider,
         clock,
         audit: stored.store.task_store(),
         catalog: stored.store.call_catalog(),
@@ -114,14 +142,15 @@ async fn fixture(backend: Backend) -> Option<Fixture> {
 }
 
 impl Fixture {
+    /// Sends as `user`: with their access token when they signed in, else
+    /// with their API key.
     async fn send(&self, user: &str, method: &str, params: Value, capabilities: Value) -> Value {
-        let (_, body) = self
-            .server
-            .rpc(method, params)
-            .capabilities(capabilities)
-            .header("x-api-key", &key_of(user))
-            .send()
-            .await;
+        let rpc = self.server.rpc(method, params).capabilities(capabilities);
+        let rpc = match self.tokens.get(user) {
+            Some(token) => rpc.header("authorization", &format!("Bearer {token}")),
+            None => rpc.header("x-api-key", &key_of(user)),
+        };
+        let (_, body) = rpc.send().await;
         body.get("result").cloned().unwrap_or(body)
     }
 
@@ -229,7 +258,14 @@ async fn every_path_to_trino_runs_as_the_caller(backend: Backend) {
         return;
     };
     let mut users_seen = BTreeSet::new();
-    for user in ["alice", "bob"] {
+    // Two API-key callers and, where Node is there, two who signed in with
+    // different e-mail claims (Ada@Example.com, bo@corp.example).
+    let callers: Vec<String> = ["alice", "bob"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(f.tokens.keys().cloned())
+        .collect();
+    for user in callers.iter().map(String::as_str) {
         let sql = json!({"sql": "SELECT orderkey FROM memory.default.orders ORDER BY orderkey", "limit": 3});
         let result = f.call(user, "trino_query", sql.clone()).await;
         assert_eq!(result["isError"], Value::Null, "{result}");
@@ -322,7 +358,8 @@ async fn every_path_to_trino_runs_as_the_caller(backend: Backend) {
         all_as(&f.take_submitted(), user, "completion/complete");
         users_seen.insert(user);
     }
-    assert_eq!(users_seen.len(), 2);
+    assert_eq!(users_seen.len(), callers.len());
+    assert!(users_seen.len() >= 2);
 }
 
 async fn a_caller_without_a_session_user_is_refused_before_anything_is_sent(backend: Backend) {
@@ -518,6 +555,14 @@ fn provider_config() -> docket_oidc_provider::ProviderConfig {
             Account::new().email("bob@corp.example").roles(["analyst"]),
         )
         .account("nomail", Account::new().roles(["analyst"]))
+        .account(
+            "ada",
+            Account::new().email("Ada@Example.com").roles(["analyst"]),
+        )
+        .account(
+            "bo",
+            Account::new().email("bo@corp.example").roles(["analyst"]),
+        )
         .client(Client::new("docket", "docket-test-secret"))
         .resource(DOCKET_RESOURCE, Resource::new())
 }
