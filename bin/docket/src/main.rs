@@ -189,6 +189,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             builder = builder
                 .task_store(store.task_store())
                 .sessions(store.session_store())
+                .principals(store.principal_store())
                 .prompt_library(store.prompt_library())
                 .change_feed(store.change_feed())
                 .scripts(store.script_store())

@@ -6,6 +6,10 @@
 //! `docket_storage` implements it on PostgreSQL and SQLite; the server's hourly
 //! pass drives it.
 //!
+//! The principal directory is pruned by the same pass, through its own trait
+//! ([`PrincipalStore::forget_unseen_before`](crate::PrincipalStore::forget_unseen_before)),
+//! in batches as here.
+//!
 //! An asset's bytes live in the object sink, which no store knows: the
 //! store names the assets that are due ([`Retention::assets_older_than`],
 //! [`Retention::assets_without_their_task`]), the caller deletes their bytes, then

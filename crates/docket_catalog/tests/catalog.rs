@@ -35,6 +35,20 @@ mod prompts {
     });
 }
 
+mod principals {
+    use docket_catalog::PrincipalStore;
+    use docket_catalog::memory::MemoryPrincipals;
+
+    use super::*;
+
+    docket_catalog::principal_store_suite!(async {
+        (
+            Arc::new(MemoryPrincipals::new()) as Arc<dyn PrincipalStore>,
+            (),
+        )
+    });
+}
+
 mod sessions {
     use docket_catalog::SessionStore;
     use docket_catalog::memory::MemorySessions;

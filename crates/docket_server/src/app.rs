@@ -64,6 +64,7 @@ pub struct AppBuilder {
     script_isolation: Isolation,
     task_sources: Vec<Arc<dyn TaskSource>>,
     sessions: Option<Arc<dyn SessionStore>>,
+    principals: Option<Arc<dyn docket_catalog::PrincipalStore>>,
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
     change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
@@ -91,6 +92,7 @@ impl App {
             script_isolation: Isolation::InProcess,
             task_sources: Vec::new(),
             sessions: None,
+            principals: None,
             features: crate::features::Features::default(),
             prompt_library: None,
             change_feed: None,
@@ -227,6 +229,17 @@ impl AppBuilder {
         self
     }
 
+    /// The principal directory: what each caller who signs in with an OIDC token
+    /// was last seen with (their verified claims, remembered at most hourly while
+    /// unchanged), so their script runs, scheduled ones too, act upstream as them
+    /// by any claim (`impersonation: { user_claim: email }`). Give the database's
+    /// (`docket_storage::Store::principal_store`) so it outlives a restart and
+    /// every replica reads it; without one it is kept in this process's memory.
+    pub fn principals(mut self, store: Arc<dyn docket_catalog::PrincipalStore>) -> Self {
+        self.principals = Some(store);
+        self
+    }
+
     /// Registers where `tasks/*` also looks task ids up, for a tool whose
     /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
     /// does for runs). The task table is always read; every source is read for every
@@ -277,6 +290,7 @@ impl AppBuilder {
             script_isolation,
             task_sources,
             sessions,
+            principals,
             mut features,
             prompt_library,
             change_feed,
@@ -393,6 +407,10 @@ impl AppBuilder {
         let sessions = sessions.unwrap_or_else(|| {
             Arc::new(docket_catalog::memory::MemorySessions::new()) as Arc<dyn SessionStore>
         });
+        let principals = crate::state::Principals::new(principals.unwrap_or_else(|| {
+            Arc::new(docket_catalog::memory::MemoryPrincipals::new())
+                as Arc<dyn docket_catalog::PrincipalStore>
+        }));
         let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(
             &mut registry,
@@ -511,6 +529,7 @@ impl AppBuilder {
         sessions.set_answer_listener(answer_waiters.listener());
         let state = AppState {
             sessions,
+            principals,
             answer_waiters,
             features,
             changes,
@@ -547,8 +566,11 @@ impl AppBuilder {
 /// runs each run's version in the sandbox with a host that sends every
 /// `platform.*` call through this app's pipeline as `script:<name>` with the
 /// roles its version's author held.
-/// What a script run knows of its owner for acting upstream on their behalf:
-/// an API key's entry as configured now, or an OIDC owner's `sub`.
+/// What a script run knows of its owner for acting upstream on their behalf
+/// when it starts: an API key's entry as configured now, or an OIDC owner's
+/// `sub`. An OIDC owner's claims as last seen when they signed in replace the
+/// `sub` before the run's first tool call ([`ScriptHost`] reads the principal
+/// directory then); a run never has its owner's token.
 fn owner_attributes(api_keys: &[crate::auth::ApiKeyConfig], owner: &str) -> Attributes {
     if let Some(name) = owner.strip_prefix("apikey:") {
         return api_keys
@@ -606,11 +628,11 @@ fn script_tools(
             }),
             attributes: owner_attributes(&api_keys, &run.script_owner),
         };
-        Arc::new(ScriptHost {
-            app: cell.get().cloned().unwrap_or_default(),
-            identity: Arc::new(identity),
-            run_id: run.id.clone(),
-        }) as Arc<dyn docket_script::Host>
+        Arc::new(ScriptHost::new(
+            cell.get().cloned().unwrap_or_default(),
+            Arc::new(identity),
+            run.id.clone(),
+        )) as Arc<dyn docket_script::Host>
     };
     let owners =
         ConfiguredOwners::new(&config.auth, Personas::new(&config.personas, &config.admin));

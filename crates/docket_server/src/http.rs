@@ -218,6 +218,12 @@ impl App {
                 if report != crate::retention::RetentionReport::default() {
                     tracing::info!(?report, "retention pass deleted expired rows");
                 }
+                let principals = app
+                    .forget_unseen_principals(crate::retention::principal_retention(app.config()))
+                    .await;
+                if principals > 0 {
+                    tracing::info!(principals, "forgot principals not seen within retention");
+                }
                 let idle = app.config().server.session_idle_timeout;
                 match app.state.sessions.delete_idle_sessions(idle).await {
                     Ok(0) => {}
@@ -418,7 +424,7 @@ where
         // An earlier-era client ends its session; without one, DELETE is 405 as the
         // current era asks.
         (&Method::DELETE, MCP_PATH) if legacy::session_id(&parts.headers).is_some() => {
-            let identity = match app.state.authenticator.authenticate(&parts.headers).await {
+            let identity = match authenticate(app, &parts.headers).await {
                 Ok(identity) => identity,
                 Err(err) => return auth_failure(app, &err),
             };
@@ -474,6 +480,18 @@ where
     }
 }
 
+/// Who the request's credentials say it is. A caller signed in with an OIDC
+/// token has their claims remembered in the principal directory (in the
+/// background, when they changed or are an hour old) for their script runs.
+async fn authenticate(
+    app: &App,
+    headers: &HeaderMap,
+) -> Result<Arc<crate::auth::Identity>, AuthError> {
+    let identity = app.state.authenticator.authenticate(headers).await?;
+    app.state.principals.seen(&identity);
+    Ok(identity)
+}
+
 /// `GET /assets/{id}/content`: the asset's bytes, streamed, to its owner and
 /// administrators. Everyone else gets the 404 an unknown id gets.
 async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Response<Body> {
@@ -481,7 +499,7 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
     let Some(assets) = &app.state.assets else {
         return not_found();
     };
-    let identity = match app.state.authenticator.authenticate(headers).await {
+    let identity = match authenticate(app, headers).await {
         Ok(identity) => identity,
         Err(err) => return auth_failure(app, &err),
     };
@@ -558,7 +576,7 @@ where
     B::Error: Into<BoxError>,
 {
     let unknown = || "-".to_owned();
-    let identity = match app.state.authenticator.authenticate(&parts.headers).await {
+    let identity = match authenticate(app, &parts.headers).await {
         Ok(identity) => identity,
         Err(err) => return (unknown(), auth_failure(app, &err)),
     };

@@ -5,6 +5,11 @@
 //! deleted before its row, so a crash in between leaves a row whose download is
 //! gone (and is deleted again next pass), never bytes nobody can find.
 //!
+//! Principals (what signed-in callers' tokens said about them, for their script
+//! runs) are forgotten once not seen for `audit.retention_days`, or
+//! [`PRINCIPALS_KEPT_WHEN_AUDIT_IS`] when audit rows are kept forever: a person
+//! kept that long without signing in is, for their runs, as if never seen.
+//!
 //! It runs on every replica, hourly, in batches of [`BATCH`]; the store makes
 //! concurrent passes take disjoint rows.
 
@@ -25,6 +30,17 @@ pub(crate) const INTERVAL: Duration = Duration::from_secs(3600);
 
 /// How long after start-up the first pass runs.
 pub(crate) const FIRST_PASS_AFTER: Duration = Duration::from_secs(60);
+
+/// How long a principal not seen is remembered when `audit.retention_days` is 0
+/// (audit rows kept forever): 90 days. Unlike an audit row, a principal's row
+/// is personal data kept for acting as them, so it is never kept forever.
+pub(crate) const PRINCIPALS_KEPT_WHEN_AUDIT_IS: Duration = Duration::from_secs(90 * 86_400);
+
+/// How long a principal not seen is remembered under `config`: as long as audit
+/// rows are kept, or [`PRINCIPALS_KEPT_WHEN_AUDIT_IS`] when those are kept forever.
+pub(crate) fn principal_retention(config: &crate::Config) -> Duration {
+    days(config.audit.retention_days).unwrap_or(PRINCIPALS_KEPT_WHEN_AUDIT_IS)
+}
 
 /// How long each kind of row is kept; `None` keeps it forever.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -182,5 +198,16 @@ impl App {
             Some(retention) => pass(retention, self.state.assets.as_ref(), ages).await,
             None => RetentionReport::default(),
         }
+    }
+
+    /// Forgets the principals not seen for `age` (the server does it hourly,
+    /// with `audit.retention_days`, or 90 days when audit rows are kept
+    /// forever); how many. Their script runs then act as if they had never
+    /// signed in, until they sign in again.
+    pub async fn forget_unseen_principals(&self, age: Duration) -> u64 {
+        let cutoff = time::OffsetDateTime::now_utc()
+            .saturating_sub(time::Duration::try_from(age).unwrap_or(time::Duration::MAX));
+        let store = &self.state.principals.store;
+        drain_batches("principals", || store.forget_unseen_before(cutoff, BATCH)).await
     }
 }

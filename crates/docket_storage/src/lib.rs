@@ -32,9 +32,10 @@ use database_url::DatabaseUrl;
 
 /// The catalog traits, beside [`TaskStore`], so a crate that opens a store can
 /// name what [`Store::asset_store`], [`Store::call_catalog`],
-/// [`Store::retention`] and [`Store::script_store`] return.
+/// [`Store::principal_store`], [`Store::retention`] and [`Store::script_store`]
+/// return.
 pub use docket_catalog::{
-    AssetStore, CallCatalog, CatalogError, Retention, ScriptStore, SessionStore,
+    AssetStore, CallCatalog, CatalogError, PrincipalStore, Retention, ScriptStore, SessionStore,
 };
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
@@ -156,6 +157,17 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn SessionStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn SessionStore>,
+        }
+    }
+
+    /// The store as the principal directory: what each signed-in person's
+    /// verified claims were when last seen, for script runs acting as their owner.
+    pub fn principal_store(&self) -> Arc<dyn PrincipalStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
         }
     }
 

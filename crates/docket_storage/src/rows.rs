@@ -1,6 +1,6 @@
-//! The rows of tasks, assets, call records and audit entries as both backends'
-//! statements return them, each written once over [`Columns`], and how each
-//! becomes its domain value. Every statement that returns one of these rows
+//! The rows of tasks, assets, call records, audit entries and principals' claims
+//! as both backends' statements return them, each written once over
+//! [`Columns`], and how each becomes its domain value. Every statement that returns one of these rows
 //! names its columns with the matching macro (`asset_columns!()`, …), so the
 //! list is written once too. The script, version and run rows are
 //! `scripts::rows`'.
@@ -639,4 +639,30 @@ pub(crate) fn prompt_lists(prompt: &docket_catalog::NewPrompt) -> (String, Strin
         text(serde_json::to_string(&prompt.scripts)),
         text(serde_json::to_string(&prompt.shared_with)),
     )
+}
+
+/// A principal's claims as both backends store them: a JSON object as text, so
+/// they read back exactly as written.
+#[derive(QueryableByName)]
+pub(crate) struct ClaimsRow {
+    #[diesel(sql_type = Text)]
+    claims: String,
+}
+
+impl ClaimsRow {
+    /// The claims, or [`CatalogError::Corrupt`] when the text is not a JSON object.
+    pub(crate) fn into_claims(self) -> Result<Map<String, Value>, CatalogError> {
+        match json_text(&self.claims, "claims")? {
+            Value::Object(claims) => Ok(claims),
+            _ => Err(CatalogError::Corrupt(
+                "a principal's claims are not a JSON object".into(),
+            )),
+        }
+    }
+}
+
+/// A principal's claims as the column stores them.
+pub(crate) fn claims_text(claims: &Map<String, Value>) -> Result<String, CatalogError> {
+    serde_json::to_string(claims)
+        .map_err(|err| CatalogError::Invalid(format!("claims that are not JSON: {err}")))
 }

@@ -1027,6 +1027,15 @@ mod catalog {
             std::future::ready((prompts, (database, light)))
         });
 
+        docket_catalog::principal_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let principals = database.connect().await.principal_store();
+            std::future::ready((principals, (database, light)))
+        });
+
         /// Two stores with pools of their own (two replicas) racing to record
         /// one owner's key: one asset, which both answer with.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1088,6 +1097,15 @@ mod catalog {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.prompt_library(), (database, light))
+        });
+
+        docket_catalog::principal_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (
+                database.connect().await.principal_store(),
+                (database, light),
+            )
         });
 
         /// Assets and call records written before the store closed are there,

@@ -1,5 +1,5 @@
-//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryPrompts`],
-//! [`MemoryScripts`] and [`MemorySessions`],
+//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryPrincipals`],
+//! [`MemoryPrompts`], [`MemoryScripts`] and [`MemorySessions`],
 //! for unit tests and for embedders that want the catalog without durability.
 //! One process only; nothing survives a restart. Each runs the same behaviour
 //! suite as the database backends (`tests/catalog.rs`), so what holds for them
@@ -12,6 +12,7 @@
 mod assets;
 mod calls;
 mod changes;
+mod principals;
 mod prompts;
 mod scripts;
 mod sessions;
@@ -24,6 +25,7 @@ use time::OffsetDateTime;
 pub use assets::MemoryAssets;
 pub use calls::MemoryCalls;
 pub use changes::MemoryChangeFeed;
+pub use principals::MemoryPrincipals;
 pub use prompts::MemoryPrompts;
 pub use scripts::MemoryScripts;
 pub use sessions::MemorySessions;

@@ -12,6 +12,14 @@
 //!   script, as on the original platform.
 //! - `platform.export(name, rows, format)` writes the rows (a list of dicts)
 //!   as a `csv`, `json` or `jsonl` asset owned by the script's identity.
+//!
+//! A run acts upstream on behalf of its owner. For an owner who signs in with
+//! OIDC, the run starts knowing only their `sub`; before its first tool call the
+//! host reads the claims the owner was last seen with from the principal
+//! directory, once per run, and calls with those (a scheduled run has no person
+//! behind it, so this is how it still runs at Trino as, say, the owner's
+//! e-mail). An owner never seen keeps the `sub` alone, and a connection that
+//! needs another claim refuses the call by that claim's name.
 
 use std::sync::{Arc, Weak};
 
@@ -24,7 +32,7 @@ use serde_json::{Map, Value, json};
 
 use super::assets::asset_json;
 use super::exporting::{file_name, save_asset};
-use crate::auth::Identity;
+use crate::auth::{Identity, IdentityKind};
 use crate::call::call_in_process;
 use crate::error::McpError;
 use crate::state::{App, AppState};
@@ -34,12 +42,65 @@ const QUERY_ROWS: u64 = 10_000;
 
 /// The host of one run or draft.
 pub(crate) struct ScriptHost {
-    pub(crate) app: Weak<AppState>,
-    pub(crate) identity: Arc<Identity>,
-    pub(crate) run_id: String,
+    app: Weak<AppState>,
+    /// The run's identity as the run bridge built it (a draft: its caller).
+    identity: Arc<Identity>,
+    run_id: String,
+    /// The identity its tool calls are made as: [`ScriptHost::identity`] with an
+    /// OIDC owner's remembered claims, resolved before the first call.
+    calling_as: tokio::sync::OnceCell<Arc<Identity>>,
 }
 
 impl ScriptHost {
+    /// The host of the run (or draft) `run_id`, calling as `identity`.
+    pub(crate) fn new(app: Weak<AppState>, identity: Arc<Identity>, run_id: String) -> Self {
+        Self {
+            app,
+            identity,
+            run_id,
+            calling_as: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The identity tool calls are made as, read once: for a run of an OIDC
+    /// owner, its identity with the claims the owner was last seen with (their
+    /// `sub` alone when they never were); anyone else's as it is.
+    ///
+    /// # Errors
+    /// A platform fault when the directory cannot be read (the run is tried
+    /// again); nothing is kept, so a later call reads it again.
+    async fn calling_identity(&self, app: &App) -> Result<Arc<Identity>, HostError> {
+        self.calling_as
+            .get_or_try_init(|| async {
+                let owner = match &self.identity.run {
+                    Some(run)
+                        if self.identity.kind == IdentityKind::Script
+                            && run.owner.starts_with("oidc:") =>
+                    {
+                        run.owner.as_str()
+                    }
+                    _ => return Ok(Arc::clone(&self.identity)),
+                };
+                let store = &app.state.principals.store;
+                let remembered = store.claims_of(owner).await.map_err(|error| {
+                    HostError::Platform(format!(
+                        "could not read what the script's owner signed in with: {error}"
+                    ))
+                })?;
+                let Some(mut claims) = remembered else {
+                    return Ok(Arc::clone(&self.identity));
+                };
+                // The row is the owner's by its key: its `sub` is theirs.
+                claims.insert("sub".into(), Value::from(owner.trim_start_matches("oidc:")));
+                let mut identity = (*self.identity).clone();
+                identity.attributes.claims = Arc::new(claims);
+                identity.attributes.token = None;
+                Ok(Arc::new(identity))
+            })
+            .await
+            .cloned()
+    }
+
     fn app(&self) -> Result<App, HostError> {
         self.app
             .upgrade()
@@ -58,20 +119,15 @@ impl ScriptHost {
                 "{tool}: the arguments take {size} bytes, over server.max_request_bytes ({limit})"
             )));
         }
-        let answer = call_in_process(
-            &app,
-            Arc::clone(&self.identity),
-            &self.run_id,
-            tool,
-            arguments,
-        )
-        .await
-        .map_err(|error| match error {
-            McpError::Unavailable(message) | McpError::Internal(message) => {
-                HostError::Platform(message)
-            }
-            other => HostError::Tool(format!("{tool}: {other}")),
-        })?;
+        let identity = self.calling_identity(&app).await?;
+        let answer = call_in_process(&app, identity, &self.run_id, tool, arguments)
+            .await
+            .map_err(|error| match error {
+                McpError::Unavailable(message) | McpError::Internal(message) => {
+                    HostError::Platform(message)
+                }
+                other => HostError::Tool(format!("{tool}: {other}")),
+            })?;
         if answer.get("resultType").and_then(Value::as_str) == Some("input_required") {
             return Err(HostError::Tool(format!(
                 "{tool} asked for the user's consent, which a script run cannot give"

@@ -7,6 +7,7 @@ mod completions;
 mod features;
 mod http;
 mod identity;
+mod identity_owners;
 mod legacy;
 mod listen;
 mod pipeline;

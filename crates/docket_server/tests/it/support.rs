@@ -299,6 +299,7 @@ impl StoredServer {
         let mut builder = App::builder(config)
             .task_store(store.task_store())
             .sessions(store.session_store())
+            .principals(store.principal_store())
             .retention(store.retention());
         if scripts {
             builder = builder.scripts(store.script_store());

@@ -12,6 +12,7 @@ mod calls;
 mod connection;
 mod listen;
 mod migrations;
+mod principals;
 mod prompts;
 mod schedules;
 mod scripts;
@@ -369,6 +370,31 @@ impl PromptLibrary for PgStore {
 
     async fn delete_prompt(&self, name: &str) -> Result<bool, CatalogError> {
         prompts::delete(&mut *self.catalog_conn().await?, name).await
+    }
+}
+
+#[async_trait]
+impl docket_catalog::PrincipalStore for PgStore {
+    async fn remember(
+        &self,
+        subject: &str,
+        claims: &Map<String, Value>,
+        now: OffsetDateTime,
+    ) -> Result<(), CatalogError> {
+        docket_catalog::principals::validate(subject, claims)?;
+        principals::remember(&mut *self.catalog_conn().await?, subject, claims, now).await
+    }
+
+    async fn claims_of(&self, subject: &str) -> Result<Option<Map<String, Value>>, CatalogError> {
+        principals::claims_of(&mut *self.catalog_conn().await?, subject).await
+    }
+
+    async fn forget_unseen_before(
+        &self,
+        cutoff: OffsetDateTime,
+        limit: u32,
+    ) -> Result<u64, CatalogError> {
+        principals::forget_unseen_before(&mut *self.catalog_conn().await?, cutoff, limit).await
     }
 }
 

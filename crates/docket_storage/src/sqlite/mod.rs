@@ -23,6 +23,7 @@ mod assets;
 mod audit;
 mod calls;
 mod migrations;
+mod principals;
 mod prompts;
 mod schedules;
 mod scripts;
@@ -492,6 +493,45 @@ impl PromptLibrary for SqliteStore {
         self.write(move |conn| prompts::delete(conn, &name))
             .await
             .map_err(catalog_error)
+    }
+}
+
+#[async_trait]
+impl docket_catalog::PrincipalStore for SqliteStore {
+    async fn remember(
+        &self,
+        subject: &str,
+        claims: &Map<String, Value>,
+        now: OffsetDateTime,
+    ) -> Result<(), CatalogError> {
+        docket_catalog::principals::validate(subject, claims)?;
+        let subject = subject.to_owned();
+        let claims = crate::rows::claims_text(claims)?;
+        let seen_at = assets::stored_time(now)?;
+        self.write(move |conn| principals::remember(conn, &subject, &claims, &seen_at))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn claims_of(&self, subject: &str) -> Result<Option<Map<String, Value>>, CatalogError> {
+        let subject = subject.to_owned();
+        self.read(move |conn| principals::claims_of(conn, &subject))
+            .await
+            .map_err(catalog_error)?
+            .map(crate::rows::ClaimsRow::into_claims)
+            .transpose()
+    }
+
+    async fn forget_unseen_before(
+        &self,
+        cutoff: OffsetDateTime,
+        limit: u32,
+    ) -> Result<u64, CatalogError> {
+        let cutoff = assets::stored_time(cutoff)?;
+        self.write(move |conn| principals::forget_unseen_before(conn, &cutoff, limit))
+            .await
+            .map_err(catalog_error)
+            .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
     }
 }
 

@@ -77,11 +77,11 @@ pub(super) async fn draft(
         Ok(id) => format!("draft-{id}"),
         Err(error) => return refusal(Refusal::Internal, &error.to_string(), "Try again."),
     };
-    let host = Arc::new(ScriptHost {
+    let host = Arc::new(ScriptHost::new(
         app,
-        identity: Arc::clone(&call.identity),
-        run_id: run_id.clone(),
-    });
+        Arc::clone(&call.identity),
+        run_id.clone(),
+    ));
     let cancel = CancellationToken::new();
     let _stop_with_call = call.cancel.clone().drop_guard();
     let call_cancel = call.cancel.clone();
