@@ -25,12 +25,16 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The catalog's domain (assets, call records, scripts, runs, retention): types,
     // traits, in-memory stores and suites, with no database.
     ("docket_catalog", &[]),
-    ("docket_storage", &["docket_task", "docket_catalog"]),
+    ("docket_storage", &["docket_task", "docket_catalog", "docket_oauth"]),
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),
     ("docket_script", &[]),
     // Who a caller is at each upstream: claims, session users, token exchange.
     ("docket_identity", &[]),
+    // The authorization server (issue 36): client registration, the brokered
+    // login, tokens and keys, with its state behind the OAuthStore trait. Its
+    // tests log in at a real OpenID provider (a dev-dependency only).
+    ("docket_oauth", &["docket_oidc_provider"]),
     // The run bridge and the server know the stores by their traits; only their
     // tests open a database (see ALLOWED_DEV_ONLY_DEPENDENCIES).
     (
@@ -47,6 +51,7 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_script",
             "docket_run_bridge",
             "docket_identity",
+            "docket_oauth",
             // Its tests talk to the Trino double and a real OpenID provider
             // (dev-dependencies only).
             "docket_trino_double",
