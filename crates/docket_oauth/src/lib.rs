@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod memory;
 pub mod store;
 
 pub use store::{
