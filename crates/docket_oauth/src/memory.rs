@@ -11,8 +11,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::store::{
-    ClientRecord, Fetched, MAX_PAYLOAD_BYTES, OAuthStore, OnceKind, RefreshToken, Rotation,
-    SigningKey, StoreError, validate_key, validate_payload,
+    ClientRecord, Fetched, OAuthStore, OnceKind, RefreshToken, Rotation, SigningKey, StoreError,
+    validate_key, validate_payload,
 };
 
 /// A one-shot record and whether it has been taken.
@@ -122,33 +122,10 @@ impl MemoryStore {
     }
 }
 
-/// Checks a signing key's bounds: its kid as a key, its JWK and private key as
-/// payloads.
-fn validate_signing_key(key: &SigningKey) -> Result<(), StoreError> {
-    validate_payload(&key.kid, &key.public_jwk)?;
-    if key.private_pkcs8.is_empty() || key.private_pkcs8.len() > MAX_PAYLOAD_BYTES {
-        return Err(StoreError::Invalid(
-            "a signing key's private part is 1 byte to 16 KiB of base64".to_owned(),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a refresh token's bounds.
-fn validate_refresh(token: &RefreshToken) -> Result<(), StoreError> {
-    validate_payload(&token.token_hash, &token.grant)?;
-    validate_key(&token.family)?;
-    validate_key(&token.client_id)?;
-    validate_key(&token.subject)
-}
-
 #[async_trait]
 impl OAuthStore for MemoryStore {
     async fn register_client(&self, client: &ClientRecord, cap: u64) -> Result<(), StoreError> {
-        validate_payload(&client.client_id, &client.metadata)?;
-        if let Some(hash) = &client.secret_hash {
-            validate_key(hash)?;
-        }
+        client.validate()?;
         let mut state = self.lock();
         if state.clients.contains_key(&client.client_id) {
             return Err(StoreError::Conflict(format!(
@@ -285,7 +262,7 @@ impl OAuthStore for MemoryStore {
         token: &RefreshToken,
         families_per_subject: u32,
     ) -> Result<(), StoreError> {
-        validate_refresh(token)?;
+        token.validate()?;
         let mut state = self.lock();
         if state.tokens.contains_key(&token.token_hash) {
             return Err(StoreError::Conflict(
@@ -456,7 +433,7 @@ impl OAuthStore for MemoryStore {
         key: &SigningKey,
         expected_newest: Option<&str>,
     ) -> Result<bool, StoreError> {
-        validate_signing_key(key)?;
+        key.validate()?;
         let mut state = self.lock();
         if state.keys.last().map(|newest| newest.kid.as_str()) != expected_newest {
             return Ok(false);

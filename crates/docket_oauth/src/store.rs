@@ -99,6 +99,18 @@ pub struct ClientRecord {
     pub last_used_at: Option<OffsetDateTime>,
 }
 
+impl ClientRecord {
+    /// Checks the bounds every backend enforces on a client: its id (and its
+    /// secret's hash) as keys, its metadata as a payload.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`], as [`validate_payload`] says.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_payload(&self.client_id, &self.metadata)?;
+        self.secret_hash.as_deref().map_or(Ok(()), validate_key)
+    }
+}
+
 /// The kinds of one-shot record: each is taken once, and lives until it expires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OnceKind {
@@ -154,6 +166,20 @@ pub struct RefreshToken {
     pub expires_at: OffsetDateTime,
 }
 
+impl RefreshToken {
+    /// Checks the bounds every backend enforces on a token: its hash, family,
+    /// client id and subject as keys, its grant as a payload.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`], as [`validate_payload`] says.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_payload(&self.token_hash, &self.grant)?;
+        validate_key(&self.family)?;
+        validate_key(&self.client_id)?;
+        validate_key(&self.subject)
+    }
+}
+
 /// What presenting a refresh token did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rotation {
@@ -179,6 +205,23 @@ pub struct SigningKey {
     pub public_jwk: Value,
     /// When it was made.
     pub created_at: OffsetDateTime,
+}
+
+impl SigningKey {
+    /// Checks the bounds every backend enforces on a key: its kid as a key,
+    /// its JWK as a payload, its private part at most [`MAX_PAYLOAD_BYTES`].
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`].
+    pub fn validate(&self) -> Result<(), StoreError> {
+        validate_payload(&self.kid, &self.public_jwk)?;
+        if self.private_pkcs8.is_empty() || self.private_pkcs8.len() > MAX_PAYLOAD_BYTES {
+            return Err(StoreError::Invalid(
+                "a signing key's private part is 1 byte to 16 KiB of base64".to_owned(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Where the authorization server keeps its state.

@@ -9,6 +9,7 @@ compile_error!(
 mod columns;
 mod database_url;
 mod error;
+mod oauth;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(all(feature = "testing", feature = "postgres"))]
@@ -37,6 +38,9 @@ use database_url::DatabaseUrl;
 pub use docket_catalog::{
     AssetStore, CallCatalog, CatalogError, PrincipalStore, Retention, ScriptStore, SessionStore,
 };
+/// The authorization server's store trait, so a crate that opens a store can
+/// name what [`Store::oauth_store`] returns.
+pub use docket_oauth::OAuthStore;
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
@@ -168,6 +172,18 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
+        }
+    }
+
+    /// The store as the OAuth authorization server keeps its state (clients,
+    /// logins in flight, codes, refresh-token families, consents, signing
+    /// keys), so that any replica serves any step of a login.
+    pub fn oauth_store(&self) -> Arc<dyn OAuthStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
         }
     }
 

@@ -3,7 +3,7 @@
 //! one backend has (notifications, the bulk heartbeat, concurrent sweepers,
 //! durability across a reopen, migrations); and the asset and call catalogs'
 //! shared suites from `docket_catalog::testing` and `docket_catalog::scripts::testing`,
-//! on both backends.
+//! and the authorization server's from `docket_oauth::testing`, on both backends.
 //!
 //! PostgreSQL tests each get a schema of their own (`TestDatabase::postgres`), so
 //! they run in parallel. When PostgreSQL cannot be reached they print
@@ -1156,6 +1156,94 @@ mod catalog {
                 [record_before]
             );
         }
+    }
+}
+
+/// The authorization server's store suite (`docket_oauth::testing`) on both
+/// backends, and what only PostgreSQL has: replicas with pools of their own
+/// racing on one code and one refresh token.
+mod oauth {
+    use super::*;
+    use docket_oauth::testing::{base_time, new_refresh};
+    use docket_oauth::{Fetched, OnceKind, Rotation};
+
+    mod postgres {
+        use super::*;
+
+        docket_oauth::oauth_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let store = database.connect().await.oauth_store();
+            std::future::ready((store, (database, light)))
+        });
+
+        /// Two replicas taking one code at once and rotating one refresh
+        /// token at once: one take is fresh, one rotation wins.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn replicas_racing_on_one_code_and_one_token_have_one_winner() {
+            let _light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let replicas = [
+                database.connect().await.oauth_store(),
+                database.connect().await.oauth_store(),
+            ];
+            let now = base_time();
+            let later = now + time::Duration::minutes(10);
+            replicas[0]
+                .put_once(OnceKind::Code, "code", &json!({"code": 1}), later, 10)
+                .await
+                .expect("put");
+            replicas[1]
+                .put_refresh(
+                    &new_refresh("t0", "family", "client", "oidc:alice", now),
+                    10,
+                )
+                .await
+                .expect("put");
+            let mut takes = Vec::new();
+            let mut rotations = Vec::new();
+            for round in 0..8 {
+                let store = Arc::clone(&replicas[round % 2]);
+                takes.push(tokio::spawn(async move {
+                    store.take_once(OnceKind::Code, "code", now).await
+                }));
+                let store = Arc::clone(&replicas[(round + 1) % 2]);
+                rotations.push(tokio::spawn(async move {
+                    store
+                        .rotate_refresh("t0", &format!("t1-{round}"), now)
+                        .await
+                }));
+            }
+            let mut fresh = 0;
+            for take in takes {
+                let taken = patiently("a racing take", take).await.expect("joined");
+                fresh += usize::from(matches!(taken.expect("take"), Fetched::Fresh(_)));
+            }
+            let mut rotated = 0;
+            for rotation in rotations {
+                let outcome = patiently("a racing rotation", rotation)
+                    .await
+                    .expect("joined")
+                    .expect("rotate");
+                assert!(!matches!(outcome, Rotation::Missing), "{outcome:?}");
+                rotated += usize::from(matches!(outcome, Rotation::Rotated(_)));
+            }
+            assert_eq!((fresh, rotated), (1, 1));
+        }
+    }
+
+    mod sqlite {
+        use super::*;
+
+        docket_oauth::oauth_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.oauth_store(), (database, light))
+        });
     }
 }
 

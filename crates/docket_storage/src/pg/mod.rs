@@ -12,6 +12,7 @@ mod calls;
 mod connection;
 mod listen;
 mod migrations;
+mod oauth;
 mod principals;
 mod prompts;
 mod schedules;

@@ -23,6 +23,7 @@ mod assets;
 mod audit;
 mod calls;
 mod migrations;
+mod oauth;
 mod principals;
 mod prompts;
 mod schedules;
