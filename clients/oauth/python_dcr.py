@@ -106,6 +106,7 @@ class Recorder:
                 "path": response.request.url.path,
                 "status": response.status_code,
                 "bearer": authorization.removeprefix("Bearer ") or None,
+                "challenge": response.headers.get("www-authenticate"),
             }
         )
 
@@ -194,6 +195,9 @@ async def main() -> None:
                     await session.initialize()
                     paths = recorder.paths()
                     assert recorder.requests[0]["status"] == 401, recorder.describe()
+                    challenge = str(recorder.requests[0]["challenge"] or "")
+                    metadata_url = f"{origin}/.well-known/oauth-protected-resource/mcp"
+                    assert challenge.startswith("Bearer ") and f'resource_metadata="{metadata_url}"' in challenge, challenge
                     for path in (
                         "/.well-known/oauth-protected-resource/mcp",
                         "/.well-known/oauth-authorization-server",

@@ -109,7 +109,13 @@ async function recordingFetch(input, init) {
   const request = new Request(input, init);
   const bearer = request.headers.get('authorization')?.replace(/^Bearer /, '');
   const response = await fetch(request);
-  requests.push({ method: request.method, path: new URL(request.url).pathname, status: response.status, bearer });
+  requests.push({
+    method: request.method,
+    path: new URL(request.url).pathname,
+    status: response.status,
+    bearer,
+    challenge: response.headers.get('www-authenticate'),
+  });
   return response;
 }
 
@@ -207,7 +213,7 @@ async function getJson(url) {
 }
 
 // What the SDK will discover, read here too so that the checks below can name it.
-const resourceMetadata = await getJson(new URL('/.well-known/oauth-protected-resource/mcp', mcpUrl));
+const resourceMetadata = await getJson(new URL('/.well-known/oauth-protected-resource/mcp', mcpUrl).href);
 const serverMetadata = await getJson(new URL('/.well-known/oauth-authorization-server', mcpUrl));
 const { issuer } = serverMetadata;
 assert.deepEqual(resourceMetadata.authorization_servers, [issuer], 'the resource names Docket as its authorization server');
@@ -226,6 +232,9 @@ try {
 }
 const [first] = requests;
 assert.equal(first.status, 401, 'the first request to /mcp is a 401');
+const resourceMetadataUrl = new URL('/.well-known/oauth-protected-resource/mcp', mcpUrl).href;
+assert.match(first.challenge ?? '', /^Bearer /, 'the 401 is a Bearer challenge');
+assert.ok(first.challenge.includes(`resource_metadata="${resourceMetadataUrl}"`), `the 401 names the resource metadata: ${first.challenge}`);
 const paths = requests.map((r) => r.path);
 for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server']) {
   if (!paths.includes(path)) failWith(`the SDK did not fetch ${path}`);
