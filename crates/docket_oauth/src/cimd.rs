@@ -304,7 +304,7 @@ async fn resolve_checked(
     match (kept.is_empty(), addresses.first()) {
         (false, _) => Ok(kept),
         (true, Some(address)) => Err(DocumentError::Forbidden(format!(
-            "{host} is {}",
+            "{host} resolves to {}",
             address.ip()
         ))),
         (true, None) => Err(DocumentError::Fetch(format!("{host} has no address"))),
@@ -369,7 +369,7 @@ impl DocumentFetcher {
             let bare = host.trim_start_matches('[').trim_end_matches(']');
             match bare.parse::<IpAddr>() {
                 Ok(ip) if is_forbidden(ip) => {
-                    return Err(DocumentError::Forbidden(format!("{host} is {ip}")));
+                    return Err(DocumentError::Forbidden(ip.to_string()));
                 }
                 Ok(_) => {}
                 Err(_) => {

@@ -192,13 +192,15 @@ impl KeyRing {
     }
 
     /// Adds a key when there is none or the newest is older than `rotation`
-    /// (compare-and-set), and removes keys older than `retire_after`; whether a
-    /// key was added, and how many were removed.
+    /// (compare-and-set), and removes the keys that stopped signing (a newer
+    /// key exists) more than `access_token_ttl` ago, so that no unexpired
+    /// token loses its key; whether a key was added, and how many were
+    /// removed.
     pub(crate) async fn rotate(
         &self,
         now: OffsetDateTime,
         rotation: time::Duration,
-        retire_after: time::Duration,
+        access_token_ttl: time::Duration,
     ) -> Result<(bool, u64), StoreError> {
         let stored = self.store.signing_keys().await?;
         let newest = stored.first();
@@ -211,10 +213,20 @@ impl KeyRing {
         } else {
             false
         };
-        let removed = self
-            .store
-            .remove_signing_keys_before(now - retire_after)
-            .await?;
+        let stored = if added {
+            self.store.signing_keys().await?
+        } else {
+            stored
+        };
+        // Newest first: a key stopped signing when the key before it was made.
+        let cutoff = stored.windows(2).find_map(|pair| {
+            (pair[0].created_at + access_token_ttl <= now)
+                .then(|| pair[1].created_at + time::Duration::nanoseconds(1))
+        });
+        let removed = match cutoff {
+            Some(cutoff) => self.store.remove_signing_keys_before(cutoff).await?,
+            None => 0,
+        };
         if added || removed > 0 {
             self.reload().await?;
         }

@@ -257,7 +257,7 @@ impl AuthorizationServer {
     /// One maintenance pass at `now` (every replica may run it, say once a
     /// minute): adds a signing key when there is none or the newest is older
     /// than `signing_key_rotation` (compare-and-set, so replicas agree),
-    /// removes keys older than the rotation plus `access_token_ttl`, reaps
+    /// removes keys that stopped signing more than `access_token_ttl` ago, reaps
     /// unused and idle clients, and purges expired records in batches.
     ///
     /// # Errors
@@ -266,8 +266,8 @@ impl AuthorizationServer {
         let state = self.state.as_ref();
         let config = &state.config;
         let rotation = State::seconds(config.signing_key_rotation);
-        let retire_after = rotation + State::seconds(config.access_token_ttl);
-        let (key_added, keys_removed) = state.keys.rotate(now, rotation, retire_after).await?;
+        let ttl = State::seconds(config.access_token_ttl);
+        let (key_added, keys_removed) = state.keys.rotate(now, rotation, ttl).await?;
         let mut maintenance = Maintenance {
             key_added,
             keys_removed,
