@@ -190,6 +190,7 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
                 .task_store(store.task_store())
                 .sessions(store.session_store())
                 .principals(store.principal_store())
+                .oauth_store(store.oauth_store())
                 .prompt_library(store.prompt_library())
                 .change_feed(store.change_feed())
                 .scripts(store.script_store())

@@ -65,6 +65,7 @@ pub struct AppBuilder {
     task_sources: Vec<Arc<dyn TaskSource>>,
     sessions: Option<Arc<dyn SessionStore>>,
     principals: Option<Arc<dyn docket_catalog::PrincipalStore>>,
+    oauth_store: Option<Arc<dyn docket_oauth::OAuthStore>>,
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
     change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
@@ -93,6 +94,7 @@ impl App {
             task_sources: Vec::new(),
             sessions: None,
             principals: None,
+            oauth_store: None,
             features: crate::features::Features::default(),
             prompt_library: None,
             change_feed: None,
@@ -240,6 +242,16 @@ impl AppBuilder {
         self
     }
 
+    /// Where Docket's own authorization server (`auth.oauth_server`) keeps its
+    /// clients, logins in flight, refresh tokens, consents and signing keys. Give
+    /// the database's (`docket_storage::Store::oauth_store`) so every replica
+    /// serves every step of a login and keys outlive a restart; without one they
+    /// are kept in this process's memory.
+    pub fn oauth_store(mut self, store: Arc<dyn docket_oauth::OAuthStore>) -> Self {
+        self.oauth_store = Some(store);
+        self
+    }
+
     /// Registers where `tasks/*` also looks task ids up, for a tool whose
     /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
     /// does for runs). The task table is always read; every source is read for every
@@ -291,6 +303,7 @@ impl AppBuilder {
             task_sources,
             sessions,
             principals,
+            oauth_store,
             mut features,
             prompt_library,
             change_feed,
@@ -426,7 +439,7 @@ impl AppBuilder {
                 sessions: Arc::clone(&sessions),
             },
         )?;
-        let authenticator = Authenticator::new(&config.auth)?;
+        let mut authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
         let holds = crate::holds::Holds::new(
             config.server.max_connections,
@@ -485,6 +498,25 @@ impl AppBuilder {
         let audit = store
             .filter(|_| config.audit.enabled)
             .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after * 10)));
+        if let Some(server_config) = &config.auth.oauth_server {
+            let base = config.server.base_url();
+            let site = docket_oauth::Site {
+                resource: format!("{base}{}", crate::http::MCP_PATH),
+                issuer: base,
+            };
+            let store = oauth_store.unwrap_or_else(|| {
+                Arc::new(docket_oauth::memory::MemoryStore::new())
+                    as Arc<dyn docket_oauth::OAuthStore>
+            });
+            let events = Arc::new(crate::oauth::AuditEvents {
+                writer: audit.clone(),
+            });
+            let server =
+                docket_oauth::AuthorizationServer::new(server_config.clone(), site, store, events)
+                    .map_err(|error| AuthError::Config(error.to_string()))?;
+            authenticator = authenticator
+                .with_authorization_server(Arc::new(server), &server_config.role_claim);
+        }
         let app_cell = Arc::new(OnceLock::new());
         let run_bridge = match scripts {
             Some(script_store) if config.scripts.enabled && has_store => {

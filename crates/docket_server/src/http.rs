@@ -201,6 +201,7 @@ impl App {
             return Background {
                 app: self.clone(),
                 retention: tokio::spawn(async {}),
+                authorization: None,
             };
         }
         if let Some(runtime) = self.task_runtime() {
@@ -233,9 +234,15 @@ impl App {
                 tokio::time::sleep(crate::retention::INTERVAL).await;
             }
         });
+        let authorization = self
+            .state
+            .authenticator
+            .authorization_server()
+            .map(|server| tokio::spawn(crate::oauth::maintain_forever(Arc::clone(server))));
         Background {
             app: self.clone(),
             retention,
+            authorization,
         }
     }
 }
@@ -248,6 +255,8 @@ impl App {
 pub struct Background {
     app: App,
     retention: tokio::task::JoinHandle<()>,
+    /// The authorization server's maintenance loop, when there is one.
+    authorization: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Background {
@@ -262,6 +271,9 @@ impl Background {
     /// `with_graceful_shutdown`); run it alongside this future, as `serve` does.
     pub fn shutdown(self, grace: Duration) -> impl Future<Output = ()> + Send + 'static {
         self.retention.abort();
+        if let Some(authorization) = &self.authorization {
+            authorization.abort();
+        }
         self.app.start_draining();
         let app = self.app;
         async move {
@@ -302,7 +314,7 @@ pub struct McpService {
 }
 
 /// The error a request body may fail with, once boxed.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The future of one answer from [`McpService`].
 type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Body>, Infallible>> + Send>>;
@@ -389,6 +401,21 @@ where
 {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
+    // The authorization server's routes are reached from other origins by
+    // design (a host's web page fetching a token, the provider sending the
+    // browser back); they defend themselves with PKCE, client authentication and
+    // a consent form bound to the browser, so only the Host is checked here.
+    if let Some(server) = app.state.authenticator.authorization_server()
+        && crate::oauth::answers(&parts.method, &path)
+    {
+        if let Err(reason) = check_host(app, &parts.headers) {
+            tracing::info!(reason, path, "refused a request for a foreign host");
+            return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
+        }
+        let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
+        let body_timeout = app.config().server.body_timeout;
+        return crate::oauth::answer(server, parts, body, peer, body_timeout).await;
+    }
     // The DNS-rebinding guard covers every route that answers with more than a
     // liveness word: a page in a browser must not read assets or metrics.
     if !matches!(path.as_str(), "/healthz" | "/readyz")
@@ -769,6 +796,12 @@ fn check_origin_and_host(app: &App, headers: &HeaderMap) -> Result<(), String> {
             return Err(format!("origin {origin:?} is not allowed"));
         }
     }
+    check_host(app, headers)
+}
+
+/// Refuses a `Host` that is not this server's (DNS rebinding).
+fn check_host(app: &App, headers: &HeaderMap) -> Result<(), String> {
+    let server = &app.config().server;
     if let Some(host) = headers.get(HOST) {
         let host = host
             .to_str()

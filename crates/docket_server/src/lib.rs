@@ -27,6 +27,7 @@ mod holds;
 mod http;
 mod legacy;
 mod listen;
+mod oauth;
 mod reply;
 mod request;
 mod retention;

@@ -31,7 +31,8 @@ pub use identity::{Attributes, Identity, IdentityKind, InboundToken, RunIdentity
 pub use oidc::OidcConfig;
 
 use api_key::ApiKeyTable;
-use oidc::OidcVerifier;
+use docket_oauth::{AuthorizationServer, TokenError};
+use oidc::{OidcVerifier, identity_from_claims};
 
 /// The header a client may use instead of `Authorization: Bearer` for an API key.
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -50,6 +51,10 @@ pub struct AuthConfig {
     pub api_keys: Vec<ApiKeyConfig>,
     /// The OpenID Connect provider whose access tokens are accepted, if any.
     pub oidc: Option<OidcConfig>,
+    /// Docket's own OAuth 2.1 authorization server (`docket_oauth`), brokering
+    /// logins to the team's provider, so MCP hosts register and log in by
+    /// themselves; its access tokens are accepted beside the others.
+    pub oauth_server: Option<docket_oauth::OAuthServerConfig>,
 }
 
 impl AuthConfig {
@@ -98,6 +103,9 @@ impl AuthConfig {
 
         if let Some(oidc) = &self.oidc {
             problems.extend(oidc.problems("auth.oidc"));
+        }
+        if let Some(server) = &self.oauth_server {
+            problems.extend(server.problems("auth.oauth_server"));
         }
         problems
     }
@@ -158,6 +166,9 @@ pub struct Authenticator {
     anonymous: Option<Arc<Identity>>,
     api_keys: ApiKeyTable,
     oidc: Option<OidcVerifier>,
+    /// Docket's own authorization server, whose tokens it verifies itself, and
+    /// the claim path their roles are at.
+    authorization_server: Option<(Arc<AuthorizationServer>, Vec<String>)>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -166,6 +177,7 @@ impl fmt::Debug for Authenticator {
             .field("allow_anonymous", &self.anonymous.is_some())
             .field("api_keys", &self.api_keys.len())
             .field("oidc", &self.oidc)
+            .field("authorization_server", &self.authorization_server.is_some())
             .finish()
     }
 }
@@ -187,9 +199,13 @@ impl Authenticator {
         }
         let oidc = config.oidc.as_ref().map(OidcVerifier::new).transpose()?;
         let api_keys = ApiKeyTable::new(&config.api_keys);
-        if !config.allow_anonymous && api_keys.len() == 0 && oidc.is_none() {
+        if !config.allow_anonymous
+            && api_keys.len() == 0
+            && oidc.is_none()
+            && config.oauth_server.is_none()
+        {
             tracing::warn!(
-                "no API keys, no OIDC provider and anonymous access is off: every request will be refused"
+                "no API keys, no OIDC provider, no authorization server and anonymous access is off: every request will be refused"
             );
         }
         Ok(Self {
@@ -198,7 +214,28 @@ impl Authenticator {
                 .then(|| Arc::new(Identity::anonymous(config.anonymous_roles.clone()))),
             api_keys,
             oidc,
+            authorization_server: None,
         })
+    }
+
+    /// Accepts the access tokens Docket's own authorization server issues, with
+    /// their roles at `role_claim` (a dot path, as `auth.oidc.role_claim`), and
+    /// names it as the authorization server in the protected-resource metadata.
+    #[must_use]
+    pub fn with_authorization_server(
+        mut self,
+        server: Arc<AuthorizationServer>,
+        role_claim: &str,
+    ) -> Self {
+        let path = role_claim.split('.').map(str::to_owned).collect();
+        self.authorization_server = Some((server, path));
+        self
+    }
+
+    /// Docket's own authorization server, when `auth.oauth_server` is configured.
+    #[must_use]
+    pub fn authorization_server(&self) -> Option<&Arc<AuthorizationServer>> {
+        self.authorization_server.as_ref().map(|(server, _)| server)
     }
 
     /// Establishes who sent a request, from its headers.
@@ -220,6 +257,23 @@ impl Authenticator {
             Some(Credential::Bearer(token)) => {
                 if let Some(identity) = self.api_keys.lookup(token) {
                     return Ok(Arc::clone(identity));
+                }
+                if let Some((server, role_claim)) = &self.authorization_server
+                    && server.is_own_token(token)
+                {
+                    let claims =
+                        server
+                            .verify_access_token(token)
+                            .await
+                            .map_err(|error| match error {
+                                TokenError::Unavailable(reason) => AuthError::Unavailable {
+                                    reason,
+                                    source: None,
+                                },
+                                TokenError::Invalid(reason) => AuthError::invalid(reason),
+                                other => AuthError::invalid(other.to_string()),
+                            })?;
+                    return identity_from_claims(token, &claims, role_claim).map(Arc::new);
                 }
                 match &self.oidc {
                     Some(oidc) if oidc::looks_like_jwt(token) => {
@@ -243,8 +297,9 @@ impl Authenticator {
     }
 
     /// The RFC 9728 protected-resource metadata document for `resource` (the
-    /// absolute URL of the `/mcp` endpoint). It names the OIDC issuer as the
-    /// authorization server when OIDC is configured.
+    /// absolute URL of the `/mcp` endpoint). It names Docket's own authorization
+    /// server when `auth.oauth_server` is configured, else the OIDC issuer when
+    /// OIDC is.
     #[must_use]
     pub fn protected_resource_metadata(&self, resource: &str) -> serde_json::Value {
         let mut metadata = json!({
@@ -252,7 +307,11 @@ impl Authenticator {
             "resource_name": "Docket",
             "bearer_methods_supported": ["header"],
         });
-        if let Some(oidc) = &self.oidc {
+        // Docket's own authorization server, when there is one, is the one
+        // clients are sent to: it brokers to the provider for them.
+        if let Some(server) = self.authorization_server() {
+            metadata["authorization_servers"] = json!([server.issuer()]);
+        } else if let Some(oidc) = &self.oidc {
             metadata["authorization_servers"] = json!([oidc.issuer()]);
         }
         metadata

@@ -10,6 +10,7 @@ mod identity;
 mod identity_owners;
 mod legacy;
 mod listen;
+mod oauth;
 mod pipeline;
 mod script_authoring;
 mod script_schedules;

@@ -17,7 +17,7 @@ mod verifier;
 
 pub(crate) use claims::looks_like_jwt;
 pub use config::OidcConfig;
-pub(crate) use verifier::OidcVerifier;
+pub(crate) use verifier::{OidcVerifier, identity_from_claims};
 
 #[cfg(test)]
 mod tests {

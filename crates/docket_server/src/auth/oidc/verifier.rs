@@ -146,7 +146,7 @@ impl OidcVerifier {
         let mut signature_error = None;
         for candidate in keys.candidates(algorithm, key_id.as_deref()) {
             match jsonwebtoken::decode::<Map<String, Value>>(token, &candidate.key, &validation) {
-                Ok(data) => return self.identity(token, &data.claims),
+                Ok(data) => return identity_from_claims(token, &data.claims, &self.role_claim),
                 Err(error) if matches!(error.kind(), ErrorKind::InvalidSignature) => {
                     signature_error = Some(error);
                 }
@@ -198,44 +198,6 @@ impl OidcVerifier {
         }
         let key_id = header.get("kid").and_then(Value::as_str).map(str::to_owned);
         Ok((algorithm, key_id))
-    }
-
-    /// The identity a validated token's claims describe.
-    fn identity(&self, token: &str, claims: &Map<String, Value>) -> Result<Identity, AuthError> {
-        let text = |name: &str| {
-            claims
-                .get(name)
-                .and_then(Value::as_str)
-                .filter(|value| !value.is_empty())
-        };
-        let subject = text("sub").ok_or_else(|| {
-            AuthError::invalid("the token's `sub` claim is empty or not a string")
-        })?;
-        // An e-mail address decides ownership elsewhere (scripts, assets), so one
-        // the provider says it has not verified is not taken.
-        let email_unverified = matches!(claims.get("email_verified"), Some(Value::Bool(false)))
-            || matches!(claims.get("email_verified"), Some(Value::String(s)) if s == "false");
-        let email = text("email")
-            .filter(|_| !email_unverified)
-            .map(str::to_owned);
-        let display_name = text("name")
-            .or_else(|| text("preferred_username"))
-            .or_else(|| text("email"))
-            .unwrap_or(subject)
-            .to_owned();
-        Ok(Identity {
-            subject: format!("oidc:{subject}"),
-            display_name,
-            email,
-            roles: roles_at(claims, &self.role_claim),
-            kind: IdentityKind::Oidc,
-            run: None,
-            attributes: Attributes {
-                claims: Arc::new(claims.clone()),
-                key_user: None,
-                token: Some(InboundToken::new(token)),
-            },
-        })
     }
 
     /// The cached key set, if any.
@@ -438,4 +400,48 @@ impl OidcVerifier {
             source: Some(Box::new(error)),
         })
     }
+}
+
+/// The identity a verified token's claims describe: `oidc:<sub>`, its name and
+/// (verified) e-mail, and the roles at `role_claim`. The same mapping for the
+/// provider's tokens and for the ones Docket's own authorization server issues,
+/// so a person is the same identity with either.
+pub(crate) fn identity_from_claims(
+    token: &str,
+    claims: &Map<String, Value>,
+    role_claim: &[String],
+) -> Result<Identity, AuthError> {
+    let text = |name: &str| {
+        claims
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+    };
+    let subject = text("sub")
+        .ok_or_else(|| AuthError::invalid("the token's `sub` claim is empty or not a string"))?;
+    // An e-mail address decides ownership elsewhere (scripts, assets), so one
+    // the provider says it has not verified is not taken.
+    let email_unverified = matches!(claims.get("email_verified"), Some(Value::Bool(false)))
+        || matches!(claims.get("email_verified"), Some(Value::String(s)) if s == "false");
+    let email = text("email")
+        .filter(|_| !email_unverified)
+        .map(str::to_owned);
+    let display_name = text("name")
+        .or_else(|| text("preferred_username"))
+        .or_else(|| text("email"))
+        .unwrap_or(subject)
+        .to_owned();
+    Ok(Identity {
+        subject: format!("oidc:{subject}"),
+        display_name,
+        email,
+        roles: roles_at(claims, role_claim),
+        kind: IdentityKind::Oidc,
+        run: None,
+        attributes: Attributes {
+            claims: Arc::new(claims.clone()),
+            key_user: None,
+            token: Some(InboundToken::new(token)),
+        },
+    })
 }
