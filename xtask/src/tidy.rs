@@ -25,7 +25,10 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The catalog's domain (assets, call records, scripts, runs, retention): types,
     // traits, in-memory stores and suites, with no database.
     ("docket_catalog", &[]),
-    ("docket_storage", &["docket_task", "docket_catalog", "docket_oauth"]),
+    (
+        "docket_storage",
+        &["docket_task", "docket_catalog", "docket_oauth"],
+    ),
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),
     ("docket_script", &[]),
