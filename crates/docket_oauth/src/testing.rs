@@ -81,6 +81,29 @@ fn is_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) -> bool {
     matches!(result, Err(StoreError::Invalid(_)))
 }
 
+/// Presents `presented` at `at`, replacing it by `next`.
+async fn rotate(
+    store: &Arc<dyn OAuthStore>,
+    presented: &str,
+    next: &str,
+    at: OffsetDateTime,
+) -> Rotation {
+    store
+        .rotate_refresh(presented, next, at)
+        .await
+        .expect("rotate")
+}
+
+/// Takes the record of `kind` under `key` at `now`.
+async fn take(
+    store: &Arc<dyn OAuthStore>,
+    kind: OnceKind,
+    key: &str,
+    now: OffsetDateTime,
+) -> Fetched {
+    store.take_once(kind, key, now).await.expect("take")
+}
+
 /// The keys and payloads every backend refuses, checked by [`validate_payload`]
 /// and by each write.
 pub async fn payload_bounds_are_checked_before_anything_is_written(store: Arc<dyn OAuthStore>) {
@@ -128,17 +151,11 @@ pub async fn payload_bounds_are_checked_before_anything_is_written(store: Arc<dy
         .await
         .expect("the largest record fits");
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, &longest, now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, &longest, now).await,
         Fetched::Fresh(json_of_size(MAX_PAYLOAD_BYTES))
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "big", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "big", now).await,
         Fetched::Missing,
         "a refused record was not written"
     );
@@ -181,10 +198,7 @@ pub async fn payload_bounds_are_checked_before_anything_is_written(store: Arc<dy
         assert!(is_invalid(store.put_refresh(&broken, 10).await));
     }
     assert_eq!(
-        store
-            .rotate_refresh("hash", "next", now)
-            .await
-            .expect("rotate"),
+        rotate(&store, "hash", "next", now).await,
         Rotation::Missing,
         "a refused token was not written"
     );
@@ -376,10 +390,13 @@ pub async fn unused_and_idle_clients_are_reaped_with_what_is_theirs(store: Arc<d
             "{gone}'s consent"
         );
         assert_eq!(
-            store
-                .rotate_refresh(&format!("{gone}-token"), &format!("{gone}-next"), now)
-                .await
-                .expect("rotate"),
+            rotate(
+                &store,
+                &format!("{gone}-token"),
+                &format!("{gone}-next"),
+                now
+            )
+            .await,
             Rotation::Missing,
             "{gone}'s refresh token"
         );
@@ -393,10 +410,7 @@ pub async fn unused_and_idle_clients_are_reaped_with_what_is_theirs(store: Arc<d
     }
     assert!(store.consented("oidc:alice", "busy").await.expect("read"));
     assert!(matches!(
-        store
-            .rotate_refresh("busy-token", "busy-next", now)
-            .await
-            .expect("rotate"),
+        rotate(&store, "busy-token", "busy-next", now).await,
         Rotation::Rotated(_)
     ));
     assert_eq!(
@@ -420,52 +434,42 @@ pub async fn once_records_are_taken_once_then_replayed(store: Arc<dyn OAuthStore
         .await
         .expect("put");
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "code-hash", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "code-hash", now).await,
         Fetched::Missing,
         "a code is no pending authorization"
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "code-hash", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "code-hash", now).await,
         Fetched::Fresh(payload.clone())
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "code-hash", now + Duration::seconds(1))
-            .await
-            .expect("take"),
+        take(
+            &store,
+            OnceKind::Code,
+            "code-hash",
+            now + Duration::seconds(1)
+        )
+        .await,
         Fetched::Replayed(payload.clone())
     );
     assert_eq!(
-        store
-            .take_once(
-                OnceKind::Code,
-                "code-hash",
-                expires_at - Duration::seconds(1)
-            )
-            .await
-            .expect("take"),
+        take(
+            &store,
+            OnceKind::Code,
+            "code-hash",
+            expires_at - Duration::seconds(1)
+        )
+        .await,
         Fetched::Replayed(payload.clone()),
         "replayed until it expires"
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "code-hash", expires_at)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "code-hash", expires_at).await,
         Fetched::Missing,
         "expired at exactly its time"
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "no-such-code", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "no-such-code", now).await,
         Fetched::Missing
     );
 }
@@ -481,29 +485,28 @@ pub async fn once_records_expire_at_exactly_now(store: Arc<dyn OAuthStore>) {
             .expect("put");
     }
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "late", expires_at)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "late", expires_at).await,
         Fetched::Missing
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "late", expires_at - Duration::seconds(1))
-            .await
-            .expect("take"),
+        take(
+            &store,
+            OnceKind::Pending,
+            "late",
+            expires_at - Duration::seconds(1)
+        )
+        .await,
         Fetched::Fresh(json!({"key": "late"})),
         "looking at it after expiry did not take it"
     );
     assert_eq!(
-        store
-            .take_once(
-                OnceKind::Pending,
-                "in-time",
-                expires_at - Duration::seconds(1)
-            )
-            .await
-            .expect("take"),
+        take(
+            &store,
+            OnceKind::Pending,
+            "in-time",
+            expires_at - Duration::seconds(1)
+        )
+        .await,
         Fetched::Fresh(json!({"key": "in-time"}))
     );
 }
@@ -546,18 +549,12 @@ pub async fn once_keys_are_unique_per_kind(store: Arc<dyn OAuthStore>) {
         .await
         .expect("another kind");
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "shared", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "shared", now).await,
         Fetched::Fresh(json!({"first": true})),
         "the conflicting put changed nothing"
     );
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "shared", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "shared", now).await,
         Fetched::Fresh(json!({"code": true}))
     );
 }
@@ -593,18 +590,12 @@ pub async fn once_records_beyond_the_cap_are_refused(store: Arc<dyn OAuthStore>)
         Err(StoreError::Full(_))
     ));
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "three", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "three", now).await,
         Fetched::Missing,
         "a refused record was not written"
     );
     assert!(matches!(
-        store
-            .take_once(OnceKind::Pending, "one", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "one", now).await,
         Fetched::Fresh(_)
     ));
     assert!(
@@ -669,8 +660,7 @@ pub async fn refresh_rotation_and_reuse_revokes_the_family(store: Arc<dyn OAuthS
     store.put_refresh(&bystander, 10).await.expect("put");
 
     let at = now + Duration::minutes(1);
-    let Rotation::Rotated(second) = store.rotate_refresh("t0", "t1", at).await.expect("rotate")
-    else {
+    let Rotation::Rotated(second) = rotate(&store, "t0", "t1", at).await else {
         panic!("the first token rotates");
     };
     assert_eq!(
@@ -683,11 +673,7 @@ pub async fn refresh_rotation_and_reuse_revokes_the_family(store: Arc<dyn OAuthS
         "the new token copies the old one, issued now, ending with the family"
     );
     let later = now + Duration::minutes(2);
-    let Rotation::Rotated(third) = store
-        .rotate_refresh("t1", "t2", later)
-        .await
-        .expect("rotate")
-    else {
+    let Rotation::Rotated(third) = rotate(&store, "t1", "t2", later).await else {
         panic!("the newest token rotates");
     };
     assert_eq!(third.token_hash, "t2");
@@ -695,52 +681,34 @@ pub async fn refresh_rotation_and_reuse_revokes_the_family(store: Arc<dyn OAuthS
 
     let reuse_at = now + Duration::minutes(3);
     assert_eq!(
-        store
-            .rotate_refresh("t0", "stolen", reuse_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "t0", "stolen", reuse_at).await,
         Rotation::Reused(first.clone()),
         "a replaced token is reuse, and says what it was"
     );
     assert_eq!(
-        store
-            .rotate_refresh("t2", "t3", reuse_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "t2", "t3", reuse_at).await,
         Rotation::Reused(third.clone()),
         "the family's newest token was revoked with it"
     );
     assert_eq!(
-        store
-            .rotate_refresh("t1", "t3", reuse_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "t1", "t3", reuse_at).await,
         Rotation::Reused(second)
     );
     assert_eq!(
-        store
-            .rotate_refresh("stolen", "t4", reuse_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "stolen", "t4", reuse_at).await,
         Rotation::Missing,
         "a reuse issued nothing"
     );
     assert_eq!(store.revoke_family("family").await.expect("revoke"), 0);
     assert!(
         matches!(
-            store
-                .rotate_refresh("other-0", "other-1", reuse_at)
-                .await
-                .expect("rotate"),
+            rotate(&store, "other-0", "other-1", reuse_at).await,
             Rotation::Rotated(_)
         ),
         "another family of the same person is untouched"
     );
     assert_eq!(
-        store
-            .rotate_refresh("no-such-token", "next", reuse_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "no-such-token", "next", reuse_at).await,
         Rotation::Missing
     );
 }
@@ -782,10 +750,7 @@ pub async fn racing_rotations_of_one_token_rotate_once(store: Arc<dyn OAuthStore
     assert_eq!((winners.len(), reused), (1, 7), "{winners:?}");
     assert!(
         matches!(
-            store
-                .rotate_refresh(&winners[0], "after", at)
-                .await
-                .expect("rotate"),
+            rotate(&store, &winners[0], "after", at).await,
             Rotation::Reused(_)
         ),
         "the reuse revoked the family"
@@ -798,19 +763,12 @@ pub async fn refresh_families_expire_at_exactly_now(store: Arc<dyn OAuthStore>) 
     let first = new_refresh("t0", "family", "client", "oidc:alice", now);
     store.put_refresh(&first, 10).await.expect("put");
     assert_eq!(
-        store
-            .rotate_refresh("t0", "late", first.expires_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "t0", "late", first.expires_at).await,
         Rotation::Missing,
         "expired at exactly its time"
     );
     let just_before = first.expires_at - Duration::seconds(1);
-    let Rotation::Rotated(next) = store
-        .rotate_refresh("t0", "t1", just_before)
-        .await
-        .expect("rotate")
-    else {
+    let Rotation::Rotated(next) = rotate(&store, "t0", "t1", just_before).await else {
         panic!("a second before the end it still rotates");
     };
     assert_eq!(
@@ -818,17 +776,11 @@ pub async fn refresh_families_expire_at_exactly_now(store: Arc<dyn OAuthStore>) 
         "a refresh never extends it"
     );
     assert_eq!(
-        store
-            .rotate_refresh("t1", "t2", first.expires_at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "t1", "t2", first.expires_at).await,
         Rotation::Missing
     );
     assert_eq!(
-        store
-            .rotate_refresh("t0", "t2", first.expires_at + Duration::days(1))
-            .await
-            .expect("rotate"),
+        rotate(&store, "t0", "t2", first.expires_at + Duration::days(1)).await,
         Rotation::Missing,
         "a replaced token of an expired family is missing, not reuse"
     );
@@ -853,7 +805,7 @@ pub async fn revocation_ends_a_family(store: Arc<dyn OAuthStore>) {
         .expect("put");
     let at = now + Duration::minutes(1);
     assert!(matches!(
-        store.rotate_refresh("a0", "a1", at).await.expect("rotate"),
+        rotate(&store, "a0", "a1", at).await,
         Rotation::Rotated(_)
     ));
     assert_eq!(
@@ -862,7 +814,7 @@ pub async fn revocation_ends_a_family(store: Arc<dyn OAuthStore>) {
         "a replaced token still names its family"
     );
     assert!(matches!(
-        store.rotate_refresh("a1", "a2", at).await.expect("rotate"),
+        rotate(&store, "a1", "a2", at).await,
         Rotation::Reused(_)
     ));
     assert_eq!(
@@ -876,7 +828,7 @@ pub async fn revocation_ends_a_family(store: Arc<dyn OAuthStore>) {
     );
 
     assert!(matches!(
-        store.rotate_refresh("b0", "b1", at).await.expect("rotate"),
+        rotate(&store, "b0", "b1", at).await,
         Rotation::Rotated(_)
     ));
     assert_eq!(
@@ -890,7 +842,7 @@ pub async fn revocation_ends_a_family(store: Arc<dyn OAuthStore>) {
         0
     );
     assert!(matches!(
-        store.rotate_refresh("b1", "b2", at).await.expect("rotate"),
+        rotate(&store, "b1", "b2", at).await,
         Rotation::Reused(_)
     ));
 }
@@ -920,10 +872,7 @@ pub async fn refresh_tokens_and_families_are_unique(store: Arc<dyn OAuthStore>) 
         None,
         "the conflicting token was not written"
     );
-    let Rotation::Rotated(next) = store
-        .rotate_refresh("t0", "t1", now + Duration::seconds(1))
-        .await
-        .expect("rotate")
+    let Rotation::Rotated(next) = rotate(&store, "t0", "t1", now + Duration::seconds(1)).await
     else {
         panic!("the first token is untouched");
     };
@@ -968,10 +917,7 @@ pub async fn a_subject_keeps_at_most_its_cap_of_families(store: Arc<dyn OAuthSto
         .expect("put");
     assert!(
         matches!(
-            store
-                .rotate_refresh("f1-0", "f1-1", now + Duration::minutes(2))
-                .await
-                .expect("rotate"),
+            rotate(&store, "f1-0", "f1-1", now + Duration::minutes(2)).await,
             Rotation::Rotated(_)
         ),
         "the expired family took no room, so f1 and f2 both stay"
@@ -992,32 +938,20 @@ pub async fn a_subject_keeps_at_most_its_cap_of_families(store: Arc<dyn OAuthSto
     let at = now + Duration::minutes(10);
     assert!(
         matches!(
-            store
-                .rotate_refresh("f1-1", "f1-2", at)
-                .await
-                .expect("rotate"),
+            rotate(&store, "f1-1", "f1-2", at).await,
             Rotation::Reused(_)
         ),
         "the oldest family was revoked"
     );
-    let rotated = store
-        .rotate_refresh("f2-0", "f2-1", at)
-        .await
-        .expect("rotate");
+    let rotated = rotate(&store, "f2-0", "f2-1", at).await;
     assert!(matches!(rotated, Rotation::Rotated(_)), "{rotated:?}");
     assert!(matches!(
-        store
-            .rotate_refresh("f3-0", "f3-1", at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "f3-0", "f3-1", at).await,
         Rotation::Rotated(_)
     ));
     assert!(
         matches!(
-            store
-                .rotate_refresh("bob-0", "bob-1", at)
-                .await
-                .expect("rotate"),
+            rotate(&store, "bob-0", "bob-1", at).await,
             Rotation::Rotated(_)
         ),
         "another person's family is untouched"
@@ -1039,17 +973,11 @@ pub async fn a_subject_keeps_at_most_its_cap_of_families(store: Arc<dyn OAuthSto
         .await
         .expect("put");
     assert!(matches!(
-        store
-            .rotate_refresh("f3-1", "f3-2", at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "f3-1", "f3-2", at).await,
         Rotation::Rotated(_)
     ));
     assert!(matches!(
-        store
-            .rotate_refresh("f4-0", "f4-1", at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "f4-0", "f4-1", at).await,
         Rotation::Rotated(_)
     ));
 
@@ -1068,19 +996,13 @@ pub async fn a_subject_keeps_at_most_its_cap_of_families(store: Arc<dyn OAuthSto
         .await
         .expect("put");
     assert!(matches!(
-        store
-            .rotate_refresh("f5-0", "f5-1", at)
-            .await
-            .expect("rotate"),
+        rotate(&store, "f5-0", "f5-1", at).await,
         Rotation::Rotated(_)
     ));
     for (presented, next) in [("f3-2", "f3-3"), ("f4-1", "f4-2")] {
         assert!(
             matches!(
-                store
-                    .rotate_refresh(presented, next, at)
-                    .await
-                    .expect("rotate"),
+                rotate(&store, presented, next, at).await,
                 Rotation::Reused(_)
             ),
             "{presented}'s family was revoked"
@@ -1263,10 +1185,7 @@ pub async fn purging_removes_only_what_ended_in_batches(store: Arc<dyn OAuthStor
             .expect("put");
     }
     assert!(matches!(
-        store
-            .take_once(OnceKind::Code, "taken", now - Duration::minutes(2))
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "taken", now - Duration::minutes(2)).await,
         Fetched::Fresh(_)
     ));
     // Ended: a revoked family of two tokens, an expired family of one.
@@ -1279,10 +1198,7 @@ pub async fn purging_removes_only_what_ended_in_batches(store: Arc<dyn OAuthStor
         .await
         .expect("put");
     assert!(matches!(
-        store
-            .rotate_refresh("r0", "r1", issued)
-            .await
-            .expect("rotate"),
+        rotate(&store, "r0", "r1", issued).await,
         Rotation::Rotated(_)
     ));
     store.revoke_family("revoked").await.expect("revoke");
@@ -1302,10 +1218,7 @@ pub async fn purging_removes_only_what_ended_in_batches(store: Arc<dyn OAuthStor
         .await
         .expect("put");
     assert!(matches!(
-        store
-            .rotate_refresh("l0", "l1", issued)
-            .await
-            .expect("rotate"),
+        rotate(&store, "l0", "l1", issued).await,
         Rotation::Rotated(_)
     ));
 
@@ -1322,28 +1235,19 @@ pub async fn purging_removes_only_what_ended_in_batches(store: Arc<dyn OAuthStor
     assert_eq!(store.purge_expired(now, 4).await.expect("purge"), 0);
 
     assert_eq!(
-        store
-            .take_once(OnceKind::Code, "taken", now - Duration::minutes(2))
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Code, "taken", now - Duration::minutes(2)).await,
         Fetched::Missing,
         "purged, not just hidden"
     );
     assert_eq!(store.revoke_refresh("r1").await.expect("revoke"), None);
     assert_eq!(store.revoke_refresh("e0").await.expect("revoke"), None);
     assert_eq!(
-        store
-            .take_once(OnceKind::Pending, "live", now)
-            .await
-            .expect("take"),
+        take(&store, OnceKind::Pending, "live", now).await,
         Fetched::Fresh(json!({"live": true}))
     );
     assert!(
         matches!(
-            store
-                .rotate_refresh("l0", "stolen", now)
-                .await
-                .expect("rotate"),
+            rotate(&store, "l0", "stolen", now).await,
             Rotation::Reused(_)
         ),
         "a live family's replaced token was kept to catch its reuse"
