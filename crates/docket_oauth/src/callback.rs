@@ -3,7 +3,8 @@
 //! The pending authorization named by `state` is taken once (an unknown,
 //! expired or replayed `state` is the error page: nothing says where to send
 //! the browser). An `iss` that is not the provider's is a mix-up (RFC 9207)
-//! and ends the sign-in. Then the code is exchanged and the ID token checked
+//! and ends the sign-in, as does a missing `iss` from a provider that says
+//! it sends one. Then the code is exchanged and the ID token checked
 //! ([`crate::upstream`]); a person who consented to the client before gets
 //! the code at once, anyone else the consent page.
 
@@ -54,13 +55,15 @@ pub(crate) async fn handle(state: &State, query: &str, peer: IpAddr) -> Reply {
             return failed_page();
         }
     };
-    if let Some(iss) = params.get("iss")
-        && iss.trim_end_matches('/') != discovery.issuer.trim_end_matches('/')
-    {
+    let issuer_matches = match params.get("iss") {
+        Some(iss) => iss.trim_end_matches('/') == discovery.issuer.trim_end_matches('/'),
+        None => !discovery.authorization_response_iss_parameter_supported,
+    };
+    if !issuer_matches {
         state.record(
             Event::new(EventKind::Refused, peer)
                 .client(&client_id)
-                .refused("callback: iss is not the identity provider (mix-up)"),
+                .refused("callback: iss is missing or not the identity provider (mix-up)"),
         );
         return error_page(
             StatusCode::BAD_REQUEST,

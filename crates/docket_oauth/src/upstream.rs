@@ -52,6 +52,10 @@ pub(crate) struct Discovery {
     jwks_uri: String,
     #[serde(default)]
     userinfo_endpoint: Option<String>,
+    /// The provider sends `iss` with every authorization response (RFC 9207),
+    /// so an answer without it is refused.
+    #[serde(default)]
+    pub(crate) authorization_response_iss_parameter_supported: bool,
 }
 
 #[derive(Deserialize)]

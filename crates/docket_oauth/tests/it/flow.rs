@@ -436,6 +436,29 @@ async fn a_mix_up_at_the_callback_is_refused() -> anyhow::Result<()> {
         )
         .await?;
     assert_eq!(later.status, 400);
+    // A provider that says it sends `iss` (RFC 9207) and an answer without it: refused too.
+    let discovery: Value = docket
+        .http
+        .get(docket.provider.discovery_url())
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        discovery["authorization_response_iss_parameter_supported"],
+        true
+    );
+    let request = AuthRequest::new(&docket, &client_id, USED_REDIRECT);
+    let first = browser.get(http, &request.url(&docket, &[])).await?;
+    let pending = query_param(&first.location.context("a redirect")?, "state").context("state")?;
+    let without_iss = browser
+        .get(
+            http,
+            &format!("{}/oauth/callback?state={pending}&code=x", docket.base),
+        )
+        .await?;
+    assert_eq!(without_iss.status, 400, "{without_iss:?}");
+    assert!(without_iss.location.is_none());
     assert!(docket.events.all().iter().any(|event| {
         event
             .detail
