@@ -314,7 +314,7 @@ pub struct McpService {
 }
 
 /// The error a request body may fail with, once boxed.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The future of one answer from [`McpService`].
 type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Body>, Infallible>> + Send>>;
@@ -414,7 +414,10 @@ where
         }
         let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
         let body_timeout = app.config().server.body_timeout;
-        return crate::oauth::answer(server, parts, body, peer, body_timeout).await;
+        let (parts, bytes) = crate::oauth::answer(server, parts, body, peer, body_timeout)
+            .await
+            .into_parts();
+        return hyper::Response::from_parts(parts, BodyExt::boxed_unsync(Full::new(bytes)));
     }
     // The DNS-rebinding guard covers every route that answers with more than a
     // liveness word: a page in a browser must not read assets or metrics.

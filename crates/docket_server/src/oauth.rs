@@ -17,11 +17,9 @@ use http::header::{
     ACCESS_CONTROL_MAX_AGE,
 };
 use http::{HeaderValue, Method, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 use time::OffsetDateTime;
-
-use crate::http::{Body, BoxError};
 
 /// The largest request body an authorization-server endpoint reads: a
 /// registration is at most 16 KiB, a token or consent form far less.
@@ -63,14 +61,14 @@ pub(crate) async fn answer<B>(
     body: B,
     peer: Option<IpAddr>,
     body_timeout: Duration,
-) -> hyper::Response<Body>
+) -> http::Response<Bytes>
 where
     B: hyper::body::Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let path = parts.uri.path().to_owned();
     if parts.method == Method::OPTIONS {
-        let mut response = hyper::Response::new(boxed(Bytes::new()));
+        let mut response = http::Response::new(Bytes::new());
         *response.status_mut() = StatusCode::NO_CONTENT;
         let headers = response.headers_mut();
         headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
@@ -112,21 +110,17 @@ where
     // rate-limit bucket.
     let peer = peer.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let request = http::Request::from_parts(parts, bytes);
-    let (mut parts, bytes) = server.handle(request, peer).await.into_parts();
+    let mut response = server.handle(request, peer).await;
     if cross_origin(&path) {
-        parts
-            .headers
+        response
+            .headers_mut()
             .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     }
-    hyper::Response::from_parts(parts, boxed(bytes))
+    response
 }
 
-fn boxed(bytes: Bytes) -> Body {
-    BodyExt::boxed_unsync(Full::new(bytes))
-}
-
-fn text(status: StatusCode, message: String) -> hyper::Response<Body> {
-    let mut response = hyper::Response::new(boxed(Bytes::from(message)));
+fn text(status: StatusCode, message: String) -> http::Response<Bytes> {
+    let mut response = http::Response::new(Bytes::from(message));
     *response.status_mut() = status;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
