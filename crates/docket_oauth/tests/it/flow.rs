@@ -874,3 +874,166 @@ async fn maintenance_rotates_keys_and_keeps_the_old_one_published() -> anyhow::R
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_declined_or_replayed_consent_gives_no_code() -> anyhow::Result<()> {
+    let Some(docket) = start("a_declined_or_replayed_consent_gives_no_code", |_| {}).await? else {
+        return Ok(());
+    };
+    let http = &docket.http;
+    let client_id = register_native(&docket, "Declined").await?;
+    let request = AuthRequest::new(&docket, &client_id, USED_REDIRECT);
+    let mut browser = Browser::default();
+    let page = browser
+        .follow(http, &request.url(&docket, &[]), USED_REDIRECT)
+        .await?;
+    let pending = page.hidden("pending").context("pending")?;
+    let csrf = page.hidden("csrf").context("csrf")?;
+    let consent_url = format!("{}/oauth/consent", docket.base);
+    let form = [
+        ("pending", pending.as_str()),
+        ("csrf", csrf.as_str()),
+        ("decision", "deny"),
+    ];
+    let denied = browser.post_form(http, &consent_url, &form).await?;
+    assert_eq!(denied.status, 303, "{denied:?}");
+    assert!(
+        denied
+            .location
+            .as_deref()
+            .is_some_and(|to| to.starts_with(USED_REDIRECT))
+    );
+    assert_eq!(
+        denied.location_param("error").as_deref(),
+        Some("access_denied")
+    );
+    assert_eq!(denied.location_param("state"), Some(request.state.clone()));
+    assert_eq!(denied.location_param("iss"), Some(docket.base.clone()));
+    assert!(denied.location_param("code").is_none());
+    // The same form again (a replay, or approve after deny): the error page.
+    let approve = [
+        ("pending", pending.as_str()),
+        ("csrf", csrf.as_str()),
+        ("decision", "approve"),
+    ];
+    let replayed = browser.post_form(http, &consent_url, &approve).await?;
+    assert_eq!(replayed.status, 400);
+    assert!(replayed.location.is_none());
+    // Nothing was remembered: the next sign-in asks again.
+    let again = browser
+        .follow(http, &request.url(&docket, &[]), USED_REDIRECT)
+        .await?;
+    assert_eq!(again.status, 200, "the consent page again");
+    assert!(again.body.contains("name=\"decision\""));
+    Ok(())
+}
+
+#[tokio::test]
+async fn web_clients_register_only_the_configured_redirect_uris() -> anyhow::Result<()> {
+    let Some(docket) = start(
+        "web_clients_register_only_the_configured_redirect_uris",
+        |config| {
+            config.registration.redirect_uris =
+                vec!["https://*.apps.example.com/oauth/callback".to_owned()];
+            config.rate_limits.authorize = 3;
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let register = |body: Value| {
+        docket
+            .http
+            .post(format!("{}/oauth/register", docket.base))
+            .json(&body)
+            .send()
+    };
+    let accepted = register(json!({"application_type": "web",
+        "redirect_uris": ["https://chat.apps.example.com/oauth/callback"]}))
+    .await?;
+    assert_eq!(accepted.status(), 201);
+    let accepted: Value = accepted.json().await?;
+    assert_eq!(accepted["application_type"], "web");
+    let refused = register(json!({"application_type": "web",
+        "redirect_uris": ["https://chat.apps.example.com.evil.example/oauth/callback"]}))
+    .await?;
+    assert_eq!(refused.status(), 400);
+    // Without application_type, a loopback client is native and an https one web.
+    let inferred = register(json!({"redirect_uris": [CLIENT_REDIRECT]})).await?;
+    assert_eq!(
+        inferred.json::<Value>().await?["application_type"],
+        "native"
+    );
+
+    // A web client's redirect URI is exact: no port freedom.
+    let client_id = accepted["client_id"].as_str().context("client_id")?;
+    let request = AuthRequest::new(
+        &docket,
+        client_id,
+        "https://chat.apps.example.com:8443/oauth/callback",
+    );
+    let answer = Browser::default()
+        .get(&docket.http, &request.url(&docket, &[]))
+        .await?;
+    assert_eq!(answer.status, 400);
+    assert!(answer.location.is_none());
+
+    // The authorize rate limit: 3 a minute per address.
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(
+            Browser::default()
+                .get(&docket.http, &request.url(&docket, &[]))
+                .await?
+                .status,
+        );
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let limited = Browser::default()
+        .get(&docket.http, &request.url(&docket, &[]))
+        .await?;
+    assert!(limited.headers.contains_key(http::header::RETRY_AFTER));
+    Ok(())
+}
+
+#[tokio::test]
+async fn what_a_login_leaves_behind_is_purged_and_reaped() -> anyhow::Result<()> {
+    let Some(docket) = start("what_a_login_leaves_behind_is_purged_and_reaped", |_| {}).await?
+    else {
+        return Ok(());
+    };
+    let (request, tokens) = sign_in(&docket).await?;
+    for index in 0..3 {
+        register_native(&docket, &format!("never used {index}")).await?;
+    }
+    // A login started and abandoned at the provider.
+    let abandoned = AuthRequest::new(&docket, &request.client_id, USED_REDIRECT);
+    Browser::default()
+        .get(&docket.http, &abandoned.url(&docket, &[]))
+        .await?;
+
+    let later = time::OffsetDateTime::now_utc() + time::Duration::days(100);
+    let pass = docket.server.maintain(later).await?;
+    assert!(
+        pass.records_purged >= 3,
+        "the code, the pending login, the refresh token: {pass:?}"
+    );
+    assert!(
+        pass.clients_reaped >= 4,
+        "the unused registrations and the idle client: {pass:?}"
+    );
+    let again = docket.server.maintain(later).await?;
+    assert_eq!(
+        (again.records_purged, again.clients_reaped),
+        (0, 0),
+        "nothing is left: {again:?}"
+    );
+    let refresh = tokens["refresh_token"].as_str().context("refresh")?;
+    let answer = present_refresh(&docket, &request.client_id, refresh).await?;
+    assert!(
+        matches!(answer.error().as_str(), "invalid_grant" | "invalid_client"),
+        "{answer:?}"
+    );
+    Ok(())
+}
