@@ -32,10 +32,36 @@ struct ConsentPage<'a> {
     client_id: &'a str,
     redirect_host: &'a str,
     person: &'a str,
-    unverified: bool,
+    notes: &'a [&'a str],
     action: &'a str,
     pending: &'a str,
     csrf: &'a str,
+}
+
+/// What the page warns about a client Docket has not verified.
+fn consent_notes(kind: ClientKind, client_id: &str, redirect_host: &str) -> Vec<&'static str> {
+    let mut notes = Vec::new();
+    match kind {
+        ClientKind::Configured => {}
+        ClientKind::Registered => notes.push(
+            "Docket has not verified this application: it registered itself. Allow it only if you started this sign-in from it.",
+        ),
+        ClientKind::Document => {
+            notes.push(
+                "Docket has not verified this application: it describes itself at the address shown as its client id. Allow it only if you started this sign-in from it.",
+            );
+            let document_host = reqwest::Url::parse(client_id)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned));
+            let loopback = crate::config::is_loopback_host(redirect_host);
+            if !loopback && document_host.as_deref() != Some(redirect_host) {
+                notes.push(
+                    "It returns to another host than the one that describes it.",
+                );
+            }
+        }
+    }
+    notes
 }
 
 /// The cookie that binds the consent of `pending` to this browser.
@@ -103,6 +129,7 @@ pub(crate) async fn ask(
         }
         Err(_) => return failed_page(),
     }
+    let notes = consent_notes(client.kind, &client.client_id, &redirect_host);
     let action = format!("{}/oauth/consent", state.site.issuer);
     let mut reply = page(
         StatusCode::OK,
@@ -111,7 +138,7 @@ pub(crate) async fn ask(
             client_id: &client.client_id,
             redirect_host: &redirect_host,
             person: &shown_person,
-            unverified: client.kind != ClientKind::Configured,
+            notes: &notes,
             action: &action,
             pending: &pending_id,
             csrf: &csrf,

@@ -147,6 +147,7 @@ async fn a_client_named_by_its_document_signs_in() -> anyhow::Result<()> {
         page.body.contains("Document client"),
         "the consent page names the document's client"
     );
+    assert!(page.body.contains("describes itself"), "{}", page.body);
     let answer = authorize(&docket, &mut browser, &request, USED_REDIRECT).await?;
     assert_eq!(answer.status, 303, "{answer:?}");
     let code = answer.location_param("code").context("a code")?;

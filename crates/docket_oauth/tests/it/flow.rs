@@ -107,6 +107,10 @@ async fn a_person_signs_in_consents_refreshes_and_revokes() -> anyhow::Result<()
         "the page names the redirect host"
     );
     assert!(page.body.contains("alice@example.com"));
+    assert!(
+        page.body.contains("registered itself"),
+        "a registered client is not vouched for"
+    );
     assert!(!page.body.contains("<script"), "no script");
     assert_eq!(page.headers["x-frame-options"], "DENY");
     assert_eq!(page.headers["cache-control"], "no-store");
