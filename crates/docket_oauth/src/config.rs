@@ -448,7 +448,8 @@ impl OAuthServerConfig {
             ));
         }
         for (index, host) in documents.allowed_hosts.iter().enumerate() {
-            if host.is_empty() || host.contains(['/', ':', ' ']) && host.parse::<IpAddr>().is_err()
+            if host.is_empty()
+                || (host.contains(['/', ':', ' ']) && host.parse::<IpAddr>().is_err())
             {
                 problems.push(format!(
                     "{path}.client_metadata_documents.allowed_hosts[{index}]: must be a host name or an IP address, without a scheme or a port"

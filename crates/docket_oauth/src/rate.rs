@@ -1,5 +1,5 @@
 //! Per-IP token buckets for `/register`, `/authorize` and `/token`, per
-//! replica. The map is bounded: past [`MAX_TRACKED`] addresses, the buckets
+//! replica. The map is bounded: past [`MAX_TRACKED`] buckets, the ones
 //! that have refilled are dropped, and if that is not enough every new
 //! address shares one overflow bucket (so a flood from many addresses is
 //! limited together rather than growing memory).
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::RateLimits;
 
-/// The most addresses tracked per endpoint.
+/// The most buckets (an address at an endpoint) tracked at once.
 pub const MAX_TRACKED: usize = 10_000;
 
 /// The endpoints that are limited.

@@ -1041,3 +1041,72 @@ async fn what_a_login_leaves_behind_is_purged_and_reaped() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn another_replica_verifies_tokens_signed_with_a_key_it_has_not_seen() -> anyhow::Result<()> {
+    let secret = "replica-secret";
+    let Some(docket) = start(
+        "another_replica_verifies_tokens_signed_with_a_key_it_has_not_seen",
+        |config| {
+            config.clients = vec![docket_oauth::config::ConfiguredClient {
+                client_id: "batch".to_owned(),
+                client_secret_sha256: docket_oauth::tokens::hash(secret),
+                redirect_uris: Vec::new(),
+                grant_types: vec![docket_oauth::config::GrantType::ClientCredentials],
+                roles: Vec::new(),
+                name: None,
+            }];
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let replica = docket_oauth::AuthorizationServer::new(
+        docket.config.clone(),
+        docket_oauth::Site::at(&docket.base),
+        docket.store.clone(),
+        std::sync::Arc::new(docket_oauth::events::NoEvents),
+    )?;
+    let form = [
+        ("grant_type", "client_credentials"),
+        ("client_id", "batch"),
+        ("client_secret", secret),
+    ];
+    let first = token(&docket, &form).await?.json()?;
+    let first = first["access_token"]
+        .as_str()
+        .context("a token")?
+        .to_owned();
+    assert_eq!(
+        replica.verify_access_token(&first).await?["sub"],
+        "client:batch"
+    );
+
+    // The first replica rotates; the other has the old key cached and reads the store again
+    // when a token names the new one.
+    let rotated = docket
+        .server
+        .maintain(time::OffsetDateTime::now_utc() + time::Duration::days(8))
+        .await?;
+    assert!(rotated.key_added);
+    let second = token(&docket, &form).await?.json()?;
+    let second = second["access_token"]
+        .as_str()
+        .context("a token")?
+        .to_owned();
+    assert_ne!(
+        jsonwebtoken::decode_header(&first)?.kid,
+        jsonwebtoken::decode_header(&second)?.kid,
+        "the new key signs"
+    );
+    assert_eq!(
+        replica.verify_access_token(&second).await?["sub"],
+        "client:batch"
+    );
+    assert!(
+        replica.verify_access_token(&first).await.is_ok(),
+        "the old key is still published"
+    );
+    Ok(())
+}

@@ -56,6 +56,8 @@ pub(crate) struct Docket {
     pub(crate) events: Arc<Recorder>,
     pub(crate) provider: OidcProvider,
     pub(crate) http: reqwest::Client,
+    /// The configuration it runs with (another replica's is the same).
+    pub(crate) config: OAuthServerConfig,
     _serving: tokio::task::JoinHandle<()>,
 }
 
@@ -107,7 +109,7 @@ pub(crate) async fn start(
     let store = Arc::new(MemoryStore::new());
     let events = Arc::new(Recorder::default());
     let server = Arc::new(AuthorizationServer::new(
-        config,
+        config.clone(),
         Site::at(&base),
         store.clone(),
         events.clone(),
@@ -123,6 +125,7 @@ pub(crate) async fn start(
         events,
         provider,
         http,
+        config,
         _serving: serving,
     }))
 }
