@@ -35,7 +35,6 @@ pub fn document(site: &Site, config: &OAuthServerConfig) -> Value {
         "authorization_response_iss_parameter_supported": true,
         "client_id_metadata_document_supported": config.client_metadata_documents.enabled,
         "scopes_supported": config.scopes,
-        "resource_indicators_supported": true,
     });
     if config.registration.enabled
         && let Value::Object(map) = &mut document
