@@ -15,7 +15,9 @@
 //    refuses (as an expired one would be), so the next call gets a 401 and the transport
 //    refreshes and retries; the new tokens differ from the old, the call succeeds with the new
 //    access token, and presenting the old refresh token again is `invalid_grant`, and so is
-//    the newest one then (reuse revokes the whole family).
+//    the newest one then (reuse revokes the whole family);
+// 6. the SDK's recovery from the revoked family: its refresh refused, it drops its tokens and
+//    logs in again, and Docket asks no consent the second time.
 //
 // usage: node ts_cimd.mjs DOCKET_MCP_URL --tls-cert FILE --tls-key FILE [--account alice]
 // Exits non-zero on the first mismatch.
@@ -59,19 +61,22 @@ function listen(server) {
   });
 }
 
-// The loopback redirect URI (RFC 8252 §7.3): resolves `callback` with the query of the first
-// request to /callback.
-let deliverCallback;
-const callback = new Promise((resolve) => {
-  deliverCallback = resolve;
-});
+// The loopback redirect URI (RFC 8252 §7.3): `nextCallback()` resolves with the query of the
+// next request to /callback.
+const arrived = [];
+const waiting = [];
+const nextCallback = () => (arrived.length > 0
+  ? Promise.resolve(arrived.shift())
+  : new Promise((resolve) => { waiting.push(resolve); }));
 const callbackServer = createServer((req, res) => {
   const url = new URL(req.url, 'http://127.0.0.1');
   if (url.pathname !== '/callback') {
     res.writeHead(404).end();
     return;
   }
-  deliverCallback(url.searchParams);
+  const waiter = waiting.shift();
+  if (waiter) waiter(url.searchParams);
+  else arrived.push(url.searchParams);
   res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
   res.end('<!doctype html><title>Signed in</title><p>Signed in; you may close this window.</p>');
 });
@@ -160,6 +165,15 @@ class HostProvider {
     this.stored.tokens = tokens;
   }
 
+  // The SDK calls this when the server refuses what it holds (a refresh token of a revoked
+  // family: 'tokens'), before it starts a new login.
+  invalidateCredentials(scope) {
+    this.invalidated = [...(this.invalidated ?? []), scope];
+    if (scope === 'all' || scope === 'tokens') delete this.stored.tokens;
+    if (scope === 'all') delete this.stored.client;
+    if (scope === 'all' || scope === 'verifier') delete this.stored.verifier;
+  }
+
   saveCodeVerifier(verifier) {
     this.stored.verifier = verifier;
   }
@@ -245,18 +259,20 @@ assert.deepEqual(provider.browserSteps, ['login', 'consent', 'redirected to the 
 if (documentFetches === 0) failWith('Docket never fetched the Client ID Metadata Document');
 console.log(`discovery from the 401, client id ${clientMetadataUrl} (fetched by Docket ${documentFetches}x), browser: ${provider.browserSteps.join(' -> ')}`);
 
-const answer = await callback;
-if (answer.get('error')) failWith(`the authorization ended with ${answer.get('error')}: ${answer.get('error_description')}`);
-assert.equal(answer.get('state'), provider.expectedState, 'state comes back unchanged');
-assert.equal(answer.get('iss'), issuer, 'the redirect names Docket as the issuer (RFC 9207)');
-const code = answer.get('code');
-assert.ok(code, 'a code at the redirect URI');
-
-// 4. The SDK exchanges the code; a new connection is authorized.
-{
+// The code at the redirect URI, exchanged by the SDK.
+async function finishLogin() {
+  const answer = await nextCallback();
+  if (answer.get('error')) failWith(`the authorization ended with ${answer.get('error')}: ${answer.get('error_description')}`);
+  assert.equal(answer.get('state'), provider.expectedState, 'state comes back unchanged');
+  assert.equal(answer.get('iss'), issuer, 'the redirect names Docket as the issuer (RFC 9207)');
+  const code = answer.get('code');
+  assert.ok(code, 'a code at the redirect URI');
   const transport = new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider, fetch: recordingFetch });
   await transport.finishAuth(code);
 }
+
+// 4. The SDK exchanges the code; a new connection is authorized.
+await finishLogin();
 const firstTokens = { ...provider.tokens() };
 assert.ok(firstTokens.access_token && firstTokens.refresh_token, 'an access token and a refresh token');
 assert.equal(firstTokens.token_type.toLowerCase(), 'bearer');
@@ -293,8 +309,28 @@ const afterReuse = await tokenRequest({
 });
 assert.equal(afterReuse.body.error, 'invalid_grant', `the newest refresh token after a reuse: ${JSON.stringify(afterReuse)}`);
 console.log('reuse: the old refresh token is invalid_grant, and the whole family with it');
-
 await client.close();
+
+// 6. The host still holds the newest refresh token of the revoked family. Its access token stops
+// working too: the SDK's refresh is refused (invalid_grant), it drops its tokens and starts a
+// new login, in a new browser: the provider's login again, but no consent page, since alice
+// approved this client already.
+provider.browserSteps = undefined;
+provider.saveTokens({ ...provider.tokens(), access_token: `${provider.tokens().access_token}x` });
+try {
+  await connect(provider);
+  failWith('a connection succeeded with the tokens of a revoked family');
+} catch (error) {
+  if (!(error instanceof UnauthorizedError)) throw error;
+}
+assert.deepEqual(provider.invalidated, ['tokens'], 'the SDK dropped its tokens after the refused refresh');
+assert.deepEqual(provider.browserSteps, ['login', 'redirected to the client'], 'the second login asks no consent');
+await finishLogin();
+const again = await connect(provider);
+await checkPlatformInfo(again.client);
+await again.client.close();
+console.log(`a new login after the revocation: ${provider.browserSteps.join(' -> ')} (the consent is remembered), and calls work again`);
+
 callbackServer.close();
 documentServer.close();
 console.log('TypeScript SDK: CIMD login, tool calls and refresh against Docket: ok');
