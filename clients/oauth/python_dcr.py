@@ -13,7 +13,9 @@ to Docket through Docket's own authorization server, as a host does for a person
 5. a refresh through the SDK's own path: the SDK refreshes when it holds the access token for
    expired, so its expiry is moved into the past (what time does to it); the tokens rotate, the
    next call carries the new access token, and presenting the old refresh token again is
-   `invalid_grant`, and so is the newest one then (reuse revokes the whole family).
+   `invalid_grant`, and so is the newest one then (reuse revokes the whole family);
+6. the SDK's recovery from the revoked family: its refresh refused, it drops its tokens and logs
+   in again, and Docket asks no consent the second time.
 
 usage: python_dcr.py DOCKET_MCP_URL --browser PATH/TO/browser.mjs [--account alice]
 Exits non-zero on the first mismatch.
@@ -56,10 +58,10 @@ class MemoryStorage:
 
 
 class CallbackServer:
-    """The loopback redirect URI: the query of the first request to /callback."""
+    """The loopback redirect URI: the queries of the requests to /callback, in order."""
 
     def __init__(self) -> None:
-        self.answer: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+        self.answers: asyncio.Queue[dict[str, str]] = asyncio.Queue()
         self.server: asyncio.Server | None = None
         self.port = 0
 
@@ -73,8 +75,8 @@ class CallbackServer:
             pass
         parts = request_line.split(" ")
         target = urlsplit(parts[1]) if len(parts) >= 2 else urlsplit("/")
-        if target.path == "/callback" and not self.answer.done():
-            self.answer.set_result({name: values[0] for name, values in parse_qs(target.query).items()})
+        if target.path == "/callback":
+            self.answers.put_nowait({name: values[0] for name, values in parse_qs(target.query).items()})
             body = b"<!doctype html><title>Signed in</title><p>Signed in; you may close this window.</p>"
             status = b"200 OK"
         else:
@@ -150,7 +152,7 @@ async def main() -> None:
         browser_steps.append(json.loads(out)["steps"])
 
     async def callback_handler() -> tuple[str, str | None]:
-        answer = await callback.answer
+        answer = await callback.answers.get()
         if "error" in answer:
             raise RuntimeError(f"the authorization ended with {answer['error']}: {answer.get('error_description')}")
         assert answer.get("iss") == issuer, ("the redirect names Docket as the issuer (RFC 9207)", answer.get("iss"))
@@ -237,28 +239,50 @@ async def main() -> None:
                     assert calls[-1]["bearer"] == refreshed.access_token, "the call carried the refreshed token"
                     await check_platform_info(session)
                     print("refresh: the SDK refreshed the due token, the tokens rotated, and calls work with the new one")
+
+                    # The old refresh token again: refused, and the family is revoked with it.
+                    async with httpx.AsyncClient() as plain:
+                        for label, token in (
+                            ("the old refresh token", first.refresh_token),
+                            ("the newest, after it", refreshed.refresh_token),
+                        ):
+                            answer = await plain.post(
+                                server_metadata["token_endpoint"],
+                                data={
+                                    "grant_type": "refresh_token",
+                                    "refresh_token": token,
+                                    "client_id": client_id,
+                                    "resource": resource_metadata["resource"],
+                                },
+                            )
+                            assert answer.status_code == 400 and answer.json().get("error") == "invalid_grant", (
+                                label,
+                                answer.status_code,
+                                answer.text,
+                            )
+                    print("reuse: the old refresh token is invalid_grant, and the whole family with it")
+
+                    # 6: the SDK still holds the newest token of the revoked family. When its access
+                    # token is due, its refresh is refused; it drops its tokens, gets a 401 and logs
+                    # in again in a new browser: the provider's login, but no consent page, since
+                    # alice approved this client already.
+                    before = len(recorder.requests)
+                    auth.context.token_expiry_time = time.time() - 1
+                    await check_platform_info(session)
+                    since = recorder.requests[before:]
+                    assert any(r["path"] == "/oauth/token" and r["status"] == 400 for r in since), recorder.describe()
+                    assert browser_steps[1:] == [["login", "redirected to the client"]], browser_steps
+                    assert storage.tokens is not None and storage.tokens.refresh_token not in (
+                        first.refresh_token,
+                        refreshed.refresh_token,
+                    )
+                    print(
+                        f"a new login after the revocation: {' -> '.join(browser_steps[1])} "
+                        "(the consent is remembered), and calls work again"
+                    )
     finally:
         callback.close()
 
-    # The old refresh token again: refused, and the family is revoked with it.
-    token_endpoint = server_metadata["token_endpoint"]
-    async with httpx.AsyncClient() as plain:
-        for label, token in (("the old refresh token", first.refresh_token), ("the newest, after it", refreshed.refresh_token)):
-            answer = await plain.post(
-                token_endpoint,
-                data={
-                    "grant_type": "refresh_token",
-                    "refresh_token": token,
-                    "client_id": client_id,
-                    "resource": resource_metadata["resource"],
-                },
-            )
-            assert answer.status_code == 400 and answer.json().get("error") == "invalid_grant", (
-                label,
-                answer.status_code,
-                answer.text,
-            )
-    print("reuse: the old refresh token is invalid_grant, and the whole family with it")
     print("Python mcp: DCR login, tool calls and refresh against Docket: ok")
 
 
