@@ -472,19 +472,24 @@ impl DocumentFetcher {
 /// A reqwest failure as a refusal: the guard's own refusal when that is the cause.
 fn fetch_error(error: &reqwest::Error) -> DocumentError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut innermost = String::new();
     while let Some(cause) = source {
         if let Some(refusal) = cause.downcast_ref::<DocumentError>() {
             return refusal.clone();
         }
+        innermost = cause.to_string();
         source = cause.source();
     }
     if error.is_timeout() {
         return DocumentError::Fetch("it did not answer in time".to_owned());
     }
+    // The innermost cause says what an operator needs (a refused connection,
+    // an untrusted certificate); it holds no secret.
+    let cause = crate::params::cut(&innermost, 200);
     DocumentError::Fetch(if error.is_connect() {
-        "the connection failed".to_owned()
+        format!("the connection failed ({cause})")
     } else {
-        "the request failed".to_owned()
+        format!("the request failed ({cause})")
     })
 }
 

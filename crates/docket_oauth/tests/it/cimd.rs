@@ -220,3 +220,30 @@ async fn a_document_at_a_private_address_is_not_fetched() -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_document_behind_an_untrusted_certificate_says_so() -> anyhow::Result<()> {
+    let (base, _server) = document_server().await?;
+    let Some(docket) = start(
+        "a_document_behind_an_untrusted_certificate_says_so",
+        |config| {
+            config.client_metadata_documents.allowed_hosts = vec!["127.0.0.1".to_owned()];
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let request = AuthRequest::new(&docket, &format!("{base}/client.json"), USED_REDIRECT);
+    let answer = Browser::default()
+        .get(&docket.http, &request.url(&docket, &[]))
+        .await?;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert!(answer.location.is_none());
+    assert!(
+        answer.body.contains("could not be fetched") && answer.body.contains("certificate"),
+        "the page says the certificate is not trusted: {}",
+        answer.body
+    );
+    Ok(())
+}
