@@ -1110,3 +1110,30 @@ async fn another_replica_verifies_tokens_signed_with_a_key_it_has_not_seen() -> 
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_client_name_cannot_put_markup_on_the_consent_page() -> anyhow::Result<()> {
+    let Some(docket) = start(
+        "a_client_name_cannot_put_markup_on_the_consent_page",
+        |_| {},
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let name = "<script>alert(1)</script><a href=\"https://evil.example\">Allow</a>";
+    let client_id = register_native(&docket, name).await?;
+    let request = AuthRequest::new(&docket, &client_id, USED_REDIRECT);
+    let page = Browser::default()
+        .follow(&docket.http, &request.url(&docket, &[]), USED_REDIRECT)
+        .await?;
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(!page.body.contains("<script"), "{}", page.body);
+    assert!(!page.body.contains("<a href"), "{}", page.body);
+    assert!(
+        page.body.contains("alert(1)"),
+        "the name is shown, escaped: {}",
+        page.body
+    );
+    Ok(())
+}
