@@ -2,9 +2,9 @@
 //!
 //! The page names the client (its name, id and the host it returns to) and
 //! offers approve and deny. It is bound to the browser that signed in: a
-//! random cookie (HttpOnly, SameSite=Lax, Path=/oauth, Secure unless Docket
-//! runs on http loopback) whose hash is in the pending record, and a CSRF
-//! token in the form whose hash is there too. The POST takes the record once,
+//! random cookie (HttpOnly, SameSite=Lax, Path=/oauth under the issuer's
+//! path, Secure unless Docket runs on http loopback) whose hash is in the
+//! pending record, and a CSRF token in the form whose hash is there too. The POST takes the record once,
 //! checks both, and on approval stores the consent and issues the code.
 
 use std::net::IpAddr;
@@ -62,6 +62,15 @@ fn consent_notes(kind: ClientKind, client_id: &str, redirect_host: &str) -> Vec<
         }
     }
     notes
+}
+
+/// The cookie's path: `/oauth` under the issuer's own path (an embedder may
+/// mount Docket under a prefix).
+fn cookie_path(state: &State) -> String {
+    let prefix = reqwest::Url::parse(&state.site.issuer)
+        .map(|url| url.path().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    format!("{prefix}/oauth")
 }
 
 /// The cookie that binds the consent of `pending` to this browser.
@@ -150,8 +159,9 @@ pub(crate) async fn ask(
         "; Secure"
     };
     let cookie = format!(
-        "{}={cookie}; Path=/oauth; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+        "{}={cookie}; Path={}; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
         cookie_name(&pending_id),
+        cookie_path(state),
         state.config.login_ttl
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -248,8 +258,9 @@ pub(crate) async fn handle(state: &State, headers: &HeaderMap, body: &[u8], peer
         }
     };
     let expired = format!(
-        "{}=; Path=/oauth; Max-Age=0; HttpOnly; SameSite=Lax",
-        cookie_name(pending_id)
+        "{}=; Path={}; Max-Age=0; HttpOnly; SameSite=Lax",
+        cookie_name(pending_id),
+        cookie_path(state)
     );
     if let Ok(value) = HeaderValue::from_str(&expired) {
         reply.headers_mut().append(header::SET_COOKIE, value);
