@@ -229,5 +229,6 @@ pub(crate) fn new_task(replica_id: &str) -> anyhow::Result<NewTask> {
             connection: None,
             arguments: json!({}),
         },
+        trace_context: None,
     })
 }

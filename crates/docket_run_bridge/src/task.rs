@@ -99,5 +99,6 @@ pub fn run_task(
         poll_interval_ms,
         // A run is taken over, never failed stale.
         replica_draining: false,
+        trace_context: None,
     }
 }

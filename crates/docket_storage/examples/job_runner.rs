@@ -110,6 +110,7 @@ fn new_job(steps: u64, replica_id: &str) -> anyhow::Result<NewTask> {
             arguments: json!({"steps": steps}),
             ..AuditContext::default()
         },
+        trace_context: None,
     })
 }
 

@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 use docket_catalog::{Asset, CallRecord, CatalogError, Session};
 use docket_task::model::TaskRecord;
 use docket_task::store::{AuditContext, AuditEntry};
-use docket_task::{NewTask, StoreError, TaskId};
+use docket_task::{NewTask, StoreError, TaskId, TaskTrace};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -24,7 +24,7 @@ macro_rules! task_columns_but_stamp {
     () => {
         "task_id, tool, arguments, owner, extra_follower, replica_id, status, status_message, \
          created_at, last_updated_at, cancel_requested_at, result, error, input_requests, \
-         expires_at, poll_interval_ms"
+         expires_at, poll_interval_ms, trace_context"
     };
 }
 pub(crate) use task_columns_but_stamp;
@@ -66,6 +66,9 @@ pub(crate) struct TaskRow<C: Columns> {
     expires_at: Option<C::Time>,
     #[diesel(sql_type = BigInt)]
     poll_interval_ms: i64,
+    /// The creating request's trace ([`TaskTrace::to_column`]).
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_context: Option<String>,
     /// Whether its replica's row says it drains (false without a row).
     #[diesel(sql_type = Bool)]
     replica_draining: bool,
@@ -94,6 +97,10 @@ impl<C: Columns> TryFrom<TaskRow<C>> for TaskRecord {
             expires_at: optional(row.expires_at)?,
             poll_interval_ms: shared::poll_interval(row.poll_interval_ms)?,
             replica_draining: row.replica_draining,
+            trace_context: row
+                .trace_context
+                .as_deref()
+                .and_then(TaskTrace::from_column),
         })
     }
 }

@@ -213,6 +213,8 @@ pub struct TaskRecord {
     /// stale task of such a replica was stopped by that shutdown, not lost to a
     /// crash ([`TaskRecord::stale_error`]).
     pub replica_draining: bool,
+    /// The trace of the request that created it, when it had one.
+    pub trace_context: Option<crate::trace::TaskTrace>,
 }
 
 /// What a caller sees of a task at one moment.
@@ -320,6 +322,7 @@ mod tests {
             expires_at: Some(retention_expiry(created, 7)),
             poll_interval_ms: 1000,
             replica_draining: false,
+            trace_context: None,
         }
     }
 

@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskRecord, TaskStatus};
+use crate::trace::TaskTrace;
 use crate::upstream::Upstream;
 
 /// A task to create.
@@ -49,6 +50,9 @@ pub struct NewTask {
     pub poll_interval_ms: u64,
     /// What its audit row will record when it ends.
     pub audit: AuditContext,
+    /// The trace of the request that created it, which whoever executes,
+    /// cancels or ends it continues; `None` when that request had none.
+    pub trace_context: Option<TaskTrace>,
 }
 
 /// Where a page of [`TaskStore::list_followed`] ended: the next page holds the
@@ -146,6 +150,7 @@ impl NewTask {
             expires_at,
             poll_interval_ms: self.poll_interval_ms,
             replica_draining: false,
+            trace_context: self.trace_context,
         }
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::id::TaskId;
 use crate::model::{Caller, Outcome, TaskError, TaskStatus};
 use crate::store::{AuditContext, AuditEntry, Beat, NewTask, TaskStore};
+use crate::trace::TaskTrace;
 use crate::upstream::{
     MAX_ENGINE_USER_BYTES, MAX_UPSTREAM_ID_BYTES, MAX_UPSTREAM_IDS, UPSTREAM_META_KEY, Upstream,
 };
@@ -32,6 +33,10 @@ pub fn new_task(tool: &str) -> NewTask {
             connection: Some("warehouse".into()),
             arguments: json!({"sql": "select 1"}),
         },
+        trace_context: TaskTrace::new(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+        ),
     }
 }
 
@@ -70,6 +75,35 @@ pub async fn created_task_is_readable(store: Arc<dyn TaskStore>) {
         store.create(task).await.is_err(),
         "a duplicate id is refused"
     );
+}
+
+/// A task keeps the trace of the request that created it (both header values),
+/// and a task created without one reads without one, so whoever executes,
+/// cancels or ends it on any replica continues that trace.
+pub async fn a_task_keeps_the_trace_it_was_created_in(store: Arc<dyn TaskStore>) {
+    let traced = new_task("a_task_keeps_the_trace_it_was_created_in");
+    let mut untraced = new_task("a_task_keeps_the_trace_it_was_created_in");
+    untraced.trace_context = None;
+    let mut parent_only = new_task("a_task_keeps_the_trace_it_was_created_in");
+    parent_only.trace_context = TaskTrace::new(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+        None,
+    );
+    for task in [traced, untraced, parent_only] {
+        let created = store.create(task.clone()).await.expect("create");
+        assert_eq!(created.trace_context, task.trace_context);
+        let (read, _) = store.get(&task.id).await.expect("get").expect("present");
+        assert_eq!(read.trace_context, task.trace_context);
+        store
+            .finish(&task.id, Outcome::Cancelled)
+            .await
+            .expect("finish");
+        let (ended, _) = store.get(&task.id).await.expect("get").expect("present");
+        assert_eq!(
+            ended.trace_context, task.trace_context,
+            "an ending keeps it"
+        );
+    }
 }
 
 /// The first terminal transition wins; later ones change nothing.
@@ -853,6 +887,7 @@ macro_rules! store_suite {
     ($make:expr) => {
         $crate::store_suite!(@tests $make;
             created_task_is_readable,
+            a_task_keeps_the_trace_it_was_created_in,
             finishing_is_compare_and_set,
             task_endings_record_their_upstream_attribution,
             a_late_completion_never_overwrites_a_cancel,

@@ -454,6 +454,7 @@ async fn start_task(
         retention: Some(tasks.retention),
         poll_interval_ms: tasks.poll_interval_ms,
         audit: finish.audit_context(),
+        trace_context: None,
     };
     let record = tasks
         .runtime

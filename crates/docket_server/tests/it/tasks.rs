@@ -738,6 +738,7 @@ async fn anonymous_callers_who_are_not_administrators_get_no_tasks() {
             retention: None,
             poll_interval_ms: 1000,
             audit: docket_task::store::AuditContext::default(),
+            trace_context: None,
         })
         .await
         .expect("created");
@@ -969,6 +970,7 @@ mod own_task {
                     expires_at: None,
                     poll_interval_ms: 100,
                     replica_draining: false,
+                    trace_context: None,
                 };
                 let mut records = self.0.records.lock().expect("ledger");
                 records.insert(record.id.clone(), record.clone());

@@ -7,7 +7,7 @@ use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz}
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus};
+use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskTrace};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -45,6 +45,7 @@ pub(crate) async fn create(
         .bind::<Nullable<Text>, _>(&task.audit.persona)
         .bind::<Nullable<Text>, _>(&task.audit.connection)
         .bind::<Jsonb, _>(&task.audit.arguments)
+        .bind::<Nullable<Text>, _>(task.trace_context.as_ref().map(TaskTrace::to_column))
         .get_result::<CreatedRow>(conn)
         .await
         .map_err(query_error)?
@@ -138,6 +139,9 @@ pub(crate) async fn create_many(
         .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.audit.persona.as_deref()))
         .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| task.audit.connection.as_deref()))
         .bind::<Array<Jsonb>, _>(column(&tasks, |task| &task.audit.arguments))
+        .bind::<Array<Nullable<Text>>, _>(column(&tasks, |task| {
+            task.trace_context.as_ref().map(TaskTrace::to_column)
+        }))
         .load::<CreatedIdRow>(conn)
         .await;
     let mut rows = match rows {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId};
+use docket_task::{NewTask, StoreError, TaskId, TaskTrace};
 use serde_json::{Map, Value};
 
 use super::audit::{self, NewAuditRow};
@@ -48,6 +48,7 @@ pub(crate) fn create(conn: &mut SqliteConnection, task: &NewTask) -> QueryResult
         .bind::<Nullable<Text>, _>(&task.audit.persona)
         .bind::<Nullable<Text>, _>(&task.audit.connection)
         .bind::<Text, _>(task.audit.arguments.to_string())
+        .bind::<Nullable<Text>, _>(task.trace_context.as_ref().map(TaskTrace::to_column))
         .get_result(conn)
 }
 
@@ -427,6 +428,7 @@ mod tests {
             retention: Some(Duration::from_secs(60)),
             poll_interval_ms: 500,
             audit: AuditContext::default(),
+            trace_context: None,
         }
     }
 

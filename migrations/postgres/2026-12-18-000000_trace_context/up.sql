@@ -1,0 +1,8 @@
+-- The trace a task or a run belongs to: the W3C trace context (traceparent, and
+-- tracestate after a line break) of the request that created it, so the replica
+-- that executes, cancels or ends it continues that trace. NULL when the request
+-- had none. Bounded as docket_task::trace::MAX_TRACE_COLUMN_BYTES.
+ALTER TABLE call_tasks ADD COLUMN trace_context text NULL
+    CHECK (octet_length(trace_context) <= 641);
+ALTER TABLE script_runs ADD COLUMN trace_context text NULL
+    CHECK (octet_length(trace_context) <= 641);
