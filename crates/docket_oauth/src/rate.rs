@@ -1,5 +1,5 @@
 //! Per-IP token buckets for `/register`, `/authorize` and `/token`, per
-//! replica. The map is bounded: past [`MAX_TRACKED`] buckets, the ones
+//! replica (an IPv6 address counts as its /64). The map is bounded: past [`MAX_TRACKED`] buckets, the ones
 //! that have refilled are dropped, and if that is not enough every new
 //! address shares one overflow bucket (so a flood from many addresses is
 //! limited together rather than growing memory).
@@ -66,7 +66,7 @@ impl RateLimiter {
         let per_second = capacity / 60.0;
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut key = (endpoint, Some(peer));
+        let mut key = (endpoint, Some(bucket_address(peer)));
         if !buckets.contains_key(&key) && buckets.len() >= MAX_TRACKED {
             buckets.retain(|(_, _), bucket| {
                 let refilled =
@@ -91,6 +91,31 @@ impl RateLimiter {
             let wait = (1.0 - bucket.tokens) / per_second;
             Err(Duration::from_secs_f64(wait.max(1.0)))
         }
+    }
+}
+
+/// The address a bucket is kept for: an IPv4 address, or an IPv6 address's
+/// /64 (one host usually holds a whole /64, and could otherwise take a new
+/// bucket per address).
+fn bucket_address(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let segments = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(
+                    segments[0],
+                    segments[1],
+                    segments[2],
+                    segments[3],
+                    0,
+                    0,
+                    0,
+                    0,
+                ))
+            }
+        },
     }
 }
 
