@@ -7,9 +7,9 @@
 //! `allowed_hosts`); the connection goes to a checked address (the resolver
 //! reqwest uses is the guard, so a second lookup cannot rebind); redirects are
 //! not followed; the fetch has a timeout; at most `max_bytes` are read; only
-//! JSON is accepted. Documents are cached per replica for their
-//! `Cache-Control: max-age`, at least a minute and at most a day, and at most
-//! [`MAX_CACHED`] of them.
+//! JSON is accepted; at most [`MAX_FETCHES`] run at once. Documents are
+//! cached per replica for their `Cache-Control: max-age`, at least a minute
+//! and at most a day, and at most [`MAX_CACHED`] of them.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -24,6 +24,9 @@ use crate::redirect::{MAX_REDIRECT_URIS, check_native, check_web};
 
 /// The most documents cached per replica.
 pub const MAX_CACHED: usize = 1000;
+
+/// The most documents fetched at once per replica.
+pub const MAX_FETCHES: usize = 16;
 
 /// The shortest time a document is cached.
 pub const MIN_CACHE: Duration = Duration::from_secs(60);
@@ -321,6 +324,8 @@ pub(crate) struct DocumentFetcher {
     http: reqwest::Client,
     config: MetadataDocumentConfig,
     cache: Mutex<HashMap<String, Cached>>,
+    /// At most [`MAX_FETCHES`] fetches at once per replica.
+    fetches: tokio::sync::Semaphore,
 }
 
 impl DocumentFetcher {
@@ -347,6 +352,7 @@ impl DocumentFetcher {
             http,
             config: config.clone(),
             cache: Mutex::new(HashMap::new()),
+            fetches: tokio::sync::Semaphore::new(MAX_FETCHES),
         })
     }
 
@@ -377,6 +383,12 @@ impl DocumentFetcher {
                 }
             }
         }
+        let wait = Duration::from_secs(self.config.timeout);
+        let Ok(Ok(_permit)) = tokio::time::timeout(wait, self.fetches.acquire()).await else {
+            return Err(DocumentError::Fetch(
+                "too many metadata documents are being fetched; try again shortly".to_owned(),
+            ));
+        };
         let (document, max_age) = self.download(&parsed, url).await?;
         self.remember(url, &document, max_age);
         Ok(document)
