@@ -97,6 +97,8 @@ impl State {
             Err(LookupError::Document(error)) => return Err(invalid_client(&error.to_string())),
             Err(LookupError::Store(error)) => return Err(unavailable(&error)),
         };
+        // Some public clients send `Basic base64(id:)`: an empty secret is none.
+        let secret = secret.filter(|secret| !secret.is_empty());
         let authenticated = match (&client.auth, &secret) {
             (ClientAuth::None, None) => true,
             (ClientAuth::None, Some(_)) => false,

@@ -558,6 +558,32 @@ async fn token_requests_that_break_a_rule_are_refused() -> anyhow::Result<()> {
     let answer = redeem(&docket, &stolen, USED_REDIRECT, &code).await?;
     assert_eq!(answer.error(), "invalid_grant");
 
+    // A public client that sends `Basic base64(id:)` (an empty secret) is still itself.
+    let request = AuthRequest::new(&docket, &client_id, USED_REDIRECT);
+    let code = fresh_code(&request).await?;
+    let basic = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("{client_id}:"),
+    );
+    let form = crate::support::encode(&[
+        ("grant_type", "authorization_code"),
+        ("code", &code),
+        ("redirect_uri", USED_REDIRECT),
+        ("code_verifier", &request.verifier),
+    ]);
+    let answer = docket
+        .http
+        .post(format!("{}/oauth/token", docket.base))
+        .header(http::header::AUTHORIZATION, format!("Basic {basic}"))
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(form)
+        .send()
+        .await?;
+    assert_eq!(answer.status(), 200, "{}", answer.text().await?);
+
     // Unknown clients, grants and missing parameters; a public client has
     // no client_credentials.
     let never_issued = "v".repeat(43);
