@@ -187,6 +187,7 @@ impl Lane {
                 version: script.version,
                 params: json!({}),
                 requested_by: "bench".into(),
+                trace_context: None,
             })
             .await
             .context("enqueue")?;

@@ -48,6 +48,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
                 version: script.version,
                 params: json!({ "day": day }),
                 requested_by: "apikey:alice".into(),
+                trace_context: None,
             })
             .await?;
         println!("queued run {} for {day}", run.id);

@@ -162,6 +162,7 @@ impl Scheduler {
                 params: with_fire_date(&schedule.args, &cadence, due.fire_time),
                 // Nobody asked: the owner and administrators read it.
                 requested_by: String::new(),
+                trace_context: None,
             })
         } else {
             None

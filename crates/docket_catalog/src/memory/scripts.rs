@@ -107,6 +107,7 @@ fn queued_run(
         started_at: None,
         finished_at: None,
         updated_at: now,
+        trace_context: run.trace_context,
     }
 }
 

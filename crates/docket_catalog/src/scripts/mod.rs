@@ -271,7 +271,15 @@ pub struct NewRun {
     pub params: Value,
     /// Who asked for it.
     pub requested_by: String,
+    /// The trace of the request that asked for it (the W3C `traceparent`, then a
+    /// line break and the `tracestate` when there is one: `docket_task::TaskTrace`'s
+    /// column form), which the worker that runs it continues; at most
+    /// [`MAX_TRACE_CONTEXT_BYTES`].
+    pub trace_context: Option<String>,
 }
+
+/// The longest [`NewRun::trace_context`] kept, in bytes.
+pub const MAX_TRACE_CONTEXT_BYTES: usize = 641;
 
 /// A run as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -331,6 +339,8 @@ pub struct Run {
     pub finished_at: Option<OffsetDateTime>,
     /// When it last changed.
     pub updated_at: OffsetDateTime,
+    /// The trace of the request that asked for it ([`NewRun::trace_context`]).
+    pub trace_context: Option<String>,
 }
 
 impl Run {
@@ -734,6 +744,19 @@ impl NewRun {
     /// [`CatalogError::Invalid`] naming the rule the value breaks.
     pub fn validate(&self) -> Result<(), CatalogError> {
         require(!self.id.is_empty(), "a run id must not be empty")?;
+        if let Some(trace) = &self.trace_context {
+            require(
+                trace.len() <= MAX_TRACE_CONTEXT_BYTES,
+                "a run's trace context is at most 641 bytes",
+            )?;
+            require(
+                trace.bytes().filter(|byte| *byte == b'\n').count() <= 1
+                    && trace
+                        .bytes()
+                        .all(|byte| byte == b'\n' || (0x20..0x7f).contains(&byte)),
+                "a run's trace context is two header values on two lines",
+            )?;
+        }
         require(self.params.is_object(), "run params must be a JSON object")
     }
 }

@@ -53,6 +53,10 @@ pub fn new_run(script: &super::Script, requested_by: &str) -> NewRun {
         version: script.version,
         params: json!({"day": "2026-12-01"}),
         requested_by: requested_by.to_owned(),
+        trace_context: Some(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nrojo=00f067aa0ba902b7"
+                .to_owned(),
+        ),
     }
 }
 
@@ -81,6 +85,48 @@ async fn queued_run(store: &dyn ScriptStore, owner: &str) -> Run {
         .enqueue(new_run(&script, owner))
         .await
         .expect("enqueue")
+}
+
+/// A run keeps the trace of the request that queued it, through its claim (so the
+/// worker on any replica continues that trace); a run queued without one reads
+/// without one, and a trace past its bound or with more than one line break is
+/// refused.
+pub async fn runs_keep_the_trace_they_were_queued_in(store: Arc<dyn ScriptStore>) {
+    let queued = queued_run(&*store, "alice").await;
+    let traced = new_run(
+        &store
+            .script(&queued.script_id)
+            .await
+            .expect("get")
+            .expect("present"),
+        "alice",
+    );
+    assert_eq!(queued.trace_context, traced.trace_context);
+    let (read, _) = store.run(&queued.id).await.expect("run").expect("present");
+    assert_eq!(read.trace_context, traced.trace_context);
+    let claimed = store
+        .claim("w", Duration::from_secs(60), u32::MAX)
+        .await
+        .expect("claim")
+        .expect("the run");
+    assert_eq!(claimed.trace_context, traced.trace_context);
+    let mut untraced = traced.clone();
+    untraced.id = generate_id().expect("random");
+    untraced.trace_context = None;
+    let run = store.enqueue(untraced).await.expect("enqueue");
+    assert_eq!(run.trace_context, None);
+    for refused in [
+        "0".repeat(super::MAX_TRACE_CONTEXT_BYTES + 1),
+        "00-a\nb=1\nc=2".to_owned(),
+    ] {
+        let mut bad = traced.clone();
+        bad.id = generate_id().expect("random");
+        bad.trace_context = Some(refused);
+        assert!(matches!(
+            store.enqueue(bad).await,
+            Err(CatalogError::Invalid(_))
+        ));
+    }
 }
 
 /// Creating, reading, updating (a new version each time, the old ones kept with
@@ -1261,6 +1307,7 @@ macro_rules! script_store_suite {
     ($make:expr) => {
         $crate::script_store_suite!(@tests $make;
             scripts_keep_every_version,
+            runs_keep_the_trace_they_were_queued_in,
             claims_take_the_oldest_run_once,
             concurrent_claims_take_each_run_once,
             writes_are_fenced_by_the_lease,

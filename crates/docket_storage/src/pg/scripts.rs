@@ -295,8 +295,9 @@ impl ScriptStore for PgStore {
         statement(concat!(
             "WITH queued AS ( \
                  INSERT INTO script_runs \
-                 (id, script_id, script_name, script_owner, version, status, params, requested_by) \
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7) RETURNING ",
+                 (id, script_id, script_name, script_owner, version, status, params, requested_by, \
+                  trace_context) \
+                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8) RETURNING ",
             run_columns!(),
             " \
              ), told AS (SELECT pg_notify('",
@@ -311,6 +312,7 @@ impl ScriptStore for PgStore {
         .bind::<Integer, _>(run.version)
         .bind::<Jsonb, _>(&run.params)
         .bind::<Text, _>(&run.requested_by)
+        .bind::<Nullable<Text>, _>(&run.trace_context)
         .get_result::<RunRow>(&mut *self.catalog_conn().await?)
         .await
         .map_err(catalog_query_error)?

@@ -154,6 +154,8 @@ pub(crate) struct RunRow<C: Columns> {
     trigger_kind: String,
     #[diesel(sql_type = Nullable<C::TimeSql>)]
     fire_time: Option<C::Time>,
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_context: Option<String>,
 }
 
 impl<C: Columns> TryFrom<RunRow<C>> for Run {
@@ -176,6 +178,7 @@ impl<C: Columns> TryFrom<RunRow<C>> for Run {
                 CatalogError::Corrupt(format!("run trigger `{}`", row.trigger_kind))
             })?,
             fire_time: optional(row.fire_time)?,
+            trace_context: row.trace_context,
             id: row.id,
             script_id: row.script_id,
             script_name: row.script_name,
@@ -200,7 +203,7 @@ macro_rules! run_columns {
         "id, script_id, script_name, script_owner, version, status, \
      params, requested_by, attempt, platform_faults, reclaims, lease_owner, lease_expires_at, \
      cancel_requested_at, host_calls, result, error, error_kind, log, log_truncated, metrics, \
-         created_at, started_at, finished_at, updated_at, trigger_kind, fire_time"
+         created_at, started_at, finished_at, updated_at, trigger_kind, fire_time, trace_context"
     };
 }
 pub(crate) use run_columns;

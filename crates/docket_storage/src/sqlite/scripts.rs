@@ -318,8 +318,9 @@ impl ScriptStore for SqliteStore {
         self.write(move |conn| {
             statement(concat!(
                 "INSERT INTO script_runs \
-                 (id, script_id, script_name, script_owner, version, status, params, requested_by) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7) RETURNING ",
+                 (id, script_id, script_name, script_owner, version, status, params, requested_by, \
+                  trace_context) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8) RETURNING ",
                 run_columns!()
             ))
             .bind::<Text, _>(&run.id)
@@ -329,6 +330,7 @@ impl ScriptStore for SqliteStore {
             .bind::<Integer, _>(run.version)
             .bind::<Text, _>(run.params.to_string())
             .bind::<Text, _>(&run.requested_by)
+            .bind::<Nullable<Text>, _>(&run.trace_context)
             .get_result::<RunRow>(conn)
         })
         .await

@@ -157,6 +157,7 @@ impl ScriptTools {
                 version: script.version,
                 params: Value::Object(params),
                 requested_by: call.identity.subject.clone(),
+                trace_context: None,
             })
             .await
             .map_err(|error| {
