@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-pub mod authorize;
+mod authorize;
 mod callback;
 pub mod cimd;
 pub mod clients;
