@@ -100,6 +100,12 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // The OpenID provider for tests: a dev-only launcher of oidc-provider on Node
     // (testing/oidc-provider), for tests of per-caller identity and token exchange.
     ("docket_oidc_provider", &[]),
+    // OpenTelemetry (issue 37): the tracing subscriber, OTLP export through a bounded
+    // queue, W3C trace context, the MCP conventions' names. Its tests send to a real
+    // OTLP receiver (a dev-dependency only).
+    ("docket_telemetry", &["docket_otlp_collector"]),
+    // The OTLP receiver for tests: a dev-only hyper server decoding opentelemetry-proto.
+    ("docket_otlp_collector", &[]),
 ];
 
 /// Internal edges a package may have as a dev-dependency only, beyond its table row:
@@ -119,6 +125,7 @@ const DEV_ONLY_PACKAGES: &[&str] = &[
     "docket_trino_double",
     "docket_bench",
     "docket_oidc_provider",
+    "docket_otlp_collector",
 ];
 
 /// Crates any workspace package may use as a dev-dependency beyond its table row:
