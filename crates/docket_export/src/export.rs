@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::format::{ChunkBuffer, ColumnSpec, Format, FormatError, RowWriter};
 use crate::sink::{SinkError, Upload};
@@ -97,6 +98,14 @@ pub async fn export_query(
     progress: &(dyn Fn(u64, u64) + Send + Sync),
 ) -> Result<ExportReport, ExportError> {
     let mut stream: Option<QueryStream> = None;
+    let export_span = tracing::info_span!(
+        "export",
+        otel.name = "trino export",
+        otel.kind = "internal",
+        "docket.export.format" = format.as_str(),
+        "docket.export.rows" = tracing::field::Empty,
+        "docket.export.bytes" = tracing::field::Empty,
+    );
     let run = write_all(
         client,
         sql,
@@ -106,6 +115,7 @@ pub async fn export_query(
         &mut stream,
         progress,
     );
+    let run = run.instrument(export_span.clone());
     let outcome = tokio::select! {
         biased;
         () = cancel.cancelled() => Err(ExportError::Cancelled),
@@ -116,7 +126,12 @@ pub async fn export_query(
     };
     match outcome {
         Ok((rows, columns, query_id)) => {
-            let bytes = upload.commit().await?;
+            let bytes = upload
+                .commit()
+                .instrument(sink_span("sink commit", 0))
+                .await?;
+            export_span.record("docket.export.rows", rows);
+            export_span.record("docket.export.bytes", bytes);
             Ok(ExportReport {
                 rows,
                 bytes,
@@ -137,6 +152,16 @@ pub async fn export_query(
             Err(error)
         }
     }
+}
+
+/// The span of one write of an export's bytes to its sink (or its commit).
+pub(crate) fn sink_span(name: &'static str, bytes: usize) -> tracing::Span {
+    tracing::info_span!(
+        "sink",
+        otel.name = name,
+        otel.kind = "internal",
+        "docket.sink.bytes" = bytes,
+    )
 }
 
 /// The page loop. Keeps the stream in `slot` so the caller can cancel it.
@@ -181,7 +206,8 @@ async fn write_all(
         }
         let chunk = buffer.take();
         if !chunk.is_empty() {
-            upload.write(chunk).await?;
+            let span = sink_span("sink write", chunk.len());
+            upload.write(chunk).instrument(span).await?;
         }
         progress(writer.rows_written(), upload.bytes_written());
     }
@@ -202,7 +228,8 @@ async fn write_all(
     }
     let chunk = buffer.take();
     if !chunk.is_empty() {
-        upload.write(chunk).await?;
+        let span = sink_span("sink write", chunk.len());
+        upload.write(chunk).instrument(span).await?;
     }
     progress(report.rows, upload.bytes_written());
     Ok((report.rows, columns, query_id))

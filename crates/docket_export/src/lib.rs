@@ -6,4 +6,5 @@ pub mod format;
 pub mod graphql;
 pub mod readonly;
 pub mod sink;
+pub mod trace;
 pub mod trino;

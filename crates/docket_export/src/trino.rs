@@ -53,6 +53,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 /// How the client authenticates. Its `Debug` output never shows the secret.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -215,6 +216,23 @@ pub enum TrinoError {
     },
 }
 
+impl TrinoError {
+    /// The class of the failure, low in cardinality, as a span's `error.type`
+    /// names it (`query`, `timeout`, `http`, …).
+    #[must_use]
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::Config { .. } => "config",
+            Self::Query { .. } => "query",
+            Self::Cancelled { .. } => "cancelled",
+            Self::Http { .. } => "http",
+            Self::Timeout { .. } => "timeout",
+            Self::Transport { .. } => "transport",
+            Self::Protocol { .. } => "protocol",
+        }
+    }
+}
+
 fn detail(body: &str) -> String {
     if body.is_empty() {
         String::new()
@@ -363,6 +381,12 @@ pub struct Session {
     pub trace_token: Option<String>,
     /// Where the id of each submitted query is written down, if anywhere.
     pub query_ids: Option<Arc<QueryIds>>,
+    /// Writes the active trace into every request (`traceparent`, so Trino's own
+    /// tracing joins the trace), when tracing is on.
+    pub propagate: Option<crate::trace::Propagate>,
+    /// The form of a statement its span may carry as `db.query.text`; none
+    /// without it.
+    pub statement_text: Option<crate::trace::StatementText>,
 }
 
 /// The ids of the queries a caller's session submitted, in order: at most
@@ -515,6 +539,53 @@ impl Inner {
         sql: Option<&str>,
         idempotent: bool,
     ) -> Result<QueryResults, TrinoError> {
+        let span = self.span(session, &method, sql);
+        let exchanged = self
+            .exchange_in_span(session, method, url, sql, idempotent, &span)
+            .instrument(span.clone())
+            .await;
+        if let Err(error) = &exchanged {
+            span.record("otel.status_code", "error");
+            span.record("error.type", error.error_type());
+        }
+        exchanged
+    }
+
+    /// The client span of one protocol request: a statement's submission or a page.
+    fn span(&self, session: &Session, method: &Method, sql: Option<&str>) -> tracing::Span {
+        let (address, port) = crate::trace::server_of(&self.statement_url);
+        let name = match sql {
+            Some(_) => "trino POST /v1/statement",
+            None => "trino GET",
+        };
+        let span = tracing::info_span!(
+            "trino",
+            otel.name = name,
+            otel.kind = "client",
+            "db.system.name" = "trino",
+            "http.request.method" = method.as_str(),
+            "server.address" = address,
+            "server.port" = port,
+            "http.response.status_code" = tracing::field::Empty,
+            "db.query.text" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        if let (Some(sql), Some(text)) = (sql, session.statement_text) {
+            span.record("db.query.text", text(sql));
+        }
+        span
+    }
+
+    async fn exchange_in_span(
+        &self,
+        session: &Session,
+        method: Method,
+        url: &str,
+        sql: Option<&str>,
+        idempotent: bool,
+        span: &tracing::Span,
+    ) -> Result<QueryResults, TrinoError> {
         let mut attempt = 0;
         loop {
             let transient = match self.request(session, method.clone(), url, sql).send().await {
@@ -522,6 +593,7 @@ impl Inner {
                 Err(error) => return Err(self.transport_error(url, error)),
                 Ok(response) => {
                     let status = response.status();
+                    span.record("http.response.status_code", status.as_u16());
                     let body = response
                         .bytes()
                         .await
@@ -571,9 +643,14 @@ impl Inner {
     ) -> reqwest::RequestBuilder {
         let config = &self.config;
         let user = session.user.as_deref().unwrap_or(&config.user);
+        let mut trace = reqwest::header::HeaderMap::new();
+        if let Some(propagate) = session.propagate {
+            propagate(&mut trace);
+        }
         let mut request = self
             .http
             .request(method, url)
+            .headers(trace)
             .header("X-Trino-User", user)
             .header("X-Trino-Source", &config.source);
         if let Some(sql) = sql {

@@ -27,6 +27,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::sink::SinkError;
 
@@ -278,6 +279,7 @@ pub struct ApiClient {
     scrubber: Scrubber,
     static_headers: HeaderMap,
     call_timeout: Duration,
+    propagate: Option<crate::trace::Propagate>,
 }
 
 impl fmt::Debug for ApiClient {
@@ -369,7 +371,18 @@ impl ApiClient {
             auth: config.auth,
             static_headers,
             call_timeout: config.call_timeout,
+            propagate: None,
         })
+    }
+
+    /// This client writing the active trace into every request it sends (fetches,
+    /// exports, GraphQL queries and exports) with `propagate`, after the caller's
+    /// headers, so an upstream's own record joins the trace. No I/O happens.
+    #[must_use]
+    pub fn with_propagation(&self, propagate: crate::trace::Propagate) -> ApiClient {
+        let mut client = self.clone();
+        client.propagate = Some(propagate);
+        client
     }
 
     /// This client acting as one caller: `caller.bearer` (when given) replaces the
@@ -569,9 +582,12 @@ impl ApiClient {
         &self,
         method: Method,
         mut url: Url,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Option<&RequestBody>,
     ) -> reqwest::RequestBuilder {
+        if let Some(propagate) = self.propagate {
+            propagate(&mut headers);
+        }
         if let ApiAuth::QueryKey { parameter, value } = &self.auth {
             url.query_pairs_mut().append_pair(parameter, value);
         }
@@ -612,8 +628,28 @@ impl ApiClient {
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ApiError> {
         let (method, url, headers) = self.check(request)?;
-        let builder = self.build(method, url, headers, request.body.as_ref());
-        self.send_built(builder, cancel).await
+        let span = self.client_span(&method);
+        let builder = span.in_scope(|| self.build(method, url, headers, request.body.as_ref()));
+        self.send_built(builder, cancel, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    /// The client span of one request: its method and the upstream's host and
+    /// port, never its path or query (they carry the caller's arguments).
+    fn client_span(&self, method: &Method) -> tracing::Span {
+        let (address, port) = crate::trace::server_of(&self.base);
+        tracing::info_span!(
+            "http",
+            otel.name = method.as_str(),
+            otel.kind = "client",
+            "http.request.method" = method.as_str(),
+            "server.address" = address,
+            "server.port" = port,
+            "http.response.status_code" = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
     }
 
     /// Posts `body` as JSON to the base URL itself (a GraphQL endpoint).
@@ -627,22 +663,28 @@ impl ApiClient {
             reqwest::header::ACCEPT,
             HeaderValue::from_static("application/graphql-response+json, application/json"),
         );
-        let builder = self.build(
-            Method::POST,
-            self.base.clone(),
-            headers,
-            Some(&RequestBody::Json(body.clone())),
-        );
-        self.send_built(builder, cancel).await
+        let span = self.client_span(&Method::POST);
+        let builder = span.in_scope(|| {
+            self.build(
+                Method::POST,
+                self.base.clone(),
+                headers,
+                Some(&RequestBody::Json(body.clone())),
+            )
+        });
+        self.send_built(builder, cancel, &span)
+            .instrument(span.clone())
+            .await
     }
 
     async fn send_built(
         &self,
         builder: reqwest::RequestBuilder,
         cancel: &CancellationToken,
+        span: &tracing::Span,
     ) -> Result<reqwest::Response, ApiError> {
         let sent = tokio::time::timeout(self.call_timeout, builder.send());
-        tokio::select! {
+        let outcome = tokio::select! {
             biased;
             () = cancel.cancelled() => Err(ApiError::Cancelled),
             sent = sent => match sent {
@@ -650,7 +692,23 @@ impl ApiClient {
                 Ok(Err(error)) => Err(self.transport(&error)),
                 Err(_) => Err(ApiError::Timeout { after: self.call_timeout }),
             },
+        };
+        let error_type = match &outcome {
+            Ok(response) => {
+                let status = response.status();
+                span.record("http.response.status_code", status.as_u16());
+                (status.is_client_error() || status.is_server_error())
+                    .then(|| status.as_str().to_owned())
+            }
+            Err(ApiError::Cancelled) => Some("cancelled".to_owned()),
+            Err(ApiError::Timeout { .. }) => Some("timeout".to_owned()),
+            Err(_) => Some("transport".to_owned()),
+        };
+        if let Some(error_type) = error_type {
+            span.record("error.type", error_type.as_str());
+            span.record("otel.status_code", "error");
         }
+        outcome
     }
 
     /// A transport error as text without the URL (which may carry a query key).
