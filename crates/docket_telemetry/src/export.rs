@@ -30,7 +30,8 @@ pub(crate) struct QueueCounters {
 
 enum Message {
     Span(Box<SpanData>),
-    Flush(oneshot::Sender<()>),
+    /// Send everything before this message; answer whether all of it was accepted.
+    Flush(oneshot::Sender<bool>),
 }
 
 /// The span processor the tracer provider calls: hands finished, sampled spans to the worker
@@ -49,13 +50,14 @@ pub(crate) struct QueueHandle {
 }
 
 impl QueueHandle {
-    /// Asks the worker to send what waits, and waits at most `deadline` for it.
+    /// Asks the worker to send what waits, and waits at most `deadline` for it; `true` when
+    /// the collector accepted all of it.
     pub(crate) async fn flush(&self, deadline: Duration) -> bool {
         let (done, finished) = oneshot::channel();
         if self.sender.send(Message::Flush(done)).is_err() {
             return false;
         }
-        matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(())))
+        matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(true)))
     }
 }
 
@@ -76,6 +78,7 @@ where
         counters: Arc::clone(&counters),
         batch_size: max_queue_spans.clamp(1, MAX_BATCH_SPANS),
         export_timeout,
+        failed_since_flush: false,
     };
     // The exporter's own HTTP client emits tracing events; none of them may become spans
     // that are exported in turn, so the worker runs with no subscriber at all.
@@ -135,6 +138,8 @@ struct Worker<E> {
     counters: Arc<QueueCounters>,
     batch_size: usize,
     export_timeout: Duration,
+    /// Whether an export failed since the last flush, which the flush then reports.
+    failed_since_flush: bool,
 }
 
 impl<E: SpanExporter> Worker<E> {
@@ -147,7 +152,8 @@ impl<E: SpanExporter> Worker<E> {
                 match tokio::time::timeout(BATCH_DELAY, self.receiver.recv()).await {
                     Ok(message) => message,
                     Err(_elapsed) => {
-                        self.export(&mut batch).await;
+                        // A failed export is counted; the worker goes on with the next.
+                        let _ = self.export(&mut batch).await;
                         continue;
                     }
                 }
@@ -156,43 +162,33 @@ impl<E: SpanExporter> Worker<E> {
                 Some(Message::Span(span)) => {
                     batch.push(*span);
                     if batch.len() >= self.batch_size {
-                        self.export(&mut batch).await;
+                        let _ = self.export(&mut batch).await;
                     }
                 }
                 Some(Message::Flush(done)) => {
-                    // Everything sent before the flush is already in the channel's order.
-                    while let Ok(message) = self.receiver.try_recv() {
-                        match message {
-                            Message::Span(span) => {
-                                batch.push(*span);
-                                if batch.len() >= self.batch_size {
-                                    self.export(&mut batch).await;
-                                }
-                            }
-                            Message::Flush(other) => {
-                                let _ = other.send(());
-                            }
-                        }
-                    }
-                    self.export(&mut batch).await;
-                    let _ = done.send(());
+                    // Everything ended before the flush was asked for is in `batch` already.
+                    let accepted = self.export(&mut batch).await && !self.failed_since_flush;
+                    self.failed_since_flush = false;
+                    let _ = done.send(accepted);
                 }
                 None => {
-                    self.export(&mut batch).await;
+                    let _ = self.export(&mut batch).await;
                     return;
                 }
             }
         }
     }
 
-    async fn export(&mut self, batch: &mut Vec<SpanData>) {
+    /// Sends `batch` (emptying it); `true` when the collector accepted it or it was empty.
+    async fn export(&mut self, batch: &mut Vec<SpanData>) -> bool {
         if batch.is_empty() {
-            return;
+            return true;
         }
         let spans = std::mem::replace(batch, Vec::with_capacity(self.batch_size));
         let count = spans.len();
         let outcome = tokio::time::timeout(self.export_timeout, self.exporter.export(spans)).await;
-        if matches!(outcome, Ok(Ok(()))) {
+        let accepted = matches!(outcome, Ok(Ok(())));
+        if accepted {
             self.counters
                 .exported
                 .fetch_add(count as u64, Ordering::Relaxed);
@@ -200,7 +196,9 @@ impl<E: SpanExporter> Worker<E> {
             self.counters
                 .dropped
                 .fetch_add(count as u64, Ordering::Relaxed);
+            self.failed_since_flush = true;
         }
         self.counters.queued.fetch_sub(count, Ordering::AcqRel);
+        accepted
     }
 }

@@ -139,6 +139,7 @@ impl Telemetry {
                 source,
             }
         })?;
+        let dispatch_cell = logs::DispatchCell::default();
         let fmt_layer = match logs {
             LogFormat::Text => tracing_subscriber::fmt::layer()
                 .with_ansi(ansi)
@@ -146,6 +147,7 @@ impl Telemetry {
                 .event_format(logs::WithTraceIds {
                     inner: tracing_subscriber::fmt::format().with_ansi(ansi),
                     json: false,
+                    dispatch: Arc::clone(&dispatch_cell),
                 })
                 .boxed(),
             LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -154,6 +156,7 @@ impl Telemetry {
                 .event_format(logs::WithTraceIds {
                     inner: tracing_subscriber::fmt::format().json(),
                     json: true,
+                    dispatch: Arc::clone(&dispatch_cell),
                 })
                 .boxed(),
         }
@@ -227,7 +230,10 @@ impl Telemetry {
         let subscriber = tracing_subscriber::registry()
             .with(fmt_layer)
             .with(otel_layer)
-            .with(InstrumentsLayer { instruments });
+            .with(InstrumentsLayer { instruments })
+            .with(logs::DispatchLayer {
+                dispatch: dispatch_cell,
+            });
         telemetry.tracer_provider = Some(tracer_provider);
         telemetry.meter_provider = Some(meter_provider);
         telemetry.queue = Some(queue);
@@ -253,6 +259,35 @@ impl Telemetry {
     /// Whether spans and metrics are exported (`telemetry.otlp` is set).
     pub fn exporting(&self) -> bool {
         self.tracer_provider.is_some()
+    }
+
+    /// Sends the spans waiting now and a collection of metrics, waiting at most a few seconds;
+    /// `true` when both were sent (or there is nothing to send). A collector that is down or
+    /// slow makes it `false`, and costs the spans it could not take.
+    pub async fn flush(&self) -> bool {
+        let spans_sent = match &self.queue {
+            Some(queue) => queue.flush(SHUTDOWN_DEADLINE).await,
+            None => true,
+        };
+        let metrics_sent = match self.meter_provider.clone() {
+            Some(provider) => {
+                let (done, finished) = tokio::sync::oneshot::channel();
+                // The reader's flush blocks until its task on the runtime has exported, so
+                // it runs on a thread of its own.
+                let spawned = std::thread::Builder::new()
+                    .name("docket-telemetry-flush".to_owned())
+                    .spawn(move || {
+                        let _ = done.send(provider.force_flush().is_ok());
+                    });
+                spawned.is_ok()
+                    && matches!(
+                        tokio::time::timeout(SHUTDOWN_DEADLINE, finished).await,
+                        Ok(Ok(true))
+                    )
+            }
+            None => true,
+        };
+        spans_sent && metrics_sent
     }
 
     /// Sends what waits (spans, then a last collection of metrics) and stops, waiting at most

@@ -2,10 +2,12 @@
 //! active: text lines end with ` trace_id=… span_id=…`, JSON lines gain the two fields.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use opentelemetry::trace::TraceContextExt as _;
-use tracing::{Event, Subscriber};
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing::dispatcher::WeakDispatch;
+use tracing::{Dispatch, Event, Subscriber};
+use tracing_subscriber::Layer;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -20,15 +22,34 @@ pub enum LogFormat {
     Json,
 }
 
+/// The subscriber a formatter works in. A formatter runs inside the dispatcher's call, where
+/// `tracing`'s own "current dispatcher" is deliberately empty (against re-entry), so the
+/// subscriber is remembered when it is registered ([`DispatchLayer`]).
+pub(crate) type DispatchCell = Arc<OnceLock<WeakDispatch>>;
+
 /// A formatter that adds the active span's ids to what `inner` writes.
 pub(crate) struct WithTraceIds<F> {
     pub(crate) inner: F,
     pub(crate) json: bool,
+    pub(crate) dispatch: DispatchCell,
+}
+
+/// The layer that tells the formatter which subscriber it is part of; it observes nothing.
+pub(crate) struct DispatchLayer {
+    pub(crate) dispatch: DispatchCell,
+}
+
+impl<S: Subscriber> Layer<S> for DispatchLayer {
+    fn on_register_dispatch(&self, subscriber: &Dispatch) {
+        let _ = self.dispatch.set(subscriber.downgrade());
+    }
 }
 
 /// The active span's trace and span ids as hex, when it has a valid OpenTelemetry context.
-fn active_ids() -> Option<(String, String)> {
-    let context = tracing::Span::current().context();
+fn active_ids(dispatch: &DispatchCell) -> Option<(String, String)> {
+    let dispatch = dispatch.get()?.upgrade()?;
+    let current = dispatch.current_span();
+    let context = tracing_opentelemetry::get_otel_context(current.id()?, &dispatch)?;
     let span = context.span();
     let span_context = span.span_context();
     span_context.is_valid().then(|| {
@@ -51,7 +72,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let Some((trace_id, span_id)) = active_ids() else {
+        let Some((trace_id, span_id)) = active_ids(&self.dispatch) else {
             return self.inner.format_event(ctx, writer, event);
         };
         let mut line = String::new();
