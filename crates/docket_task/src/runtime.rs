@@ -19,10 +19,12 @@ use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
 use crate::store::{Beat, NewTask, StoreError, TaskSignal, TaskStore};
+use crate::trace::TaskTrace;
 
 /// How the runtime paces itself.
 #[derive(Clone, Debug)]
@@ -88,6 +90,8 @@ pub enum InputError {
 
 struct Running {
     cancel: CancellationToken,
+    /// The trace the task was created in, which a beat's span links to.
+    trace: Option<TaskTrace>,
     status_message: Arc<Mutex<Option<String>>>,
     /// The status message the last beat stored, so a beat sends only changes.
     sent_message: Mutex<Option<String>>,
@@ -128,6 +132,53 @@ pub struct TaskRuntime {
     stop_background: CancellationToken,
     /// Tells followers of changed tasks ([`TaskRuntime::watch`]).
     changes: tokio::sync::broadcast::Sender<TaskId>,
+    /// How a beat's span links to the traces of the tasks it stamps, once the
+    /// embedder's tracing said ([`TaskRuntime::link_traces_with`]).
+    link_trace: std::sync::OnceLock<LinkTrace>,
+}
+
+/// Links a span to a stored trace without parenting on it (the embedder's
+/// tracing wiring: the server passes its OpenTelemetry's).
+pub type LinkTrace = fn(&tracing::Span, &TaskTrace);
+
+/// The most task traces one beat's span links to.
+const MAX_BEAT_LINKS: usize = 32;
+
+/// The span of one task store statement (kind CLIENT, named by the conventions
+/// for a database call: `{operation} {table}`); it carries no value.
+pub fn store_span(operation: &'static str) -> tracing::Span {
+    let name = match operation {
+        "create" => "create call_tasks",
+        "finish" => "finish call_tasks",
+        "request_cancel" => "request_cancel call_tasks",
+        "heartbeat" => "heartbeat call_tasks",
+        "get" => "get call_tasks",
+        _ => "call_tasks",
+    };
+    tracing::info_span!(
+        "task_store",
+        otel.name = name,
+        otel.kind = "client",
+        "db.operation.name" = operation,
+        "db.collection.name" = "call_tasks",
+        "error.type" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// Runs `statement` in a [`store_span`] named for `operation`, marking the span
+/// failed when it fails.
+pub async fn in_store_span<T>(
+    operation: &'static str,
+    statement: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let span = store_span(operation);
+    let outcome = statement.instrument(span.clone()).await;
+    if outcome.is_err() {
+        span.record("error.type", "store");
+        span.record("otel.status_code", "error");
+    }
+    outcome
 }
 
 /// What task work gets: its id, its cancel token, a status message it can set, and
@@ -238,6 +289,7 @@ impl TaskRuntime {
             shutdown: CancellationToken::new(),
             stop_background: CancellationToken::new(),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFER).0,
+            link_trace: std::sync::OnceLock::new(),
         });
         let weak: Weak<Self> = Arc::downgrade(&runtime);
         runtime.store.set_signal_listener(Arc::new(move |signal| {
@@ -255,6 +307,12 @@ impl TaskRuntime {
     /// (`Lagged`) and should read again.
     pub fn watch(&self) -> tokio::sync::broadcast::Receiver<TaskId> {
         self.changes.subscribe()
+    }
+
+    /// Makes each beat's span link to the traces of the tasks it stamps (at most
+    /// 32), through the embedder's tracing; a second call changes nothing.
+    pub fn link_traces_with(&self, link: LinkTrace) {
+        let _ = self.link_trace.set(link);
     }
 
     /// The store.
@@ -326,7 +384,7 @@ impl TaskRuntime {
         if self.is_draining() {
             return Err(SpawnError::Draining);
         }
-        let record = self.store.create(task).await?;
+        let record = in_store_span("create", self.store.create(task)).await?;
         let id = record.id.clone();
         let cancel = CancellationToken::new();
         let status_message = Arc::new(Mutex::new(record.status_message.clone()));
@@ -336,6 +394,7 @@ impl TaskRuntime {
             id.clone(),
             Running {
                 cancel: cancel.clone(),
+                trace: record.trace_context.clone(),
                 status_message: Arc::clone(&status_message),
                 sent_message: Mutex::new(None),
                 input_ready: Arc::clone(&input_ready),
@@ -352,29 +411,46 @@ impl TaskRuntime {
             undo: Arc::clone(&undo),
         };
         let runtime = Arc::clone(self);
-        self.tracker.spawn(async move {
-            let work = work(context);
-            // Biased, cancel first: work that stops because it saw the cancel must
-            // not win the race with its own "stopped" result. Work that finished
-            // before the cancel fired was returned by an earlier poll and keeps its
-            // outcome.
-            let outcome = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Outcome::Cancelled,
-                () = runtime.shutdown.cancelled() => Outcome::Failed(TaskError::shut_down()),
-                outcome = work => outcome,
-            };
-            // Still heartbeated while its ending is being written, so a short outage
-            // of the store never makes it look abandoned.
-            let ended = runtime.record_ending(&id, outcome).await;
-            lock(&runtime.running).remove(&id);
-            if ended != Some(TaskStatus::Completed) {
-                let undo = std::mem::take(&mut *lock(&undo));
-                for undo in undo {
-                    undo.await;
+        // The work's span is a child of what created the task (the request's span),
+        // whose trace the task row keeps for the replicas that cancel or end it.
+        let span = tracing::info_span!(
+            "task",
+            otel.name = "task run",
+            otel.kind = "internal",
+            "docket.task.id" = %id,
+            "docket.task.tool" = %record.tool,
+            "docket.task.status" = tracing::field::Empty,
+        );
+        let work_span = span.clone();
+        self.tracker.spawn(
+            async move {
+                let work = work(context);
+                // Biased, cancel first: work that stops because it saw the cancel must
+                // not win the race with its own "stopped" result. Work that finished
+                // before the cancel fired was returned by an earlier poll and keeps its
+                // outcome.
+                let outcome = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Outcome::Cancelled,
+                    () = runtime.shutdown.cancelled() => Outcome::Failed(TaskError::shut_down()),
+                    outcome = work => outcome,
+                };
+                // Still heartbeated while its ending is being written, so a short outage
+                // of the store never makes it look abandoned.
+                let ended = runtime.record_ending(&id, outcome).await;
+                if let Some(status) = ended {
+                    work_span.record("docket.task.status", status.as_str());
+                }
+                lock(&runtime.running).remove(&id);
+                if ended != Some(TaskStatus::Completed) {
+                    let undo = std::mem::take(&mut *lock(&undo));
+                    for undo in undo {
+                        undo.await;
+                    }
                 }
             }
-        });
+            .instrument(span),
+        );
         Ok(record)
     }
 
@@ -393,7 +469,8 @@ impl TaskRuntime {
         let give_up_at = tokio::time::Instant::now() + self.config.stale_after;
         let mut delay = FIRST_ENDING_RETRY;
         loop {
-            let error = match self.store.finish(id, outcome.clone()).await {
+            let error = match in_store_span("finish", self.store.finish(id, outcome.clone())).await
+            {
                 Ok(ended) => {
                     match ended {
                         // Compare-and-set: an ending recorded first stands (a reader
@@ -455,7 +532,7 @@ impl TaskRuntime {
     /// # Errors
     /// When the store cannot record the request.
     pub async fn cancel(&self, id: &TaskId) -> Result<(), StoreError> {
-        self.store.request_cancel(id).await?;
+        in_store_span("request_cancel", self.store.request_cancel(id)).await?;
         self.cancel_local(id);
         Ok(())
     }
@@ -503,10 +580,15 @@ impl TaskRuntime {
                 })
             })
             .collect();
-        let cancelled = self
-            .store
-            .heartbeat(&self.config.replica_id, &beats)
-            .await?;
+        let statement = self.store.heartbeat(&self.config.replica_id, &beats);
+        let cancelled = match self.beat_span() {
+            Some(span) => {
+                in_store_span("heartbeat", statement)
+                    .instrument(span)
+                    .await?
+            }
+            None => statement.await?,
+        };
         {
             let running = lock(&self.running);
             for beat in beats {
@@ -523,6 +605,32 @@ impl TaskRuntime {
             self.cancel_local(id);
         }
         Ok(())
+    }
+
+    /// The span of one beat: none while no task runs here (an idle replica's beats
+    /// would each be a trace of their own), else one that links to the traces of
+    /// the tasks it stamps.
+    fn beat_span(&self) -> Option<tracing::Span> {
+        let running = lock(&self.running);
+        if running.is_empty() {
+            return None;
+        }
+        let span = tracing::info_span!(
+            "task_heartbeat",
+            otel.name = "task heartbeat",
+            otel.kind = "internal",
+            "docket.tasks.running" = running.len(),
+        );
+        if let Some(link) = self.link_trace.get() {
+            for trace in running
+                .values()
+                .filter_map(|task| task.trace.as_ref())
+                .take(MAX_BEAT_LINKS)
+            {
+                link(&span, trace);
+            }
+        }
+        Some(span)
     }
 
     /// The maintenance pass: fail tasks whose replica is gone, delete expired ones.
