@@ -9,6 +9,8 @@ logs=()
 start() {
     local name=$1 log=$2 pattern=$3
     shift 3
+    # Made here, not by the background job's redirection, so the first read below finds it.
+    : >"$log"
     "$@" >"$log" 2>&1 &
     local pid=$!
     pids+=("$pid")
