@@ -168,3 +168,20 @@ fn otlp_without_a_runtime_is_an_error() {
         "{error}"
     );
 }
+
+#[test]
+fn init_installs_the_global_subscriber_once() {
+    // The only test that installs a global subscriber: every other test scopes its own.
+    let config = TelemetryConfig::default();
+    let telemetry =
+        docket_telemetry::Telemetry::init(&config, docket_telemetry::LogFormat::Json, "warn")
+            .expect("the first install");
+    assert!(!telemetry.exporting());
+    let again =
+        docket_telemetry::Telemetry::init(&config, docket_telemetry::LogFormat::Text, "warn")
+            .expect_err("a second install");
+    assert!(
+        matches!(again, docket_telemetry::TelemetryError::AlreadyInstalled(_)),
+        "{again}"
+    );
+}
