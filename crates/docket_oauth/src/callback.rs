@@ -14,7 +14,9 @@ use http::StatusCode;
 
 use crate::consent;
 use crate::events::{Event, EventKind};
-use crate::flow::{Pending, browser_params, failed_page, issue_code, redirect_error, take_pending};
+use crate::flow::{
+    Pending, SignedIn, browser_params, failed_page, issue_code, redirect_error, take_pending,
+};
 use crate::reply::{Reply, error_page};
 use crate::state::State;
 use crate::upstream::keep_claims;
@@ -90,15 +92,16 @@ pub(crate) async fn handle(state: &State, query: &str, peer: IpAddr) -> Reply {
         return refused("no code");
     };
     let login = match state.upstream.login(code, &verifier, &nonce).await {
-        Ok(claims) => keep_claims(
-            &claims,
+        Ok(login) => keep_claims(
+            &login.claims,
             &state.config.upstream.claims,
             &state.config.role_claim,
-        ),
+        )
+        .map(|claims| (claims, login.refresh_token)),
         Err(error) => Err(error),
     };
-    let claims = match login {
-        Ok(claims) => claims,
+    let (claims, upstream_refresh) = match login {
+        Ok(login) => login,
         Err(error) => {
             state.record(
                 Event::new(EventKind::Login, peer)
@@ -117,14 +120,29 @@ pub(crate) async fn handle(state: &State, query: &str, peer: IpAddr) -> Reply {
         .and_then(serde_json::Value::as_str)
         .unwrap_or_default()
         .to_owned();
+    // Kept sealed, so that each refresh of this login asks the provider again.
+    let upstream_refresh = upstream_refresh.and_then(|token| {
+        let sealed = state.sealer.seal(&token);
+        if sealed.is_none() {
+            tracing::warn!(
+                "the provider's refresh token is too long to keep; this login's refreshes are not checked at the provider"
+            );
+        }
+        sealed
+    });
     state.record(
         Event::new(EventKind::Login, peer)
             .client(&client_id)
             .subject(&subject),
     );
-    match state.store.consented(&subject, &client_id).await {
-        Ok(true) => issue_code(state, authorization, subject, claims, peer, false).await,
-        Ok(false) => consent::ask(state, authorization, subject, claims).await,
+    let person = SignedIn {
+        subject,
+        claims,
+        upstream_refresh,
+    };
+    match state.store.consented(&person.subject, &client_id).await {
+        Ok(true) => issue_code(state, authorization, person, peer, false).await,
+        Ok(false) => consent::ask(state, authorization, person).await,
         Err(error) => {
             tracing::warn!(%error, "the authorization store failed");
             failed_page()

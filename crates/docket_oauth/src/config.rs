@@ -155,7 +155,11 @@ pub struct UpstreamConfig {
     /// Docket's client secret at the provider (sent as `client_secret_basic`).
     pub client_secret: String,
     /// The scopes Docket asks the provider for. Default
-    /// `[openid, email, profile]`.
+    /// `[openid, email, profile]`. With `offline_access` Docket keeps the
+    /// provider's refresh token (sealed inside its own) and checks every
+    /// refresh at the provider, so a person it no longer accepts stops
+    /// refreshing; it then asks with `prompt=consent`, as OpenID Connect
+    /// requires for offline access.
     pub scopes: Vec<String>,
     /// The provider's claims that access tokens carry. Default `sub`, `email`,
     /// `email_verified`, `name`, `preferred_username`; the role claim's top key

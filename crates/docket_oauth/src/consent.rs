@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use crate::clients::ClientKind;
 use crate::events::{Event, EventKind};
 use crate::flow::{
-    Authorization, Pending, browser_params, failed_page, issue_code, keep_pending, redirect_error,
-    take_pending,
+    Authorization, Pending, SignedIn, browser_params, failed_page, issue_code, keep_pending,
+    redirect_error, take_pending,
 };
 use crate::reply::{Reply, error_page, page};
 use crate::state::State;
@@ -79,7 +79,7 @@ fn cookie_name(pending: &str) -> String {
 }
 
 /// Who the page says is signed in.
-fn person(claims: &Map<String, Value>, subject: &str) -> String {
+fn shown_name(claims: &Map<String, Value>, subject: &str) -> String {
     ["email", "preferred_username", "name"]
         .iter()
         .find_map(|name| claims.get(*name).and_then(Value::as_str))
@@ -88,12 +88,7 @@ fn person(claims: &Map<String, Value>, subject: &str) -> String {
 }
 
 /// Shows the consent page for a signed-in person.
-pub(crate) async fn ask(
-    state: &State,
-    authorization: Authorization,
-    subject: String,
-    claims: Map<String, Value>,
-) -> Reply {
+pub(crate) async fn ask(state: &State, authorization: Authorization, person: SignedIn) -> Reply {
     let client = match state
         .clients
         .find(state.store.as_ref(), &authorization.client_id)
@@ -119,11 +114,10 @@ pub(crate) async fn ask(
                 .unwrap_or_default()
                 .to_owned()
         });
-    let shown_person = person(&claims, &subject);
+    let shown_person = shown_name(&person.claims, &person.subject);
     let pending = Pending::Consent {
         authorization,
-        subject,
-        claims,
+        person,
         cookie_hash: hash(&cookie),
         csrf_hash: hash(&csrf),
     };
@@ -212,8 +206,7 @@ pub(crate) async fn handle(state: &State, headers: &HeaderMap, body: &[u8], peer
     };
     let Some(Pending::Consent {
         authorization,
-        subject,
-        claims,
+        person,
         cookie_hash,
         csrf_hash,
     }) = pending
@@ -227,7 +220,7 @@ pub(crate) async fn handle(state: &State, headers: &HeaderMap, body: &[u8], peer
         "approve" => {
             if let Err(error) = state
                 .store
-                .put_consent(&subject, &authorization.client_id, State::now())
+                .put_consent(&person.subject, &authorization.client_id, State::now())
                 .await
             {
                 tracing::warn!(%error, "a consent could not be stored");
@@ -236,15 +229,15 @@ pub(crate) async fn handle(state: &State, headers: &HeaderMap, body: &[u8], peer
             state.record(
                 Event::new(EventKind::Consent, peer)
                     .client(&authorization.client_id)
-                    .subject(&subject),
+                    .subject(&person.subject),
             );
-            issue_code(state, authorization, subject, claims, peer, true).await
+            issue_code(state, authorization, person, peer, true).await
         }
         _ => {
             state.record(
                 Event::new(EventKind::Consent, peer)
                     .client(&authorization.client_id)
-                    .subject(&subject)
+                    .subject(&person.subject)
                     .refused("the person declined"),
             );
             redirect_error(

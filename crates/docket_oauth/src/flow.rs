@@ -7,7 +7,7 @@
 //! 3. [`Pending::Consent`]: waiting for the person's answer on the consent
 //!    page (keyed by a random id in the form, bound to a cookie);
 //! 4. [`CodeGrant`]: an issued code (keyed by the code's hash), redeemed once
-//!    at `/token`;
+//!    at `/token`, for a [`SignedIn`] person;
 //! 5. [`RefreshGrant`]: what a refresh-token family's access tokens carry.
 
 use std::net::IpAddr;
@@ -35,6 +35,17 @@ pub(crate) struct Authorization {
     pub(crate) resource: String,
 }
 
+/// A person signed in at the provider: their subject, the claims tokens
+/// carry, and the provider's refresh token sealed ([`crate::tokens::Sealer`]),
+/// when Docket keeps one to check refreshes with the provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SignedIn {
+    pub(crate) subject: String,
+    pub(crate) claims: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) upstream_refresh: Option<String>,
+}
+
 /// An authorization in flight, one of its two waits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "stage", rename_all = "snake_case")]
@@ -48,8 +59,7 @@ pub(crate) enum Pending {
     /// Signed in, waiting for consent; the cookie's and the form token's hashes.
     Consent {
         authorization: Authorization,
-        subject: String,
-        claims: Map<String, Value>,
+        person: SignedIn,
         cookie_hash: String,
         csrf_hash: String,
     },
@@ -71,8 +81,7 @@ impl Pending {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct CodeGrant {
     pub(crate) authorization: Authorization,
-    pub(crate) subject: String,
-    pub(crate) claims: Map<String, Value>,
+    pub(crate) person: SignedIn,
     pub(crate) family: String,
 }
 
@@ -168,8 +177,7 @@ pub(crate) fn redirect_error(
 pub(crate) async fn issue_code(
     state: &State,
     authorization: Authorization,
-    subject: String,
-    claims: Map<String, Value>,
+    person: SignedIn,
     peer: IpAddr,
     after_post: bool,
 ) -> Reply {
@@ -179,8 +187,7 @@ pub(crate) async fn issue_code(
     let now = State::now();
     let grant = CodeGrant {
         authorization,
-        subject,
-        claims,
+        person,
         family,
     };
     let payload = serde_json::to_value(&grant).unwrap_or(Value::Null);
@@ -222,7 +229,7 @@ pub(crate) async fn issue_code(
     state.record(
         Event::new(EventKind::CodeIssued, peer)
             .client(&authorization.client_id)
-            .subject(&grant.subject),
+            .subject(&grant.person.subject),
     );
     redirect(
         &client_redirect(

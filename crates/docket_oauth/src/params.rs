@@ -13,7 +13,8 @@ pub const MAX_NAME_BYTES: usize = 64;
 /// The most bytes of a form body or query string.
 pub const MAX_INPUT_BYTES: usize = 16 * 1024;
 
-/// The most bytes of a (decoded) parameter value called `name`.
+/// The most bytes of a (decoded) parameter value called `name` (a refresh
+/// token may carry the provider's, sealed: 4096, as any other name).
 #[must_use]
 pub fn value_cap(name: &str) -> usize {
     match name {
@@ -25,7 +26,7 @@ pub fn value_cap(name: &str) -> usize {
         | "decision"
         | "response_mode" => 64,
         "state" | "nonce" | "csrf" | "pending" => 512,
-        "code" | "refresh_token" | "token" => 256,
+        "code" => 256,
         "scope" | "error" | "iss" => 1024,
         "redirect_uri" => 2000,
         "client_id" | "resource" | "client_secret" => 2048,

@@ -19,7 +19,7 @@ use crate::rate::{Limited, RateLimiter};
 use crate::reply::{allow_cors, oauth_error, preflight, public_json, too_many};
 use crate::state::State;
 use crate::store::{OAuthStore, StoreError};
-use crate::tokens::{TokenError, peek_issuer};
+use crate::tokens::{Sealer, TokenError, peek_issuer};
 use crate::upstream::Upstream;
 use crate::{authorize, callback, consent, jwks, metadata, register, revoke, token};
 
@@ -106,11 +106,17 @@ impl AuthorizationServer {
             .map_err(|why| ConfigError::Http(format!("client_metadata_documents: {why}")))?;
         let upstream = Upstream::new(&config.upstream, State::callback_uri(&site))
             .map_err(|why| ConfigError::Http(format!("upstream: {why}")))?;
+        let sealer = Sealer::new(&config.upstream.client_secret, &site.issuer).map_err(|why| {
+            ConfigError::Invalid(vec![format!(
+                "auth.oauth_server.upstream.client_secret: {why}"
+            )])
+        })?;
         let state = State {
             clients: Clients::new(&config.clients, documents),
             keys: KeyRing::new(Arc::clone(&store)),
             limiter: RateLimiter::new(config.rate_limits.clone()),
             upstream,
+            sealer,
             config,
             site,
             store,

@@ -1,5 +1,6 @@
 //! What every endpoint reads: the configuration, the site, the store, the
-//! event sink, the keys, the clients, the provider and the rate limiter, and
+//! event sink, the keys, the clients, the provider, the rate limiter and the
+//! sealer of the provider's refresh tokens, and
 //! the small steps several endpoints share (looking up and authenticating a
 //! client, recording an event).
 
@@ -19,6 +20,7 @@ use crate::params::Params;
 use crate::rate::RateLimiter;
 use crate::reply::{Reply, oauth_error};
 use crate::store::OAuthStore;
+use crate::tokens::Sealer;
 use crate::upstream::Upstream;
 
 /// The shared state of one replica's authorization server.
@@ -31,6 +33,7 @@ pub(crate) struct State {
     pub(crate) clients: Clients,
     pub(crate) upstream: Upstream,
     pub(crate) limiter: RateLimiter,
+    pub(crate) sealer: Sealer,
 }
 
 impl State {

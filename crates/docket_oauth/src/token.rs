@@ -6,7 +6,10 @@
 //!   one started. The client, the redirect URI, the PKCE verifier and (when
 //!   given) the resource must all match the authorization.
 //! - `refresh_token`: rotated through the store; a token presented after it
-//!   was replaced revokes its whole family.
+//!   was replaced revokes its whole family. A login that kept the provider's
+//!   refresh token (sealed after a `.` in Docket's) is refreshed at the
+//!   provider first: a refusal there ends the family, and the access token
+//!   carries the provider's claims as they are now.
 //! - `client_credentials`: configured confidential clients only, with the
 //!   subject `client:<client_id>` and their roles at the role claim; no
 //!   refresh token.
@@ -28,7 +31,7 @@ use crate::reply::{Reply, json as json_reply, oauth_error};
 use crate::state::{State, unavailable};
 use crate::store::{Fetched, OnceKind, RefreshToken, Rotation};
 use crate::tokens::{AccessToken, hash, new_secret, random_text};
-use crate::upstream::roles_at;
+use crate::upstream::{RefreshFailure, keep_claims, roles_at};
 
 fn refuse(code: &str, description: &str) -> Reply {
     oauth_error(StatusCode::BAD_REQUEST, code, description)
@@ -154,17 +157,18 @@ async fn authorization_code(
     let refresh = RefreshGrant {
         scope: authorization.scope.clone(),
         resource: authorization.resource.clone(),
-        claims: grant.claims.clone(),
+        claims: grant.person.claims.clone(),
     };
     let Ok(refresh_secret) = new_secret() else {
         return unavailable(&"no randomness");
     };
+    let refresh_secret = with_sealed(refresh_secret, grant.person.upstream_refresh.as_deref());
     let now = State::now();
     let record = RefreshToken {
         token_hash: hash(&refresh_secret),
         family: grant.family.clone(),
         client_id: client.client_id.clone(),
-        subject: grant.subject.clone(),
+        subject: grant.person.subject.clone(),
         grant: serde_json::to_value(&refresh).unwrap_or(Value::Null),
         issued_at: now,
         expires_at: now + State::seconds(state.config.refresh_token_ttl),
@@ -186,7 +190,7 @@ async fn authorization_code(
     let answer = tokens_answer(
         state,
         client,
-        &grant.subject,
+        &grant.person.subject,
         &refresh,
         offers_refresh.then_some(refresh_secret.as_str()),
     )
@@ -195,7 +199,7 @@ async fn authorization_code(
         state.record(
             Event::new(EventKind::TokenIssued, peer)
                 .client(&client.client_id)
-                .subject(&grant.subject),
+                .subject(&grant.person.subject),
         );
     }
     answer
@@ -205,9 +209,37 @@ async fn refresh_token(state: &State, client: &Client, params: &Params, peer: Ip
     let Some(presented) = params.get("refresh_token") else {
         return refuse("invalid_request", "refresh_token is required");
     };
+    // A login that kept the provider's refresh token asks the provider first:
+    // the person must still have access there.
+    let upstream = match presented.split_once('.') {
+        None => None,
+        Some((_, sealed)) => match state.sealer.open(sealed) {
+            Some(token) => Some(token),
+            None => return refuse("invalid_grant", UNKNOWN_REFRESH),
+        },
+    };
+    let (fresh_claims, next_upstream) = match &upstream {
+        None => (None, None),
+        Some(token) => match state.upstream.refresh(token).await {
+            Ok(login) => (Some(login.claims), login.refresh_token),
+            Err(RefreshFailure::Unavailable(error)) => {
+                tracing::warn!(%error, "a refresh could not be checked at the identity provider");
+                return oauth_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "temporarily_unavailable",
+                    "the identity provider cannot be reached; retry shortly",
+                );
+            }
+            Err(RefreshFailure::Refused(why)) => {
+                return end_family(state, presented, peer, &why).await;
+            }
+        },
+    };
     let Ok(next) = new_secret() else {
         return unavailable(&"no randomness");
     };
+    let sealed_next = next_upstream.and_then(|token| state.sealer.seal(&token));
+    let next = with_sealed(next, sealed_next.as_deref());
     let rotation = match state
         .store
         .rotate_refresh(&hash(presented), &hash(&next), State::now())
@@ -227,32 +259,50 @@ async fn refresh_token(state: &State, client: &Client, params: &Params, peer: Ip
             );
             return refuse("invalid_grant", "the refresh token was already used");
         }
-        Rotation::Missing => {
-            return refuse(
-                "invalid_grant",
-                "the refresh token is unknown, revoked or expired",
-            );
-        }
+        Rotation::Missing => return refuse("invalid_grant", UNKNOWN_REFRESH),
     };
     if record.client_id != client.client_id {
         // Another client holds this client's token: treat it as stolen.
-        if let Err(error) = state.store.revoke_family(&record.family).await {
-            tracing::warn!(%error, "a stolen refresh token's family could not be revoked");
-        }
-        state.record(
-            Event::new(EventKind::RefreshReused, peer)
-                .client(&client.client_id)
-                .subject(&record.subject)
-                .refused("a refresh token was presented by another client; its family is revoked"),
-        );
-        return refuse(
-            "invalid_grant",
+        return revoke_and_refuse(
+            state,
+            &record,
+            EventKind::RefreshReused,
+            peer,
+            "a refresh token was presented by another client; its family is revoked",
             "the refresh token was issued to another client",
-        );
+        )
+        .await;
     }
     let Ok(mut grant) = serde_json::from_value::<RefreshGrant>(record.grant.clone()) else {
         return unavailable(&"a stored refresh token cannot be read");
     };
+    if let Some(claims) = fresh_claims {
+        if claims
+            .get("sub")
+            .is_some_and(|sub| sub.as_str() != Some(record.subject.as_str()))
+        {
+            return revoke_and_refuse(
+                state,
+                &record,
+                EventKind::Refused,
+                peer,
+                "the identity provider answered the refresh for another person",
+                "the identity provider no longer accepts this sign-in",
+            )
+            .await;
+        }
+        // The provider's claims now (its roles may have changed), when it gave any.
+        if claims.contains_key("sub") {
+            match keep_claims(
+                &claims,
+                &state.config.upstream.claims,
+                &state.config.role_claim,
+            ) {
+                Ok(kept) => grant.claims = kept,
+                Err(error) => tracing::warn!(%error, "a refresh keeps the claims of its login"),
+            }
+        }
+    }
     if let Some(requested) = params.get("scope") {
         let offered: Vec<String> = grant.scope.split(' ').map(str::to_owned).collect();
         match granted_scope(&offered, Some(requested)) {
@@ -262,13 +312,75 @@ async fn refresh_token(state: &State, client: &Client, params: &Params, peer: Ip
     }
     let answer = tokens_answer(state, client, &record.subject, &grant, Some(&next)).await;
     if answer.status().is_success() {
-        state.record(
-            Event::new(EventKind::Refreshed, peer)
-                .client(&client.client_id)
-                .subject(&record.subject),
-        );
+        let event = Event::new(EventKind::Refreshed, peer)
+            .client(&client.client_id)
+            .subject(&record.subject);
+        state.record(if upstream.is_some() {
+            event.detail("checked at the identity provider")
+        } else {
+            event
+        });
     }
     answer
+}
+
+/// Why a refresh token is refused when the store does not know it.
+const UNKNOWN_REFRESH: &str = "the refresh token is unknown, revoked or expired";
+
+/// `secret`, with the sealed provider refresh token after a `.` when there is one.
+fn with_sealed(secret: String, sealed: Option<&str>) -> String {
+    match sealed {
+        Some(sealed) => format!("{secret}.{sealed}"),
+        None => secret,
+    }
+}
+
+/// Revokes `record`'s family and refuses with `invalid_grant`, recording an
+/// event of `kind` that says `why`.
+async fn revoke_and_refuse(
+    state: &State,
+    record: &RefreshToken,
+    kind: EventKind,
+    peer: IpAddr,
+    why: &str,
+    description: &str,
+) -> Reply {
+    if let Err(error) = state.store.revoke_family(&record.family).await {
+        tracing::warn!(%error, "a refresh family could not be revoked");
+    }
+    state.record(
+        Event::new(kind, peer)
+            .client(&record.client_id)
+            .subject(&record.subject)
+            .refused(why),
+    );
+    refuse("invalid_grant", description)
+}
+
+/// The provider refused to refresh the login behind `presented`: its family
+/// ends (found by rotating it once more), and the refresh is refused.
+async fn end_family(state: &State, presented: &str, peer: IpAddr, why: &str) -> Reply {
+    let Ok(throwaway) = new_secret() else {
+        return unavailable(&"no randomness");
+    };
+    let rotation = state
+        .store
+        .rotate_refresh(&hash(presented), &hash(&throwaway), State::now())
+        .await;
+    let record = match rotation {
+        Ok(Rotation::Rotated(record) | Rotation::Reused(record)) => record,
+        Ok(Rotation::Missing) => return refuse("invalid_grant", UNKNOWN_REFRESH),
+        Err(error) => return unavailable(&error),
+    };
+    revoke_and_refuse(
+        state,
+        &record,
+        EventKind::Refused,
+        peer,
+        &format!("refresh: {why}; the family is revoked"),
+        "the identity provider no longer accepts this sign-in",
+    )
+    .await
 }
 
 async fn client_credentials(

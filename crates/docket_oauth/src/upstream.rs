@@ -3,7 +3,10 @@
 //! nonce, `state` = the pending authorization's id), the code exchange
 //! (`client_secret_basic`), the ID token's verification (the provider's keys,
 //! issuer, audience = Docket's client id, nonce, expiry) and the userinfo
-//! claims, merged and cut to the configured ones.
+//! claims, merged and cut to the configured ones. With `offline_access` among
+//! the scopes the provider's refresh token is kept (sealed inside Docket's
+//! own) and every refresh of Docket's tokens is a refresh at the provider,
+//! so a person the provider no longer accepts stops refreshing.
 
 use std::sync::Mutex;
 use std::sync::PoisonError;
@@ -62,6 +65,23 @@ pub(crate) struct Discovery {
 struct TokenAnswer {
     id_token: Option<String>,
     access_token: Option<String>,
+    refresh_token: Option<String>,
+}
+
+/// What a login (or a refresh) at the provider gave.
+pub(crate) struct Login {
+    /// The person's claims.
+    pub(crate) claims: Map<String, Value>,
+    /// The provider's refresh token, when it sent one.
+    pub(crate) refresh_token: Option<String>,
+}
+
+/// Why a refresh at the provider did not go through.
+pub(crate) enum RefreshFailure {
+    /// The provider no longer accepts the login: the refresh is refused.
+    Refused(String),
+    /// The provider cannot be asked now; the client may retry.
+    Unavailable(UpstreamError),
 }
 
 /// The provider, as Docket's client of it.
@@ -108,6 +128,15 @@ impl Upstream {
             return Err(fail(format!("{url} answered {}", response.status())));
         }
         read_json(response, url).await
+    }
+
+    /// Whether Docket asks for the provider's refresh token (`offline_access`
+    /// among the scopes), to check each refresh with the provider.
+    pub(crate) fn offline(&self) -> bool {
+        self.config
+            .scopes
+            .iter()
+            .any(|scope| scope == "offline_access")
     }
 
     /// The discovery document, cached.
@@ -160,7 +189,7 @@ impl Upstream {
     ) -> Result<String, UpstreamError> {
         let discovery = self.discovery().await?;
         let scope = self.config.scopes.join(" ");
-        let query = encode([
+        let mut pairs = vec![
             ("response_type", "code"),
             ("client_id", self.config.client_id.as_str()),
             ("redirect_uri", self.redirect_uri.as_str()),
@@ -169,7 +198,12 @@ impl Upstream {
             ("nonce", nonce),
             ("code_challenge", challenge),
             ("code_challenge_method", "S256"),
-        ]);
+        ];
+        // OpenID Connect Core §11: offline access is asked for with a consent prompt.
+        if self.offline() {
+            pairs.push(("prompt", "consent"));
+        }
+        let query = encode(pairs);
         let separator = if discovery.authorization_endpoint.contains('?') {
             '&'
         } else {
@@ -181,21 +215,13 @@ impl Upstream {
         ))
     }
 
-    /// Exchanges the provider's code, verifies its ID token and merges its
-    /// userinfo claims: the person's claims (at least `sub`).
-    pub(crate) async fn login(
+    /// Posts `form` to the provider's token endpoint as Docket
+    /// (`client_secret_basic`): the status and the JSON answer.
+    async fn token_request(
         &self,
-        code: &str,
-        verifier: &str,
-        nonce: &str,
-    ) -> Result<Map<String, Value>, UpstreamError> {
-        let discovery = self.discovery().await?;
-        let body = encode([
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", self.redirect_uri.as_str()),
-            ("code_verifier", verifier),
-        ]);
+        discovery: &Discovery,
+        form: &[(&str, &str)],
+    ) -> Result<(reqwest::StatusCode, Value), UpstreamError> {
         // client_secret_basic: both parts form-encoded first (RFC 6749 §2.3.1).
         let credentials = format!(
             "{}:{}",
@@ -214,30 +240,36 @@ impl Upstream {
                 "application/x-www-form-urlencoded",
             )
             .header(http::header::ACCEPT, "application/json")
-            .body(body)
+            .body(encode(form.iter().copied()))
             .send()
             .await
             .map_err(|_| fail("the provider's token endpoint could not be reached"))?;
         let status = response.status();
-        let answer = read_json(response, "the provider's token endpoint").await;
-        let answer = match answer {
-            Ok(answer) => answer,
-            Err(error) if status.is_success() => return Err(error),
-            Err(_) => return Err(fail(format!("the provider refused the code ({status})"))),
-        };
-        if !status.is_success() {
-            let code = answer
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            return Err(fail(format!("the provider refused the code: {code}")));
+        match read_json(response, "the provider's token endpoint").await {
+            Ok(answer) => Ok((status, answer)),
+            Err(error) if status.is_success() => Err(error),
+            Err(_) => Ok((status, Value::Object(Map::new()))),
         }
-        let answer: TokenAnswer = serde_json::from_value(answer)
-            .map_err(|_| fail("the provider's token answer is not understood"))?;
-        let id_token = answer
-            .id_token
-            .ok_or_else(|| fail("the provider sent no ID token (is openid among the scopes?)"))?;
-        let mut claims = self.verify_id_token(&discovery, &id_token, nonce).await?;
+    }
+
+    /// The person's claims from a token answer: its ID token's, checked
+    /// (with `nonce` at a login; a refresh's ID token has none to compare),
+    /// and its userinfo's merged in.
+    async fn claims_of(
+        &self,
+        discovery: &Discovery,
+        answer: &TokenAnswer,
+        nonce: Option<&str>,
+    ) -> Result<Map<String, Value>, UpstreamError> {
+        let mut claims = match (&answer.id_token, nonce) {
+            (Some(id_token), _) => self.verify_id_token(discovery, id_token, nonce).await?,
+            (None, Some(_)) => {
+                return Err(fail(
+                    "the provider sent no ID token (is openid among the scopes?)",
+                ));
+            }
+            (None, None) => Map::new(),
+        };
         if let (Some(userinfo), Some(access_token)) =
             (&discovery.userinfo_endpoint, &answer.access_token)
         {
@@ -245,7 +277,10 @@ impl Upstream {
             let Value::Object(info) = info else {
                 return Err(fail("the provider's userinfo is not a JSON object"));
             };
-            if info.get("sub") != claims.get("sub") {
+            if claims
+                .get("sub")
+                .is_some_and(|sub| info.get("sub") != Some(sub))
+            {
                 return Err(fail("the provider's userinfo is for another subject"));
             }
             for (name, value) in info {
@@ -253,6 +288,96 @@ impl Upstream {
             }
         }
         Ok(claims)
+    }
+
+    /// Exchanges the provider's code, verifies its ID token and merges its
+    /// userinfo claims: the person's claims (at least `sub`) and the
+    /// provider's refresh token, when it sent one (`offline_access`).
+    pub(crate) async fn login(
+        &self,
+        code: &str,
+        verifier: &str,
+        nonce: &str,
+    ) -> Result<Login, UpstreamError> {
+        let discovery = self.discovery().await?;
+        let (status, answer) = self
+            .token_request(
+                &discovery,
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", code),
+                    ("redirect_uri", self.redirect_uri.as_str()),
+                    ("code_verifier", verifier),
+                ],
+            )
+            .await?;
+        if !status.is_success() {
+            let code = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            return Err(fail(format!(
+                "the provider refused the code: {code} ({status})"
+            )));
+        }
+        let answer: TokenAnswer = serde_json::from_value(answer)
+            .map_err(|_| fail("the provider's token answer is not understood"))?;
+        let claims = self.claims_of(&discovery, &answer, Some(nonce)).await?;
+        Ok(Login {
+            claims,
+            refresh_token: answer.refresh_token,
+        })
+    }
+
+    /// Asks the provider whether a login still has access: a refresh with
+    /// its refresh token. The claims it now gives (empty when it gives none;
+    /// the caller compares their `sub`) and its next refresh token (the same
+    /// one when it does not rotate).
+    pub(crate) async fn refresh(&self, refresh_token: &str) -> Result<Login, RefreshFailure> {
+        let discovery = self
+            .discovery()
+            .await
+            .map_err(RefreshFailure::Unavailable)?;
+        let (status, answer) = self
+            .token_request(
+                &discovery,
+                &[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", refresh_token),
+                ],
+            )
+            .await
+            .map_err(RefreshFailure::Unavailable)?;
+        if !status.is_success() {
+            let code = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            // invalid_grant: the provider no longer accepts this login (the
+            // person was removed or signed out everywhere, the grant revoked).
+            return Err(if matches!(code, "invalid_grant" | "unauthorized_client") {
+                RefreshFailure::Refused(format!("the provider refused the refresh: {code}"))
+            } else {
+                RefreshFailure::Unavailable(fail(format!(
+                    "the provider's token endpoint answered {status} {code}"
+                )))
+            });
+        }
+        let answer: TokenAnswer = serde_json::from_value(answer).map_err(|_| {
+            RefreshFailure::Unavailable(fail("the provider's token answer is not understood"))
+        })?;
+        let claims = self
+            .claims_of(&discovery, &answer, None)
+            .await
+            .map_err(RefreshFailure::Unavailable)?;
+        Ok(Login {
+            claims,
+            refresh_token: Some(
+                answer
+                    .refresh_token
+                    .unwrap_or_else(|| refresh_token.to_owned()),
+            ),
+        })
     }
 
     async fn keys(&self, jwks_uri: &str, refetch: bool) -> Result<JwkSet, UpstreamError> {
@@ -275,7 +400,7 @@ impl Upstream {
         &self,
         discovery: &Discovery,
         token: &str,
-        nonce: &str,
+        nonce: Option<&str>,
     ) -> Result<Map<String, Value>, UpstreamError> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| fail("the provider's ID token is not a JWT"))?;
@@ -322,12 +447,14 @@ impl Upstream {
         let decoded = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|error| fail(format!("the provider's ID token was refused: {error}")))?;
         let claims = decoded.claims;
-        let sent = claims
-            .get("nonce")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !crate::tokens::same_secret(sent, nonce) {
-            return Err(fail("the provider's ID token carries another nonce"));
+        if let Some(nonce) = nonce {
+            let sent = claims
+                .get("nonce")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !crate::tokens::same_secret(sent, nonce) {
+                return Err(fail("the provider's ID token carries another nonce"));
+            }
         }
         if !matches!(claims.get("sub"), Some(Value::String(sub)) if !sub.is_empty() && sub.len() <= 255)
         {

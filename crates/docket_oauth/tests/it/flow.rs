@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     AuthRequest, Browser, CLIENT_REDIRECT, Docket, authorize, expect_token_errors, present_refresh,
-    query_param, redeem, register_native, start, token,
+    provider_discovery, query_param, redeem, register_native, start, token,
 };
 
 /// The client's redirect URI with the port it listens on this time.
@@ -177,6 +177,10 @@ async fn a_person_signs_in_consents_refreshes_and_revokes() -> anyhow::Result<()
         .as_str()
         .context("a refresh token")?
         .to_owned();
+    assert!(
+        !refresh.contains('.'),
+        "without offline_access no provider token is sealed in"
+    );
     assert_eq!(tokens["token_type"], "Bearer");
     assert_eq!(tokens["expires_in"], 600);
     assert!(docket.server.is_own_token(access));
@@ -441,13 +445,7 @@ async fn a_mix_up_at_the_callback_is_refused() -> anyhow::Result<()> {
         .await?;
     assert_eq!(later.status, 400);
     // A provider that says it sends `iss` (RFC 9207) and an answer without it: refused too.
-    let discovery: Value = docket
-        .http
-        .get(docket.provider.discovery_url())
-        .send()
-        .await?
-        .json()
-        .await?;
+    let discovery = provider_discovery(&docket).await?;
     assert_eq!(
         discovery["authorization_response_iss_parameter_supported"],
         true
@@ -1161,5 +1159,107 @@ async fn a_client_name_cannot_put_markup_on_the_consent_page() -> anyhow::Result
         "the name is shown, escaped: {}",
         page.body
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn with_offline_access_each_refresh_asks_the_provider_again() -> anyhow::Result<()> {
+    let Some(docket) = start(
+        "with_offline_access_each_refresh_asks_the_provider_again",
+        |config| {
+            config.upstream.scopes.push("offline_access".to_owned());
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let (request, tokens) = sign_in(&docket).await?;
+    let first = tokens["refresh_token"]
+        .as_str()
+        .context("refresh")?
+        .to_owned();
+    let (_, sealed) = first
+        .split_once('.')
+        .context("the provider's token is sealed in")?;
+    let sealer = docket_oauth::tokens::Sealer::new(crate::support::UPSTREAM_SECRET, &docket.base)
+        .map_err(anyhow::Error::msg)?;
+    assert!(sealer.open(sealed).is_some());
+
+    // A refresh asks the provider, which still accepts alice.
+    let refreshed = present_refresh(&docket, &request.client_id, &first).await?;
+    assert_eq!(refreshed.status, 200, "{refreshed:?}");
+    let refreshed = refreshed.json()?;
+    let next = refreshed["refresh_token"]
+        .as_str()
+        .context("refresh")?
+        .to_owned();
+    let claims = docket
+        .server
+        .verify_access_token(refreshed["access_token"].as_str().context("access")?)
+        .await?;
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(
+        claims["roles"],
+        json!(["analyst"]),
+        "the provider's claims as they are now"
+    );
+    assert!(
+        docket
+            .events
+            .all()
+            .iter()
+            .any(|event| event.kind == EventKind::Refreshed
+                && event.detail.as_deref() == Some("checked at the identity provider"))
+    );
+
+    // The provider stops accepting the login (its refresh token is revoked there):
+    // Docket's next refresh is refused and the family ends.
+    let (_, sealed) = next.split_once('.').context("sealed")?;
+    let upstream_token = sealer.open(sealed).context("opens")?;
+    let discovery = provider_discovery(&docket).await?;
+    let revocation = discovery["revocation_endpoint"]
+        .as_str()
+        .context("revocation")?;
+    let revoked = docket
+        .http
+        .post(revocation)
+        .basic_auth("docket", Some(crate::support::UPSTREAM_SECRET))
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(crate::support::encode(&[
+            ("token", &upstream_token),
+            ("token_type_hint", "refresh_token"),
+        ]))
+        .send()
+        .await?;
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    let refused = present_refresh(&docket, &request.client_id, &next).await?;
+    assert_eq!(
+        (refused.status, refused.error().as_str()),
+        (400, "invalid_grant"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.body.contains("no longer accepts"),
+        "{}",
+        refused.body
+    );
+    assert!(docket.events.all().iter().any(|event| {
+        event
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.contains("family is revoked"))
+    }));
+    // A forged sealed part is refused without asking the provider.
+    let forged = format!(
+        "{}.{}",
+        next.split_once('.').map_or("", |(secret, _)| secret),
+        "AAAA"
+    );
+    let answer = present_refresh(&docket, &request.client_id, &forged).await?;
+    assert_eq!(answer.error(), "invalid_grant");
     Ok(())
 }

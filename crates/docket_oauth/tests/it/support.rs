@@ -13,7 +13,7 @@ use axum::response::IntoResponse;
 use docket_oauth::config::{OAuthServerConfig, UpstreamConfig};
 use docket_oauth::pkce::challenge_of;
 use docket_oauth::{AuthorizationServer, Event, EventKind, EventSink, MemoryStore, Site};
-use docket_oidc_provider::{Account, Client, OidcProvider, ProviderConfig};
+use docket_oidc_provider::{Account, Client, GrantType, OidcProvider, ProviderConfig};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -87,6 +87,7 @@ pub(crate) async fn start(
         )
         .client(
             Client::new("docket", UPSTREAM_SECRET)
+                .grant_types([GrantType::AuthorizationCode, GrantType::RefreshToken])
                 .redirect_uris([format!("{base}/oauth/callback")]),
         )
         .auto_login("alice");
@@ -493,4 +494,15 @@ pub(crate) async fn present_refresh(
         ],
     )
     .await
+}
+
+/// The provider's discovery document.
+pub(crate) async fn provider_discovery(docket: &Docket) -> anyhow::Result<Value> {
+    Ok(docket
+        .http
+        .get(docket.provider.discovery_url())
+        .send()
+        .await?
+        .json()
+        .await?)
 }
