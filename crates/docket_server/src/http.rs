@@ -608,14 +608,14 @@ where
     let unknown = || "-".to_owned();
     let identity = match authenticate(app, &parts.headers).await {
         Ok(identity) => identity,
-        Err(err) => return (unknown(), auth_failure(app, &err)),
+        Err(err) => return (unknown(), closing(auth_failure(app, &err))),
     };
     // Taken before the body is read: a slow upload holds a connection too.
     let mut hold = match app.state.holds.enter(&identity.subject) {
         Ok(hold) => hold,
         Err(refused) => {
             let refused = McpError::Limited(refused.to_string());
-            return (unknown(), error_response(app, None, &refused));
+            return (unknown(), closing(error_response(app, None, &refused)));
         }
     };
     if let Some(content_type) = parts.headers.get(CONTENT_TYPE) {
@@ -631,10 +631,10 @@ where
         if !is_json {
             return (
                 unknown(),
-                plain(
+                closing(plain(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "send the JSON-RPC message as application/json\n",
-                ),
+                )),
             );
         }
     }
@@ -647,19 +647,22 @@ where
             "the request body did not arrive within {} s\n",
             body_timeout.as_secs_f64()
         );
-        return (unknown(), plain(StatusCode::REQUEST_TIMEOUT, &message));
+        return (unknown(), closing(plain(StatusCode::REQUEST_TIMEOUT, &message)));
     };
     let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
             let message = format!("the request body is larger than {limit} bytes\n");
-            return (unknown(), plain(StatusCode::PAYLOAD_TOO_LARGE, &message));
+            return (unknown(), closing(plain(StatusCode::PAYLOAD_TOO_LARGE, &message)));
         }
         Err(err) => {
             tracing::debug!(error = %err, "could not read the request body");
             return (
                 unknown(),
-                plain(StatusCode::BAD_REQUEST, "could not read the request body\n"),
+                closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    "could not read the request body\n",
+                )),
             );
         }
     };
@@ -1032,6 +1035,17 @@ fn plain(status: StatusCode, text: &str) -> hyper::Response<Body> {
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    response
+}
+
+/// `response` with `Connection: close`: for an answer sent before the request's
+/// body was read (or while it was cut off), after which the connection cannot be
+/// used again. Saying so lets a client's pool open a new connection for its next
+/// request instead of sending it into one the server is closing.
+fn closing(mut response: hyper::Response<Body>) -> hyper::Response<Body> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 

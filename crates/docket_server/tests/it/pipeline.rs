@@ -250,6 +250,9 @@ async fn credentials_are_required_unless_anonymous_access_is_on() {
 
     let response = server.rpc("server/discover", json!({})).response().await;
     assert_eq!(response.status().as_u16(), 401);
+    // Answered before the body was read, so the connection ends, and says so:
+    // a client's pool must not send its next request into it.
+    assert_eq!(response.headers()["connection"], "close");
     let challenge = response.headers()["www-authenticate"]
         .to_str()
         .expect("ascii")
