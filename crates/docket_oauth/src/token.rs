@@ -367,20 +367,32 @@ async fn end_family(state: &State, presented: &str, peer: IpAddr, why: &str) -> 
         .store
         .rotate_refresh(&hash(presented), &hash(&throwaway), State::now())
         .await;
-    let record = match rotation {
-        Ok(Rotation::Rotated(record) | Rotation::Reused(record)) => record,
-        Ok(Rotation::Missing) => return refuse("invalid_grant", UNKNOWN_REFRESH),
-        Err(error) => return unavailable(&error),
-    };
-    revoke_and_refuse(
-        state,
-        &record,
-        EventKind::Refused,
-        peer,
-        &format!("refresh: {why}; the family is revoked"),
-        "the identity provider no longer accepts this sign-in",
-    )
-    .await
+    match rotation {
+        Ok(Rotation::Rotated(record)) => {
+            revoke_and_refuse(
+                state,
+                &record,
+                EventKind::Refused,
+                peer,
+                &format!("refresh: {why}; the family is revoked"),
+                "the identity provider no longer accepts this sign-in",
+            )
+            .await
+        }
+        // A replaced token (whose provider token the provider refused, having
+        // rotated it): reuse, as without the provider.
+        Ok(Rotation::Reused(record)) => {
+            state.record(
+                Event::new(EventKind::RefreshReused, peer)
+                    .client(&record.client_id)
+                    .subject(&record.subject)
+                    .refused("a replaced refresh token was presented; its family is revoked"),
+            );
+            refuse("invalid_grant", "the refresh token was already used")
+        }
+        Ok(Rotation::Missing) => refuse("invalid_grant", UNKNOWN_REFRESH),
+        Err(error) => unavailable(&error),
+    }
 }
 
 async fn client_credentials(

@@ -1253,6 +1253,27 @@ async fn with_offline_access_each_refresh_asks_the_provider_again() -> anyhow::R
             .as_deref()
             .is_some_and(|detail| detail.contains("family is revoked"))
     }));
+    // Reuse is detected as without the provider: the replaced token ends its family.
+    let (request, tokens) = sign_in(&docket).await?;
+    let old = tokens["refresh_token"]
+        .as_str()
+        .context("refresh")?
+        .to_owned();
+    let renewed = present_refresh(&docket, &request.client_id, &old)
+        .await?
+        .json()?;
+    let renewed = renewed["refresh_token"]
+        .as_str()
+        .context("refresh")?
+        .to_owned();
+    let reused = present_refresh(&docket, &request.client_id, &old).await?;
+    assert_eq!(reused.error(), "invalid_grant", "{reused:?}");
+    let after = present_refresh(&docket, &request.client_id, &renewed).await?;
+    assert_eq!(
+        after.error(),
+        "invalid_grant",
+        "the family is revoked: {after:?}"
+    );
     // A forged sealed part is refused without asking the provider.
     let forged = format!(
         "{}.{}",
