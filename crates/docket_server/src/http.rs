@@ -647,13 +647,19 @@ where
             "the request body did not arrive within {} s\n",
             body_timeout.as_secs_f64()
         );
-        return (unknown(), closing(plain(StatusCode::REQUEST_TIMEOUT, &message)));
+        return (
+            unknown(),
+            closing(plain(StatusCode::REQUEST_TIMEOUT, &message)),
+        );
     };
     let bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
             let message = format!("the request body is larger than {limit} bytes\n");
-            return (unknown(), closing(plain(StatusCode::PAYLOAD_TOO_LARGE, &message)));
+            return (
+                unknown(),
+                closing(plain(StatusCode::PAYLOAD_TOO_LARGE, &message)),
+            );
         }
         Err(err) => {
             tracing::debug!(error = %err, "could not read the request body");
