@@ -50,14 +50,17 @@ pub(crate) struct QueueHandle {
 }
 
 impl QueueHandle {
-    /// Asks the worker to send what waits, and waits at most `deadline` for it; `true` when
+    /// Asks the worker to send what waits, and waits until `deadline` at most; `true` when
     /// the collector accepted all of it.
-    pub(crate) async fn flush(&self, deadline: Duration) -> bool {
+    pub(crate) async fn flush(&self, deadline: tokio::time::Instant) -> bool {
         let (done, finished) = oneshot::channel();
         if self.sender.send(Message::Flush(done)).is_err() {
             return false;
         }
-        matches!(tokio::time::timeout(deadline, finished).await, Ok(Ok(true)))
+        matches!(
+            tokio::time::timeout_at(deadline, finished).await,
+            Ok(Ok(true))
+        )
     }
 }
 

@@ -35,7 +35,8 @@ pub use scrub::{MAX_STATEMENT_BYTES, scrub_statement};
 use export::{QueueCounters, QueueHandle};
 use metrics::{Instruments, InstrumentsLayer};
 
-/// The longest `shutdown` waits for the last spans and metrics to leave.
+/// The longest `flush` or `shutdown` waits for the last spans and metrics to leave, both
+/// together.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(3);
 
 /// Why telemetry could not start.
@@ -265,8 +266,9 @@ impl Telemetry {
     /// `true` when both were sent (or there is nothing to send). A collector that is down or
     /// slow makes it `false`, and costs the spans it could not take.
     pub async fn flush(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE;
         let spans_sent = match &self.queue {
-            Some(queue) => queue.flush(SHUTDOWN_DEADLINE).await,
+            Some(queue) => queue.flush(deadline).await,
             None => true,
         };
         let metrics_sent = match self.meter_provider.clone() {
@@ -281,7 +283,7 @@ impl Telemetry {
                     });
                 spawned.is_ok()
                     && matches!(
-                        tokio::time::timeout(SHUTDOWN_DEADLINE, finished).await,
+                        tokio::time::timeout_at(deadline, finished).await,
                         Ok(Ok(true))
                     )
             }
@@ -294,8 +296,9 @@ impl Telemetry {
     /// a few seconds: a collector that is down or slow costs the spans still queued, never a
     /// hang.
     pub async fn shutdown(mut self) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE;
         if let Some(queue) = self.queue.take() {
-            queue.flush(SHUTDOWN_DEADLINE).await;
+            queue.flush(deadline).await;
         }
         if let Some(provider) = self.tracer_provider.take() {
             // The queue's processor shuts down without waiting; the worker ends with the
@@ -305,7 +308,7 @@ impl Telemetry {
         if let Some(provider) = self.meter_provider.take() {
             let (done, finished) = tokio::sync::oneshot::channel();
             shut_meter_provider_down(provider, Some(done));
-            let _ = tokio::time::timeout(SHUTDOWN_DEADLINE, finished).await;
+            let _ = tokio::time::timeout_at(deadline, finished).await;
         }
     }
 }
