@@ -282,6 +282,9 @@ impl Authenticator {
                     Some(_) => Err(AuthError::invalid(
                         "the bearer token is neither a known API key nor an OIDC access token",
                     )),
+                    None if self.authorization_server.is_some() => Err(AuthError::invalid(
+                        "the bearer token is neither a known API key nor an access token this server issued",
+                    )),
                     None => Err(AuthError::invalid(
                         "the bearer token is not a known API key",
                     )),

@@ -631,6 +631,23 @@ async fn a_confidential_client_calls_tools_with_client_credentials(backend: Back
             .is_some_and(|value| value.contains("invalid_token")),
     );
 
+    // A token of another issuer is named for what it is not.
+    let foreign = "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJodHRwOi8vZWxzZXdoZXJlIn0.c2ln";
+    let response = b
+        .rpc("tools/list", json!({}))
+        .header("authorization", &format!("Bearer {foreign}"))
+        .response()
+        .await;
+    assert_eq!(response.status().as_u16(), 401);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(
+        challenge.contains("nor an access token this server issued"),
+        "{challenge}"
+    );
+
     let audit = replicas[0].store.task_store();
     let rows = patiently("the client-credentials audit row", async {
         loop {
