@@ -51,6 +51,8 @@ struct State {
     slow: Duration,
     /// Export requests answered, whatever the answer.
     requests: u64,
+    /// The headers of the last request accepted, by lower-case name.
+    last_headers: BTreeMap<String, String>,
 }
 
 impl Shared {
@@ -98,6 +100,12 @@ impl Collector {
     /// Every metric received so far, one entry per metric per export, in arrival order.
     pub fn metrics(&self) -> Vec<ReceivedMetric> {
         self.shared.state().metrics.clone()
+    }
+
+    /// The headers of the last request accepted, by lower-case name (values that are not
+    /// text are left out).
+    pub fn last_headers(&self) -> BTreeMap<String, String> {
+        self.shared.state().last_headers.clone()
     }
 
     /// Export requests answered so far (accepted or refused).
@@ -226,6 +234,13 @@ async fn receive(
             "only application/x-protobuf",
         ));
     }
+    let headers: BTreeMap<String, String> = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
     let body = Limited::new(request.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -239,7 +254,10 @@ async fn receive(
             let export = ExportTraceServiceRequest::decode(body)
                 .map_err(|_| (StatusCode::BAD_REQUEST, "not an ExportTraceServiceRequest"))?;
             let spans = decode::spans(export);
-            shared.state().spans.extend(spans);
+            let mut state = shared.state();
+            state.spans.extend(spans);
+            state.last_headers = headers;
+            drop(state);
             Ok(Bytes::from(
                 ExportTraceServiceResponse::default().encode_to_vec(),
             ))
@@ -255,7 +273,10 @@ async fn receive(
                 )
             })?;
             let metrics = decode::metrics(export);
-            shared.state().metrics.extend(metrics);
+            let mut state = shared.state();
+            state.metrics.extend(metrics);
+            state.last_headers = headers;
+            drop(state);
             Ok(Bytes::from(
                 ExportMetricsServiceResponse::default().encode_to_vec(),
             ))

@@ -149,6 +149,11 @@ impl TelemetryConfig {
         if self.resource_attributes.len() > 64 {
             problems.push(format!("{path}.resource_attributes: at most 64 attributes"));
         }
+        if self.resource_attributes.contains_key("service.name") {
+            problems.push(format!(
+                "{path}.resource_attributes: `service.name` is set by {path}.service_name"
+            ));
+        }
         for (key, value) in &self.resource_attributes {
             if key.is_empty() || key.len() > 255 {
                 problems.push(format!(

@@ -348,7 +348,6 @@ fn resource(config: &TelemetryConfig) -> Resource {
             config
                 .resource_attributes
                 .iter()
-                .filter(|(key, _)| key.as_str() != "service.name")
                 .map(|(key, value)| KeyValue::new(key.clone(), value.clone())),
         )
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))

@@ -129,6 +129,18 @@ metrics_interval_seconds: 0
     }
 }
 
+#[test]
+fn service_name_is_set_in_one_place() {
+    let config = read("resource_attributes: { service.name: other }").expect("valid YAML");
+    let problems = config.problems("telemetry");
+    assert!(
+        problems
+            .iter()
+            .any(|problem| problem.contains("telemetry.service_name")),
+        "{problems:#?}"
+    );
+}
+
 #[tokio::test]
 async fn an_invalid_configuration_or_filter_is_an_error_not_a_panic() {
     let config = read("sampler: { ratio: -1 }").expect("valid YAML");

@@ -20,7 +20,16 @@ fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> &'a ReceivedSpan {
 
 #[tokio::test]
 async fn a_request_span_is_parented_on_the_meta_traceparent_and_its_stages_on_it() {
-    let setup = setup(LogFormat::Text, |_| {}).await;
+    let setup = setup(LogFormat::Text, |config| {
+        config
+            .resource_attributes
+            .insert("deployment.environment.name".to_owned(), "test".to_owned());
+        if let Some(otlp) = config.otlp.as_mut() {
+            otlp.headers
+                .insert("x-api-key".to_owned(), "k-123".to_owned());
+        }
+    })
+    .await;
     let meta = TraceContext {
         traceparent: format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"),
         tracestate: Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE".to_owned()),
@@ -71,6 +80,19 @@ async fn a_request_span_is_parented_on_the_meta_traceparent_and_its_stages_on_it
     assert_eq!(
         request.resource.get("service.name").and_then(Value::as_str),
         Some("docket-test")
+    );
+    assert_eq!(
+        request
+            .resource
+            .get("deployment.environment.name")
+            .and_then(Value::as_str),
+        Some("test")
+    );
+    let headers = setup.collector.last_headers();
+    assert_eq!(headers.get("x-api-key").map(String::as_str), Some("k-123"));
+    assert_eq!(
+        headers.get("content-type").map(String::as_str),
+        Some("application/x-protobuf")
     );
     for stage in ["authorize", "store.statement"] {
         let child = named(&spans, stage);
