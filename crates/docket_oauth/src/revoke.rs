@@ -1,7 +1,9 @@
 //! `POST /oauth/revoke` (RFC 7009): a refresh token revokes its whole family;
 //! an unknown token is answered `200` all the same (§2.2). An access token is
 //! not revoked: it is answered `200` and lives at most `access_token_ttl`
-//! (ten minutes by default), as it is checked by signature alone.
+//! (ten minutes by default), as it is checked by signature alone. A login
+//! whose refreshes are checked at the provider has the provider's refresh
+//! token revoked there too (best effort, RFC 7009 at the provider).
 
 use std::net::IpAddr;
 
@@ -43,6 +45,15 @@ pub(crate) async fn handle(state: &State, headers: &HeaderMap, body: &[u8], peer
                     .client(&client.client_id)
                     .detail("a refresh-token family"),
             );
+            // A login checked at the provider ends there too.
+            let upstream = token
+                .split_once('.')
+                .and_then(|(_, sealed)| state.sealer.open(sealed));
+            if let Some(upstream) = upstream
+                && let Err(error) = state.upstream.revoke(&upstream).await
+            {
+                tracing::warn!(%error, "the provider's refresh token could not be revoked");
+            }
         }
         Ok(None) => {}
         Err(error) => return unavailable(&error),

@@ -55,6 +55,8 @@ pub(crate) struct Discovery {
     jwks_uri: String,
     #[serde(default)]
     userinfo_endpoint: Option<String>,
+    #[serde(default)]
+    revocation_endpoint: Option<String>,
     /// The provider sends `iss` with every authorization response (RFC 9207),
     /// so an answer without it is refused.
     #[serde(default)]
@@ -169,6 +171,7 @@ impl Upstream {
         ]
         .into_iter()
         .chain(document.userinfo_endpoint.as_ref())
+        .chain(document.revocation_endpoint.as_ref())
         {
             check_provider_url(endpoint.split('?').next().unwrap_or_default())
                 .map_err(|why| fail(format!("the provider's endpoint {endpoint} {why}")))?;
@@ -215,6 +218,17 @@ impl Upstream {
         ))
     }
 
+    /// Docket's `client_secret_basic` credentials: both parts form-encoded
+    /// first (RFC 6749 §2.3.1).
+    fn basic_credentials(&self) -> String {
+        let credentials = format!(
+            "{}:{}",
+            encode_component(&self.config.client_id),
+            encode_component(&self.config.client_secret)
+        );
+        format!("Basic {}", STANDARD.encode(credentials))
+    }
+
     /// Posts `form` to the provider's token endpoint as Docket
     /// (`client_secret_basic`): the status and the JSON answer.
     async fn token_request(
@@ -222,19 +236,10 @@ impl Upstream {
         discovery: &Discovery,
         form: &[(&str, &str)],
     ) -> Result<(reqwest::StatusCode, Value), UpstreamError> {
-        // client_secret_basic: both parts form-encoded first (RFC 6749 §2.3.1).
-        let credentials = format!(
-            "{}:{}",
-            encode_component(&self.config.client_id),
-            encode_component(&self.config.client_secret)
-        );
         let response = self
             .http
             .post(&discovery.token_endpoint)
-            .header(
-                http::header::AUTHORIZATION,
-                format!("Basic {}", STANDARD.encode(credentials)),
-            )
+            .header(http::header::AUTHORIZATION, self.basic_credentials())
             .header(
                 http::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded",
@@ -378,6 +383,39 @@ impl Upstream {
                     .unwrap_or_else(|| refresh_token.to_owned()),
             ),
         })
+    }
+
+    /// Revokes the provider's refresh token (RFC 7009) when the provider has
+    /// a revocation endpoint; best effort, the caller has already ended its
+    /// own family.
+    pub(crate) async fn revoke(&self, refresh_token: &str) -> Result<(), UpstreamError> {
+        let discovery = self.discovery().await?;
+        let Some(endpoint) = &discovery.revocation_endpoint else {
+            return Ok(());
+        };
+        let response = self
+            .http
+            .post(endpoint)
+            .header(http::header::AUTHORIZATION, self.basic_credentials())
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(encode([
+                ("token", refresh_token),
+                ("token_type_hint", "refresh_token"),
+            ]))
+            .send()
+            .await
+            .map_err(|_| fail("the provider's revocation endpoint could not be reached"))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(fail(format!(
+                "the provider's revocation endpoint answered {}",
+                response.status()
+            )))
+        }
     }
 
     async fn keys(&self, jwks_uri: &str, refetch: bool) -> Result<JwkSet, UpstreamError> {

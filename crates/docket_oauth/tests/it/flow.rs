@@ -1274,6 +1274,45 @@ async fn with_offline_access_each_refresh_asks_the_provider_again() -> anyhow::R
         "invalid_grant",
         "the family is revoked: {after:?}"
     );
+    // Revoking at Docket revokes the provider's refresh token too.
+    let (request, tokens) = sign_in(&docket).await?;
+    let refresh = tokens["refresh_token"]
+        .as_str()
+        .context("refresh")?
+        .to_owned();
+    let (_, sealed) = refresh.split_once('.').context("sealed")?;
+    let upstream_token = sealer.open(sealed).context("opens")?;
+    let revoked = Browser::default()
+        .post_form(
+            &docket.http,
+            &format!("{}/oauth/revoke", docket.base),
+            &[("client_id", &request.client_id), ("token", &refresh)],
+        )
+        .await?;
+    assert_eq!(revoked.status, 200);
+    let token_endpoint = discovery["token_endpoint"]
+        .as_str()
+        .context("token endpoint")?;
+    let at_provider = docket
+        .http
+        .post(token_endpoint)
+        .basic_auth("docket", Some(crate::support::UPSTREAM_SECRET))
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(crate::support::encode(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &upstream_token),
+        ]))
+        .send()
+        .await?;
+    assert_eq!(
+        at_provider.status(),
+        400,
+        "the provider no longer refreshes it"
+    );
+
     // A forged sealed part is refused without asking the provider.
     let forged = format!(
         "{}.{}",
