@@ -244,11 +244,30 @@ pub fn add_link(span: &tracing::Span, context: &TraceContext) {
 }
 
 /// The trace context of the active span, for storing with a task or sending upstream;
-/// `None` when no span is active or telemetry is off.
+/// `None` when no span is active or telemetry is off. A span that is not traced (below
+/// INFO) passes on the context of its nearest traced ancestor.
 pub fn current() -> Option<TraceContext> {
-    let context = tracing::Span::current().context();
-    let span = context.span();
-    TraceContext::from_span_context(span.span_context())
+    tracing::dispatcher::get_default(|dispatch| {
+        let current = dispatch.current_span();
+        let span_context = nearest_traced(dispatch, current.id()?)?;
+        TraceContext::from_span_context(&span_context)
+    })
+}
+
+/// The OpenTelemetry span context of `id`'s span or, when that one is not traced, of its
+/// nearest ancestor that is.
+pub(crate) fn nearest_traced(
+    dispatch: &tracing::Dispatch,
+    id: &tracing::span::Id,
+) -> Option<SpanContext> {
+    use tracing_subscriber::registry::LookupSpan as _;
+    let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
+    let span = registry.span(id)?;
+    span.scope().find_map(|ancestor| {
+        let context = tracing_opentelemetry::get_otel_context(&ancestor.id(), dispatch)?;
+        let span_context = context.span().span_context().clone();
+        span_context.is_valid().then_some(span_context)
+    })
 }
 
 /// Writes the active span's `traceparent` (and `tracestate`) into outbound headers,

@@ -25,6 +25,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing::Dispatch;
 use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -227,14 +228,19 @@ impl Telemetry {
         let otel_layer = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_threads(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+            .with_filter(LevelFilter::INFO);
         let subscriber = tracing_subscriber::registry()
             .with(fmt_layer)
             .with(otel_layer)
-            .with(InstrumentsLayer { instruments })
-            .with(logs::DispatchLayer {
-                dispatch: dispatch_cell,
-            });
+            // These two carry state and observe nothing; their filter says so, or the
+            // subscriber would enable every span and event of every library for them.
+            .with(InstrumentsLayer { instruments }.with_filter(LevelFilter::OFF))
+            .with(
+                logs::DispatchLayer {
+                    dispatch: dispatch_cell,
+                }
+                .with_filter(LevelFilter::OFF),
+            );
         telemetry.tracer_provider = Some(tracer_provider);
         telemetry.meter_provider = Some(meter_provider);
         telemetry.queue = Some(queue);

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use opentelemetry::trace::TraceContextExt as _;
 use tracing::dispatcher::WeakDispatch;
 use tracing::{Dispatch, Event, Subscriber};
 use tracing_subscriber::Layer;
@@ -49,15 +48,11 @@ impl<S: Subscriber> Layer<S> for DispatchLayer {
 fn active_ids(dispatch: &DispatchCell) -> Option<(String, String)> {
     let dispatch = dispatch.get()?.upgrade()?;
     let current = dispatch.current_span();
-    let context = tracing_opentelemetry::get_otel_context(current.id()?, &dispatch)?;
-    let span = context.span();
-    let span_context = span.span_context();
-    span_context.is_valid().then(|| {
-        (
-            span_context.trace_id().to_string(),
-            span_context.span_id().to_string(),
-        )
-    })
+    let span_context = crate::context::nearest_traced(&dispatch, current.id()?)?;
+    Some((
+        span_context.trace_id().to_string(),
+        span_context.span_id().to_string(),
+    ))
 }
 
 impl<S, N, F> FormatEvent<S, N> for WithTraceIds<F>

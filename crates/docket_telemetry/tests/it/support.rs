@@ -63,6 +63,15 @@ impl<'writer> tracing_subscriber::fmt::MakeWriter<'writer> for Captured {
 
 /// A collector, and telemetry exporting to it, configured by `adjust`.
 pub(crate) async fn setup(format: LogFormat, adjust: impl FnOnce(&mut TelemetryConfig)) -> Setup {
+    setup_filtered(format, "info", adjust).await
+}
+
+/// As [`setup`], with log lines filtered by `filter`.
+pub(crate) async fn setup_filtered(
+    format: LogFormat,
+    filter: &str,
+    adjust: impl FnOnce(&mut TelemetryConfig),
+) -> Setup {
     let collector = Collector::start().await;
     let mut config = TelemetryConfig {
         otlp: Some(OtlpConfig {
@@ -75,7 +84,7 @@ pub(crate) async fn setup(format: LogFormat, adjust: impl FnOnce(&mut TelemetryC
     adjust(&mut config);
     let logs = Arc::new(Mutex::new(Vec::new()));
     let (dispatch, telemetry) =
-        Telemetry::build(&config, format, "info", Captured(Arc::clone(&logs)))
+        Telemetry::build(&config, format, filter, Captured(Arc::clone(&logs)))
             .expect("the telemetry builds");
     Setup {
         collector,

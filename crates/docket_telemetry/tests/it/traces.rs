@@ -6,7 +6,7 @@ use docket_telemetry::LogFormat;
 use docket_telemetry::context::{self, TraceContext};
 use docket_telemetry::semconv;
 
-use crate::support::{ARRIVAL, setup};
+use crate::support::{ARRIVAL, setup, setup_filtered};
 
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -235,5 +235,53 @@ async fn an_unsampled_caller_is_followed_and_nothing_is_exported() {
     );
     assert!(injected.traceparent.ends_with("-00"));
     assert_eq!(setup.telemetry.dropped_spans(), 0);
+    setup.telemetry.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_span_below_info_passes_its_traced_parents_context_on() {
+    // Logged at DEBUG, so the inner span exists for the log lines, but only spans at INFO
+    // and above are traced.
+    let setup = setup_filtered(LogFormat::Text, "debug", |_| {}).await;
+    let (outer, inner) = setup.run(|| {
+        tracing::info_span!("upstream.request").in_scope(|| {
+            let outer = context::current();
+            let inner = tracing::debug_span!("connection").in_scope(|| {
+                tracing::info!("connected");
+                context::current()
+            });
+            (outer, inner)
+        })
+    });
+    let outer = outer.expect("the traced span's context");
+    assert_eq!(
+        inner.as_ref(),
+        Some(&outer),
+        "the untraced span passes its parent's on"
+    );
+    let spans = setup
+        .collector
+        .wait_for_spans(|spans| !spans.is_empty(), ARRIVAL)
+        .await
+        .expect("the traced span arrives");
+    assert_eq!(
+        spans
+            .iter()
+            .map(|span| span.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["upstream.request"]
+    );
+    let line = setup
+        .log_lines()
+        .into_iter()
+        .find(|line| line.contains("connected"))
+        .expect("the line inside the untraced span");
+    assert!(
+        line.ends_with(&format!(
+            " trace_id={} span_id={}",
+            spans[0].trace_id, spans[0].span_id
+        )),
+        "{line}"
+    );
     setup.telemetry.shutdown().await;
 }
