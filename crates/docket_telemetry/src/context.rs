@@ -41,11 +41,20 @@ impl TraceContext {
     /// not valid. An invalid tracestate is left out, not a reason to drop the parent.
     pub fn span_context(&self) -> Option<SpanContext> {
         let parent = self.parent()?;
+        // The members alone, without the empty ones and the spaces the grammar allows:
+        // OpenTelemetry's own parser counts empty members against its limit of 32.
         let state = self
             .tracestate
             .as_deref()
             .filter(|text| tracestate_ok(text))
-            .and_then(|text| TraceState::from_str(text).ok())
+            .map(|text| {
+                text.split(',')
+                    .map(|member| member.trim_matches([' ', '\t']))
+                    .filter(|member| !member.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .and_then(|text| TraceState::from_str(&text).ok())
             .unwrap_or_default();
         Some(SpanContext::new(
             TraceId::from_bytes(parent.trace_id.to_be_bytes()),

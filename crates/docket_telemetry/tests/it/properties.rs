@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use docket_telemetry::context::{parse_traceparent, tracestate_ok};
+use docket_telemetry::context::{TraceContext, parse_traceparent, tracestate_ok};
 use proptest::prelude::*;
 use regex::Regex;
 
@@ -208,6 +208,39 @@ proptest! {
     #[test]
     fn any_text_is_a_tracestate_or_not_without_panicking(text in ".{0,600}") {
         prop_assert_eq!(tracestate_ok(&text), tracestate_valid(&text), "{:?}", text);
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn a_stored_context_reads_back_as_it_was_stored(
+        trace in 1u128..,
+        parent in 1u64..,
+        sampled in any::<bool>(),
+        state in proptest::option::of(valid_tracestate()),
+    ) {
+        let stored = TraceContext {
+            traceparent: format!("00-{trace:032x}-{parent:016x}-{:02x}", u8::from(sampled)),
+            tracestate: state,
+        };
+        let span_context = stored.span_context();
+        prop_assert!(span_context.is_some());
+        let span_context = span_context.expect("checked");
+        prop_assert_eq!(span_context.is_sampled(), sampled);
+        prop_assert!(span_context.is_remote());
+        let read = TraceContext::from_span_context(&span_context).expect("a valid context");
+        prop_assert_eq!(&read.traceparent, &stored.traceparent);
+        // The state survives as its members, with the separators normalised.
+        let members = |text: &Option<String>| -> Vec<String> {
+            text.iter()
+                .flat_map(|text| text.split(','))
+                .map(|member| member.trim_matches([' ', '\t']).to_owned())
+                .filter(|member| !member.is_empty())
+                .collect()
+        };
+        prop_assert_eq!(members(&read.tracestate), members(&stored.tracestate));
     }
 }
 
