@@ -55,13 +55,20 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_run_bridge",
             "docket_identity",
             "docket_oauth",
-            // Its tests talk to the Trino double and a real OpenID provider
-            // (dev-dependencies only).
+            // Spans, W3C trace context and the MCP conventions' metrics (issue 37).
+            "docket_telemetry",
+            // Its tests talk to the Trino double, a real OpenID provider and a real
+            // OTLP receiver (dev-dependencies only).
             "docket_trino_double",
             "docket_oidc_provider",
+            "docket_otlp_collector",
         ],
     ),
-    ("docket", &["docket_server", "docket_storage"]),
+    // The binary installs the telemetry (docket_telemetry) in place of its own logging.
+    (
+        "docket",
+        &["docket_server", "docket_storage", "docket_telemetry"],
+    ),
     ("xtask", &[]),
     // The conformance fixture: a dev-only server that registers the suite's tools
     // through the public library API.

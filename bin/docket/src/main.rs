@@ -142,14 +142,16 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn migrate(path: Option<&Path>) -> anyhow::Result<()> {
     let config = load_config(path)?;
-    init_tracing(config.logging.format, &config.logging.level);
     let Some(url) = config.database.url.clone() else {
         anyhow::bail!("no database is configured (database.url)");
     };
     runtime()?.block_on(async move {
-        docket_storage::migrate(&url)
+        let telemetry = init_telemetry(&config)?;
+        let migrated = docket_storage::migrate(&url)
             .await
-            .context("migration failed")?;
+            .context("migration failed");
+        telemetry.shutdown().await;
+        migrated?;
         println!("{}: migrations applied", redact_url(&url));
         Ok(())
     })
@@ -164,8 +166,20 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
             return Err(docket_server::config::ConfigError { problems }.into());
         }
     }
-    init_tracing(config.logging.format, &config.logging.level);
     runtime()?.block_on(async move {
+        // Log lines, and traces and metrics over OTLP when telemetry.otlp is set;
+        // started inside the runtime, which the exporter runs on.
+        let telemetry = init_telemetry(&config)?;
+        let served = serve_app(config).await;
+        // The last spans and metrics leave after the server stopped (a collector that
+        // is down costs a few seconds at most).
+        telemetry.shutdown().await;
+        served
+    })
+}
+
+async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
+    {
         let address = config.server.address;
         // Every script runs in a child process: this binary, started again with its hidden
         // subcommand, so a script can never take the server down.
@@ -173,11 +187,14 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
         // on disk, so runs keep starting until the server restarts onto the new one.
         let program = match std::path::Path::new("/proc/self/exe") {
             proc if proc.exists() => proc.to_path_buf(),
-            _ => std::env::current_exe().context("cannot find the docket binary for script runs")?,
+            _ => {
+                std::env::current_exe().context("cannot find the docket binary for script runs")?
+            }
         };
-        let mut builder = App::builder(config.clone()).script_isolation(
-            docket_server::Isolation::Child(docket_server::ChildProcess::new(program, [SCRIPT_CHILD])),
-        );
+        let mut builder =
+            App::builder(config.clone()).script_isolation(docket_server::Isolation::Child(
+                docket_server::ChildProcess::new(program, [SCRIPT_CHILD]),
+            ));
         if let Some(url) = &config.database.url {
             let options = docket_storage::ConnectOptions {
                 max_connections: usize::try_from(config.database.max_connections).unwrap_or(16),
@@ -205,17 +222,21 @@ fn serve(path: Option<&Path>, address: Option<std::net::SocketAddr>) -> anyhow::
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
-        let local = listener.local_addr().context("cannot read the bound address")?;
+        let local = listener
+            .local_addr()
+            .context("cannot read the bound address")?;
         tracing::info!(
             url = %format!("http://{local}{}", docket_server::MCP_PATH),
             replica = app.replica_id(),
             tasks = app.tasks_enabled(),
             "docket is serving"
         );
-        docket_server::serve(listener, app, shutdown_signal()).await.context("the server stopped with an error")?;
+        docket_server::serve(listener, app, shutdown_signal())
+            .await
+            .context("the server stopped with an error")?;
         tracing::info!("docket stopped");
         Ok(())
-    })
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -246,16 +267,25 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_tracing(format: LogFormat, level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Pretty => builder.init(),
-    }
+/// Installs the process's tracing: log lines on stderr in `logging.format`, filtered by
+/// `DOCKET_LOG` when it holds a valid filter, else by `logging.level`, each with the
+/// active span's `trace_id` and `span_id`; and, with `telemetry.otlp`, spans and the MCP
+/// metrics exported over OTLP. Must run inside the tokio runtime.
+fn init_telemetry(config: &docket_server::Config) -> anyhow::Result<docket_telemetry::Telemetry> {
+    let filter = std::env::var("DOCKET_LOG")
+        .ok()
+        .filter(|filter| tracing_subscriber::EnvFilter::try_new(filter).is_ok())
+        .unwrap_or_else(|| config.logging.level.clone());
+    let format = match config.logging.format {
+        LogFormat::Json => docket_telemetry::LogFormat::Json,
+        LogFormat::Pretty => docket_telemetry::LogFormat::Text,
+    };
+    let (dispatch, telemetry) =
+        docket_telemetry::Telemetry::build(&config.telemetry, format, &filter, std::io::stderr)
+            .context("cannot start telemetry")?;
+    tracing::dispatcher::set_global_default(dispatch)
+        .context("cannot install the tracing subscriber")?;
+    Ok(telemetry)
 }
 
 /// Removes what uploads of a filesystem store killed mid-export left behind.

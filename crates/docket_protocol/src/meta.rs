@@ -20,6 +20,20 @@ pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 /// `_meta` key of the progress token a request opts into progress with.
 pub const PROGRESS_TOKEN_KEY: &str = "progressToken";
+/// `_meta` key of the W3C Trace Context `traceparent` a request joins a trace with.
+pub const TRACEPARENT_KEY: &str = "traceparent";
+/// `_meta` key of the W3C Trace Context `tracestate` beside it.
+pub const TRACESTATE_KEY: &str = "tracestate";
+
+/// The trace context a request's `params._meta` carries, as sent: its `traceparent`
+/// and `tracestate`, each only when it is a string. Never an error, in either
+/// protocol era: whether a value is valid is the reader's to decide, and an invalid
+/// one is ignored, never refused.
+pub fn trace_context(params: Option<&Value>) -> (Option<&str>, Option<&str>) {
+    let meta = params.and_then(|params| params.get("_meta"));
+    let text = |key| meta.and_then(|meta| meta.get(key)).and_then(Value::as_str);
+    (text(TRACEPARENT_KEY), text(TRACESTATE_KEY))
+}
 
 /// The name and version of a client or server.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -77,6 +77,13 @@ impl RunBridge {
         &self.scheduler
     }
 
+    /// Makes each run's span (a child of nothing on the replica that executes it)
+    /// join the trace the run was queued in ([`docket_catalog::scripts::Run::trace_context`]),
+    /// through the embedder's tracing; a second call changes nothing.
+    pub fn join_traces_with(&self, join: crate::JoinTrace) {
+        let _ = self.replica.join_trace.set(join);
+    }
+
     /// The store the bridge works on.
     pub fn store(&self) -> &Arc<dyn ScriptStore> {
         &self.replica.store

@@ -18,3 +18,8 @@ pub use config::{BridgeConfig, BridgeError};
 pub use owners::{OwnerAccess, acting_roles};
 pub use runner::{SandboxRunner, ScriptRunner};
 pub use scheduler::{Scheduler, TickReport};
+
+/// Parents a run's span on the trace it was queued in (its `trace_context` column:
+/// the W3C `traceparent`, then a line break and the `tracestate` when there is one);
+/// the embedder's tracing wiring, which [`RunBridge::join_traces_with`] takes.
+pub type JoinTrace = fn(&tracing::Span, &str);

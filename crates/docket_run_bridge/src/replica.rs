@@ -69,6 +69,9 @@ pub(crate) struct Replica {
     pub(crate) stop: CancellationToken,
     /// When `stop` fired: endings in hand are tried for `ending_grace` after.
     pub(crate) stopped_at: Mutex<Option<tokio::time::Instant>>,
+    /// How a run's span joins the trace it was queued in, once the embedder's
+    /// tracing said ([`crate::RunBridge::join_traces_with`]).
+    pub(crate) join_trace: std::sync::OnceLock<crate::JoinTrace>,
 }
 
 impl Replica {
@@ -91,6 +94,7 @@ impl Replica {
             draining: AtomicBool::new(false),
             stop: CancellationToken::new(),
             stopped_at: Mutex::new(None),
+            join_trace: std::sync::OnceLock::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use docket_catalog::scripts::{Run, ScriptVersion};
 use docket_script::{Host, Isolation, Limits, RunProgress, ScriptInput, ScriptReport};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::owners::OwnerAccess;
 
@@ -103,6 +104,17 @@ impl ScriptRunner for SandboxRunner {
             }),
         };
         let host = (self.host_for)(run, version, roles);
+        // The evaluation (a child process, unless isolation is in-process), with each
+        // `platform.call` the host serves as its child.
+        let span = tracing::info_span!(
+            "script_child",
+            otel.name = "script evaluate",
+            otel.kind = "internal",
+            "docket.script.isolation" = match self.isolation {
+                Isolation::InProcess => "in_process",
+                Isolation::Child(_) => "child",
+            },
+        );
         self.isolation
             .run(
                 version.source.clone(),
@@ -112,6 +124,7 @@ impl ScriptRunner for SandboxRunner {
                 cancel,
                 progress,
             )
+            .instrument(span)
             .await
     }
 }

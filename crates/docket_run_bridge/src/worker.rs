@@ -11,6 +11,7 @@ use docket_catalog::scripts::{Lease, Renewal, Run, RunEnding, RunErrorKind, RunS
 use docket_script::{RunProgress, ScriptFailure};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::replica::{Executing, Replica, StopReason, lock};
 
@@ -40,7 +41,8 @@ impl Replica {
             {
                 Ok(Some(run)) => {
                     failures = 0;
-                    self.execute(run).await;
+                    let span = self.run_span(&run);
+                    self.execute(run).instrument(span).await;
                 }
                 Ok(None) => {
                     tokio::select! {
@@ -62,6 +64,23 @@ impl Replica {
                 }
             }
         }
+    }
+
+    /// The span a claimed run executes in: parented on the trace it was queued in,
+    /// whichever replica queued it, so its child process and each `platform.call`
+    /// are one trace with the request that asked for it.
+    fn run_span(&self, run: &Run) -> tracing::Span {
+        let span = tracing::info_span!(
+            "script_run",
+            otel.name = "script run",
+            otel.kind = "internal",
+            "docket.run.id" = %run.id,
+            "docket.run.attempt" = run.attempt,
+        );
+        if let (Some(trace), Some(join)) = (&run.trace_context, self.join_trace.get()) {
+            join(&span, trace);
+        }
+        span
     }
 
     /// Executes one claimed run to its end (or its release, or the loss of its

@@ -475,6 +475,8 @@ impl AppBuilder {
                         ending_grace: config.server.shutdown.ending_grace,
                     },
                 );
+                // A beat's span links to the traces of the tasks it stamps.
+                runtime.link_traces_with(crate::telemetry::link_to);
                 let call_tasks = Arc::new(CallTasks {
                     runtime: Arc::clone(&runtime),
                 });
@@ -696,6 +698,8 @@ fn script_tools(
         },
         schedule_clock,
     );
+    // A run's span continues the trace it was queued in, on whichever replica runs it.
+    bridge.join_traces_with(crate::telemetry::join_run_trace);
     Arc::new(ScriptTools {
         store,
         bridge,

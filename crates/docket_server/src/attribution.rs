@@ -3,7 +3,8 @@
 //! Every `tools/call` gets an [`Attribution`]: a call id drawn from the OS RNG,
 //! the session user its Trino queries ran as, and the ids of those queries. Each
 //! Trino request carries them (`X-Trino-User`, `X-Trino-Source`,
-//! `X-Trino-Client-Tags`, `X-Trino-Client-Info`, `X-Trino-Trace-Token`), and the
+//! `X-Trino-Client-Tags`, `X-Trino-Client-Info`, `X-Trino-Trace-Token`: the active
+//! trace's `traceparent` when one is recorded, else the call id), and the
 //! call's audit row, call record and result `_meta` name them, so a line in
 //! Trino's query log leads to the Docket call and back.
 
@@ -27,6 +28,9 @@ pub use docket_task::UPSTREAM_META_KEY;
 pub struct Attribution {
     call_id: String,
     scheduled: bool,
+    /// Whether Trino spans may carry the statement, scrubbed
+    /// (`telemetry.capture_statements`).
+    capture_statements: bool,
     engine_user: Mutex<Option<String>>,
     query_ids: Arc<QueryIds>,
 }
@@ -41,9 +45,18 @@ impl Attribution {
         Ok(Self {
             call_id: docket_catalog::generate_id()?,
             scheduled,
+            capture_statements: false,
             engine_user: Mutex::new(None),
             query_ids: Arc::default(),
         })
+    }
+
+    /// This attribution letting the call's Trino spans carry its statements,
+    /// scrubbed of their values (`telemetry.capture_statements`).
+    #[must_use]
+    pub fn capturing_statements(mut self, capture: bool) -> Self {
+        self.capture_statements = capture;
+        self
     }
 
     /// The call's id, as Trino's client info and the audit row name it.
@@ -96,6 +109,12 @@ impl Attribution {
             tags.push("scheduled".to_owned());
         }
         let mut info = json!({"call": self.call_id});
+        // With a trace active, Trino's query log names it (the trace token, and
+        // the trace id in the client info) and Trino's own tracing joins it.
+        let trace = crate::telemetry::current_trace();
+        if let Some(trace_id) = crate::telemetry::current_trace_id() {
+            info["trace"] = json!(trace_id);
+        }
         if let Some(task_id) = task_id {
             info["task"] = json!(task_id);
         }
@@ -106,8 +125,15 @@ impl Attribution {
         session.user = user;
         session.client_tags = tags;
         session.client_info = Some(info.to_string());
-        session.trace_token = Some(self.call_id.clone());
+        session.trace_token = Some(match &trace {
+            Some(trace) => trace.traceparent().to_owned(),
+            None => self.call_id.clone(),
+        });
         session.query_ids = Some(Arc::clone(&self.query_ids));
+        session.propagate = Some(crate::telemetry::propagate);
+        if self.capture_statements {
+            session.statement_text = Some(docket_telemetry::scrub_statement);
+        }
         let client = connection.client.with_session(session);
         *self
             .engine_user

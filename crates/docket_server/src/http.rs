@@ -45,6 +45,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
+use tracing::Instrument as _;
 
 use crate::auth::AuthError;
 use crate::dispatch;
@@ -54,6 +55,7 @@ use crate::holds::Hold;
 use crate::legacy;
 use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
+use crate::server_span::ServerSpan;
 use crate::state::App;
 
 /// The response body type: a whole JSON document or a stream of SSE frames.
@@ -438,7 +440,9 @@ where
         (&Method::POST, MCP_PATH) => {
             let started = Instant::now();
             let peer = parts.extensions.get::<Peer>().map(|peer| peer.0);
-            let (method, response) = handle_mcp(app, parts, body).await;
+            let mut server_span = ServerSpan::start(app, peer, parts.version);
+            let (method, response) = handle_mcp(app, parts, body, &mut server_span).await;
+            server_span.finish();
             app.state
                 .metrics
                 .record_request(&method, response.status().as_u16());
@@ -599,8 +603,14 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
     response
 }
 
-/// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics.
-async fn handle_mcp<B>(app: &App, parts: Parts, body: B) -> (String, hyper::Response<Body>)
+/// Handles `POST /mcp`; returns the JSON-RPC method (or `-`) for metrics. Once the
+/// message is read, the rest runs in the request's span (`server_span`).
+async fn handle_mcp<B>(
+    app: &App,
+    parts: Parts,
+    body: B,
+    server_span: &mut ServerSpan,
+) -> (String, hyper::Response<Body>)
 where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -611,7 +621,7 @@ where
         Err(err) => return (unknown(), closing(auth_failure(app, &err))),
     };
     // Taken before the body is read: a slow upload holds a connection too.
-    let mut hold = match app.state.holds.enter(&identity.subject) {
+    let hold = match app.state.holds.enter(&identity.subject) {
         Ok(hold) => hold,
         Err(refused) => {
             let refused = McpError::Limited(refused.to_string());
@@ -693,6 +703,7 @@ where
     let request = match ClientMessage::from_value(message) {
         Ok(ClientMessage::Request(request)) => request,
         Ok(ClientMessage::Notification(notification)) => {
+            server_span.notification(&notification.method);
             // A notification that names a session is accepted only inside it.
             if let Err(refusal) = legacy::notification(app, &identity, &parts.headers).await {
                 return (notification.method, refusal_response(None, refusal));
@@ -713,6 +724,23 @@ where
             );
         }
     };
+    let served = dispatch::is_known_method(app, &request.method);
+    server_span.request(app, &request, &parts.headers, served);
+    let span = server_span.span().clone();
+    answer_request(app, identity, parts, request, hold, server_span)
+        .instrument(span)
+        .await
+}
+
+/// Answers a JSON-RPC request that was read, in its span.
+async fn answer_request(
+    app: &App,
+    identity: Arc<crate::auth::Identity>,
+    parts: Parts,
+    request: Request,
+    mut hold: Hold,
+    server_span: &mut ServerSpan,
+) -> (String, hyper::Response<Body>) {
     let method = request.method.clone();
     // The streams that live as long as their client wants count against its
     // identity's streams; the others end with their answer.
@@ -720,20 +748,41 @@ where
         && let Err(refused) = hold.open_stream()
     {
         let refused = McpError::Limited(refused.to_string());
+        server_span.failed_with(&refused);
         return (method, error_response(app, Some(request.id), &refused));
     }
     if legacy::is_legacy(&request.method, request.params.as_ref(), &parts.headers) {
+        if let Some(session) = legacy::session_id(&parts.headers) {
+            server_span.session(session);
+        }
+        if let Some(version) = parts
+            .headers
+            .get(headers::PROTOCOL_VERSION)
+            .and_then(|value| value.to_str().ok())
+        {
+            server_span.protocol_version(version.trim());
+        }
         let id = request.id.clone();
         let response = match Box::pin(legacy::handle(app, identity, parts.headers, request)).await {
-            Ok(answer) => legacy_response(app, id, answer, hold),
-            Err(refusal) => refusal_response(Some(id), refusal),
+            Ok(answer) => {
+                server_span.answered(&answer.reply);
+                legacy_response(app, id, answer, hold)
+            }
+            Err(refusal) => {
+                server_span.failed_with_code(refusal.error.code);
+                refusal_response(Some(id), refusal)
+            }
         };
         return (method, response);
     }
     let meta = match validate(app, &request, &parts.headers) {
         Ok(meta) => meta,
-        Err(err) => return (method, error_response(app, Some(request.id), &err)),
+        Err(err) => {
+            server_span.failed_with(&err);
+            return (method, error_response(app, Some(request.id), &err));
+        }
     };
+    server_span.protocol_version(&meta.protocol_version);
     let context = RequestContext {
         identity,
         meta,
@@ -741,7 +790,12 @@ where
         run_id: None,
     };
     let id = request.id.clone();
-    let response = match dispatch::dispatch(app, context, request).await {
+    let reply = dispatch::dispatch(app, context, request).await;
+    match &reply {
+        Ok(reply) => server_span.answered(reply),
+        Err(err) => server_span.failed_with(err),
+    }
+    let response = match reply {
         Ok(Reply::Json(result)) => result_response(app, id, result),
         Ok(Reply::Encoded(result)) => encoded_result_response(&id, &result),
         Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver, Era::Current, hold),

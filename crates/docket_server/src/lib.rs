@@ -31,8 +31,10 @@ mod oauth;
 mod reply;
 mod request;
 mod retention;
+mod server_span;
 mod state;
 mod tasks;
+mod telemetry;
 
 pub use app::{AppBuilder, BuildError};
 pub use config::{Config, object_sink};

@@ -45,6 +45,15 @@ const KNOWN_METHODS: &[&str] = &[
 /// The label of anything outside a closed set.
 const OTHER: &str = "other";
 
+/// `method` when it is one the metrics count by name, else `other`.
+pub(crate) fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or(OTHER)
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     method: &'static str,
@@ -148,14 +157,17 @@ impl Metrics {
         let _ = self.known_tools.set(tools.into_iter().collect());
     }
 
+    /// Whether `tool` was registered when the app was built (so it may be a label).
+    pub(crate) fn is_known_tool(&self, tool: &str) -> bool {
+        self.known_tools
+            .get()
+            .is_some_and(|tools| tools.contains(tool))
+    }
+
     /// Counts one HTTP request to `/mcp` by JSON-RPC method (a known one, or
     /// `other`) and status.
     pub fn record_request(&self, method: &str, status: u16) {
-        let method = KNOWN_METHODS
-            .iter()
-            .find(|known| **known == method)
-            .copied()
-            .unwrap_or(OTHER);
+        let method = method_label(method);
         self.requests
             .get_or_create(&RequestLabels { method, status })
             .inc();

@@ -17,6 +17,7 @@ use docket_task::store::NewTask;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::attribution::Attribution;
 use crate::audit::redact_arguments;
@@ -93,7 +94,8 @@ pub(crate) async fn call_tool(
         .as_ref()
         .is_some_and(|run| run.scheduled);
     let attribution = Attribution::new(scheduled)
-        .map_err(|err| McpError::Internal(format!("could not draw a call id: {err}")))?;
+        .map_err(|err| McpError::Internal(format!("could not draw a call id: {err}")))?
+        .capturing_statements(app.config().telemetry.capture_statements);
     let call = Call {
         app,
         context,
@@ -105,11 +107,22 @@ pub(crate) async fn call_tool(
     };
     let identity = Arc::clone(&call.context.identity);
     let stages = async {
-        let (persona, connection) = call.authorize()?;
-        let declares_tasks = call.gates(&persona)?;
-        let input = call.input_round(&params)?;
+        // The stages that cost get spans of their own: who may call (persona, tool,
+        // connection, the gates) and the consent step (EXPLAIN estimates).
+        let authorize = tracing::info_span!("authorize", otel.kind = "internal");
+        let (persona, connection, declares_tasks, input) = authorize.in_scope(|| {
+            let (persona, connection) = call.authorize()?;
+            let declares_tasks = call.gates(&persona)?;
+            let input = call.input_round(&params)?;
+            Ok::<_, Stop>((persona, connection, declares_tasks, input))
+        })?;
         let finish = call.finish(&persona, connection);
-        if let Some(answer) = call.consent(&persona, input.as_ref(), &finish).await? {
+        let consent = tracing::info_span!("consent", otel.kind = "internal");
+        if let Some(answer) = call
+            .consent(&persona, input.as_ref(), &finish)
+            .instrument(consent)
+            .await?
+        {
             return Ok(answer);
         }
         call.start_or_answer(persona, input, declares_tasks, finish)
@@ -407,8 +420,9 @@ impl Call<'_> {
             task: None,
             attribution: Arc::clone(&self.attribution),
         };
+        // The handler's own tokio task stays in the request's span.
         let running = RunningCall::new(
-            tokio::spawn(async move { handler.call(call).await }),
+            tokio::spawn(async move { handler.call(call).await }.in_current_span()),
             cancel,
         );
         // The answer streams when something may be sent before it.
@@ -417,15 +431,18 @@ impl Call<'_> {
             return finish.into_result(outcome).map(Reply::Json);
         }
         let (items, receiver) = mpsc::channel(32);
-        tokio::spawn(stream_call(
-            running,
-            Notifications {
-                progress: progress_updates,
-                logs: log_messages,
-            },
-            items,
-            finish,
-        ));
+        tokio::spawn(
+            stream_call(
+                running,
+                Notifications {
+                    progress: progress_updates,
+                    logs: log_messages,
+                },
+                items,
+                finish,
+            )
+            .in_current_span(),
+        );
         Ok(Reply::Stream(receiver))
     }
 }
@@ -454,7 +471,9 @@ async fn start_task(
         retention: Some(tasks.retention),
         poll_interval_ms: tasks.poll_interval_ms,
         audit: finish.audit_context(),
-        trace_context: None,
+        // The request's own span: the task's work, its cancel and its ending on any
+        // replica continue this trace.
+        trace_context: crate::telemetry::current_trace(),
     };
     let record = tasks
         .runtime
@@ -468,7 +487,8 @@ async fn start_task(
             // stops it.
             let cancel = call.cancel.clone();
             let attribution = Arc::clone(&call.attribution);
-            let running = RunningCall::new(tokio::spawn(handler.call(call)), cancel);
+            let running =
+                RunningCall::new(tokio::spawn(handler.call(call).in_current_span()), cancel);
             let mut outcome = running.wait().await;
             if let ToolOutcome::Result(result) = &mut outcome {
                 attribution.stamp(result);

@@ -78,6 +78,7 @@ impl Config {
     /// Inconsistencies between sections, as sentences prefixed by the key path.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = self.auth.problems();
+        problems.extend(self.telemetry.problems("telemetry"));
         problems.extend(crate::persona::problems(&self.personas, &self.admin));
         problems.extend(self.rate_limit.problems());
         if let Err(connection_problems) = crate::connections::trino_connections(&self.connections) {

@@ -53,6 +53,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// Managed scripts and their runs.
     pub scripts: ScriptsConfig,
+    /// Traces and metrics over OTLP (off without `telemetry.otlp`).
+    pub telemetry: docket_telemetry::TelemetryConfig,
 }
 
 /// The `server:` section.

@@ -201,12 +201,14 @@ pub(crate) async fn end_session(
             "name the session to end in Mcp-Session-Id",
         ));
     };
-    open_session(app, identity, id).await?;
+    let session = open_session(app, identity, id).await?;
     app.state
         .sessions
         .delete_session(id)
         .await
         .map_err(|err| Refusal::unavailable(&err))?;
+    let lasted = time::OffsetDateTime::now_utc() - session.created_at;
+    crate::telemetry::session_ended(&session.protocol_version, lasted.as_seconds_f64());
     tracing::info!(subject = identity.subject, "session ended by its client");
     Ok(())
 }

@@ -16,6 +16,7 @@ mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use docket_catalog::PageCursor;
 use docket_protocol::meta::Implementation;
@@ -83,7 +84,20 @@ pub(crate) async fn handle(
         "tasks/cancel" => {
             let TaskIdParams { task_id } = parse(params, method)?;
             let (found, _) = find(tasks, context, is_admin, &task_id).await?;
-            found.source.cancel(&found.record.id).await?;
+            // The cancel joins the task's own trace (its creation, on whichever
+            // replica), linked to this request's.
+            let span = tracing::info_span!(
+                "task_cancel",
+                otel.name = "task cancel",
+                otel.kind = "internal",
+                "docket.task.id" = %found.record.id,
+            );
+            crate::telemetry::join_task_trace(&span, found.record.trace_context.as_ref());
+            found
+                .source
+                .cancel(&found.record.id)
+                .instrument(span)
+                .await?;
             encode(&EmptyResult::default(), server_info)
         }
         "tasks/update" => {

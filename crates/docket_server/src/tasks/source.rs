@@ -1,6 +1,7 @@
 //! Where task ids are found: the [`TaskSource`] trait, and the task table's own
 //! source, [`CallTasks`].
 
+use docket_task::runtime::in_store_span;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -112,7 +113,9 @@ impl TaskSource for CallTasks {
     }
 
     async fn find(self: Arc<Self>, id: &TaskId) -> Result<Option<FoundTask>, McpError> {
-        let found = self.runtime.store().get(id).await.map_err(store_failure)?;
+        let found = in_store_span("get", self.runtime.store().get(id))
+            .await
+            .map_err(store_failure)?;
         Ok(found.map(|(record, now)| FoundTask {
             record,
             now,
@@ -158,7 +161,10 @@ impl TaskSource for CallTasks {
             self.runtime.signal(TaskSignal::Changed(id.clone()));
         }
         // Read again: the failure just recorded, or the ending that landed first.
-        match self.runtime.store().get(&id).await.map_err(store_failure)? {
+        match in_store_span("get", self.runtime.store().get(&id))
+            .await
+            .map_err(store_failure)?
+        {
             Some((record, now)) => Ok(FoundTask {
                 record,
                 now,

@@ -125,7 +125,22 @@ pub(crate) fn api_failure(err: &ApiError) -> CallToolResult {
 /// A tool error when the caller has no identity the connection can carry (an
 /// API key where a token must be exchanged, a missing claim, the identity
 /// provider's refusal); nothing reached the upstream then.
+///
+/// Every request of the returned connection carries the active trace
+/// (`traceparent`), so the upstream's own record joins it.
 pub(crate) async fn for_caller(
+    connection: &HttpConnection,
+    identity: &Identity,
+) -> Result<HttpConnection, CallToolResult> {
+    let mut connection = as_caller(connection, identity).await?;
+    connection.client = connection
+        .client
+        .with_propagation(crate::telemetry::propagate);
+    Ok(connection)
+}
+
+/// [`for_caller`] before the trace is added.
+async fn as_caller(
     connection: &HttpConnection,
     identity: &Identity,
 ) -> Result<HttpConnection, CallToolResult> {

@@ -29,6 +29,7 @@ use docket_catalog::{NewAsset, generate_id};
 use docket_export::format::{ChunkBuffer, ColumnSpec, Format, RowWriter};
 use docket_script::{Host, HostError};
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use super::assets::asset_json;
 use super::exporting::{file_name, save_asset};
@@ -120,7 +121,21 @@ impl ScriptHost {
             )));
         }
         let identity = self.calling_identity(&app).await?;
+        // Each `platform.call` is a span of the run's trace, named for a registered
+        // tool only.
+        let label = if app.state.metrics.is_known_tool(tool) {
+            tool
+        } else {
+            "other"
+        };
+        let span = tracing::info_span!(
+            "platform_call",
+            otel.name = %format_args!("platform.call {label}"),
+            otel.kind = "internal",
+            "gen_ai.tool.name" = label,
+        );
         let answer = call_in_process(&app, identity, &self.run_id, tool, arguments)
+            .instrument(span)
             .await
             .map_err(|error| match error {
                 McpError::Unavailable(message) | McpError::Internal(message) => {

@@ -157,7 +157,8 @@ impl ScriptTools {
                 version: script.version,
                 params: Value::Object(params),
                 requested_by: call.identity.subject.clone(),
-                trace_context: None,
+                // The worker that runs it, on any replica, continues this trace.
+                trace_context: crate::telemetry::current_trace().map(|trace| trace.to_column()),
             })
             .await
             .map_err(|error| {
