@@ -285,3 +285,43 @@ async fn a_span_below_info_passes_its_traced_parents_context_on() {
     );
     setup.telemetry.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_from_tasks_on_several_threads_all_arrive_in_their_traces() {
+    use tracing::instrument::WithSubscriber as _;
+
+    let setup = setup(LogFormat::Json, |_| {}).await;
+    let mut tasks = Vec::new();
+    for task in 0..4u32 {
+        let work = async move {
+            for step in 0..50u32 {
+                let span = tracing::info_span!("step", task, step);
+                let parent = async {
+                    tokio::task::yield_now().await;
+                    tracing::info_span!("stage").in_scope(|| {});
+                };
+                tracing::Instrument::instrument(parent, span).await;
+            }
+        };
+        tasks.push(tokio::spawn(work.with_subscriber(setup.dispatch.clone())));
+    }
+    for task in tasks {
+        task.await.expect("the task finishes");
+    }
+    let spans = setup
+        .collector
+        .wait_for_spans(|spans| spans.len() >= 400, ARRIVAL)
+        .await
+        .expect("every span arrives");
+    assert_eq!(spans.len(), 400);
+    for stage in spans.iter().filter(|span| span.name == "stage") {
+        let parent = spans
+            .iter()
+            .find(|span| Some(&span.span_id) == stage.parent_span_id.as_ref())
+            .expect("each stage's parent arrived");
+        assert_eq!(parent.name, "step");
+        assert_eq!(parent.trace_id, stage.trace_id);
+    }
+    assert_eq!(setup.telemetry.dropped_spans(), 0);
+    setup.telemetry.shutdown().await;
+}
