@@ -130,8 +130,14 @@ pub async fn export_query(
                 .commit()
                 .instrument(sink_span("sink commit", 0))
                 .await?;
-            export_span.record("docket.export.rows", rows);
-            export_span.record("docket.export.bytes", bytes);
+            export_span.record(
+                "docket.export.rows",
+                i64::try_from(rows).unwrap_or(i64::MAX),
+            );
+            export_span.record(
+                "docket.export.bytes",
+                i64::try_from(bytes).unwrap_or(i64::MAX),
+            );
             Ok(ExportReport {
                 rows,
                 bytes,
@@ -160,7 +166,7 @@ pub(crate) fn sink_span(name: &'static str, bytes: usize) -> tracing::Span {
         "sink",
         otel.name = name,
         otel.kind = "internal",
-        "docket.sink.bytes" = bytes,
+        "docket.sink.bytes" = i64::try_from(bytes).unwrap_or(i64::MAX),
     )
 }
 

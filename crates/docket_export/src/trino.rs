@@ -565,7 +565,7 @@ impl Inner {
             "db.system.name" = "trino",
             "http.request.method" = method.as_str(),
             "server.address" = address,
-            "server.port" = port,
+            "server.port" = i64::from(port),
             "http.response.status_code" = tracing::field::Empty,
             "db.query.text" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
@@ -593,7 +593,7 @@ impl Inner {
                 Err(error) => return Err(self.transport_error(url, error)),
                 Ok(response) => {
                     let status = response.status();
-                    span.record("http.response.status_code", status.as_u16());
+                    span.record("http.response.status_code", i64::from(status.as_u16()));
                     let body = response
                         .bytes()
                         .await

@@ -97,6 +97,8 @@ pub async fn serve(
     // Connections answered over the cap are few at a time too: beyond these, a new
     // connection is closed at once, so a flood of sockets never piles up.
     let overflow_slots = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
+    // The address requests arrived at, for their spans (`server.address`, `server.port`).
+    let local = listener.local_addr().ok();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -133,6 +135,9 @@ pub async fn serve(
                     // The peer is only logged, and only here is it known: a mounted
                     // service logs its requests without one.
                     request.extensions_mut().insert(Peer(peer));
+                    if let Some(local) = local {
+                        request.extensions_mut().insert(Local(local));
+                    }
                     async move { Ok::<_, Infallible>(route(&app, request).await) }
                 });
                 let connection = builder.serve_connection(io, service);
@@ -326,6 +331,10 @@ type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Body>, Infallib
 #[derive(Clone, Copy)]
 struct Peer(SocketAddr);
 
+/// The address [`serve`] accepted a request's connection on, for its span.
+#[derive(Clone, Copy)]
+struct Local(SocketAddr);
+
 impl McpService {
     fn answer<B>(&self, request: hyper::Request<B>) -> Answer
     where
@@ -440,7 +449,8 @@ where
         (&Method::POST, MCP_PATH) => {
             let started = Instant::now();
             let peer = parts.extensions.get::<Peer>().map(|peer| peer.0);
-            let mut server_span = ServerSpan::start(app, peer, parts.version);
+            let local = parts.extensions.get::<Local>().map(|local| local.0);
+            let mut server_span = ServerSpan::start(app, peer, local, parts.version);
             let (method, response) = handle_mcp(app, parts, body, &mut server_span).await;
             server_span.finish();
             app.state

@@ -42,9 +42,15 @@ pub(crate) struct ServerSpan {
 }
 
 impl ServerSpan {
-    /// The span of a request that just arrived on `local` from `peer` over `version`.
-    pub(crate) fn start(app: &App, peer: Option<SocketAddr>, version: http::Version) -> Self {
-        let local = app.config().server.address;
+    /// The span of a request that just arrived on `local` (else the configured
+    /// address, for a mounted service) from `peer` over `version`.
+    pub(crate) fn start(
+        app: &App,
+        peer: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+        version: http::Version,
+    ) -> Self {
+        let local = local.unwrap_or(app.config().server.address);
         let protocol_version = match version {
             http::Version::HTTP_10 => "1.0",
             http::Version::HTTP_2 => "2",
@@ -69,13 +75,13 @@ impl ServerSpan {
             "network.protocol.name" = "http",
             "network.protocol.version" = protocol_version,
             "server.address" = %local.ip(),
-            "server.port" = local.port(),
+            "server.port" = i64::from(local.port()),
             "client.address" = Empty,
             "client.port" = Empty,
         );
         if let Some(peer) = peer {
             span.record("client.address", tracing::field::display(peer.ip()));
-            span.record("client.port", peer.port());
+            span.record("client.port", i64::from(peer.port()));
         }
         Self {
             span,

@@ -619,7 +619,7 @@ impl TaskRuntime {
             "task_heartbeat",
             otel.name = "task heartbeat",
             otel.kind = "internal",
-            "docket.tasks.running" = running.len(),
+            "docket.tasks.running" = i64::try_from(running.len()).unwrap_or(i64::MAX),
         );
         if let Some(link) = self.link_trace.get() {
             for trace in running

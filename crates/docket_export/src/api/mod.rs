@@ -645,7 +645,7 @@ impl ApiClient {
             otel.kind = "client",
             "http.request.method" = method.as_str(),
             "server.address" = address,
-            "server.port" = port,
+            "server.port" = i64::from(port),
             "http.response.status_code" = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
@@ -696,7 +696,7 @@ impl ApiClient {
         let error_type = match &outcome {
             Ok(response) => {
                 let status = response.status();
-                span.record("http.response.status_code", status.as_u16());
+                span.record("http.response.status_code", i64::from(status.as_u16()));
                 (status.is_client_error() || status.is_server_error())
                     .then(|| status.as_str().to_owned())
             }

@@ -18,5 +18,6 @@ mod scripts;
 mod service;
 mod support;
 mod tasks;
+mod telemetry;
 mod trino;
 mod upstream;
