@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use docket_catalog::scripts::{Run, ScriptVersion};
-use docket_script::{Host, Isolation, Limits, RunProgress, ScriptInput, ScriptReport};
+use docket_script::{Host, HostError, Isolation, Limits, RunProgress, ScriptInput, ScriptReport};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -103,7 +104,6 @@ impl ScriptRunner for SandboxRunner {
                     .ok()
             }),
         };
-        let host = (self.host_for)(run, version, roles);
         // The evaluation (a child process, unless isolation is in-process), with each
         // `platform.call` the host serves as its child.
         let span = tracing::info_span!(
@@ -115,6 +115,11 @@ impl ScriptRunner for SandboxRunner {
                 Isolation::Child(_) => "child",
             },
         );
+        // In process, host calls run on tasks of their own: they are kept in the span.
+        let host: Arc<dyn Host> = Arc::new(InSpan {
+            host: (self.host_for)(run, version, roles),
+            span: span.clone(),
+        });
         self.isolation
             .run(
                 version.source.clone(),
@@ -125,6 +130,41 @@ impl ScriptRunner for SandboxRunner {
                 progress,
             )
             .instrument(span)
+            .await
+    }
+}
+
+/// A host whose every call runs in `span`, wherever the evaluator has it run.
+struct InSpan {
+    host: Arc<dyn Host>,
+    span: tracing::Span,
+}
+
+#[async_trait]
+impl Host for InSpan {
+    async fn call(&self, tool: String, args: Value) -> Result<Value, HostError> {
+        self.host
+            .call(tool, args)
+            .instrument(self.span.clone())
+            .await
+    }
+
+    async fn query(
+        &self,
+        sql: String,
+        connection: Option<String>,
+        params: Map<String, Value>,
+    ) -> Result<Value, HostError> {
+        self.host
+            .query(sql, connection, params)
+            .instrument(self.span.clone())
+            .await
+    }
+
+    async fn export(&self, name: String, rows: Value, format: String) -> Result<Value, HostError> {
+        self.host
+            .export(name, rows, format)
+            .instrument(self.span.clone())
             .await
     }
 }

@@ -441,6 +441,46 @@ mod tests {
         }
     }
 
+    /// `telemetry:` in its smallest form turns OTLP on; its problems are named by
+    /// key, an unknown key under it as well.
+    #[test]
+    fn telemetry_is_configured_and_checked() {
+        let config = Config::from_yaml(
+            "telemetry: { otlp: { endpoint: \"http://collector:4318\" } }\n",
+            &env,
+        )
+        .expect("valid");
+        let otlp = config.telemetry.otlp.expect("otlp on");
+        assert_eq!(otlp.endpoint, "http://collector:4318");
+        assert!(!config.telemetry.capture_statements, "off by default");
+        assert!(Config::default().telemetry.otlp.is_none(), "off without it");
+        let problems = Config::from_yaml(
+            "telemetry: { otlp: { endpoint: \"collector\" }, sampler: { ratio: 2.0 }, max_queue_spans: 0 }\n",
+            &env,
+        )
+        .expect_err("invalid")
+        .problems;
+        for expected in [
+            "telemetry.otlp.endpoint:",
+            "telemetry.sampler.ratio:",
+            "telemetry.max_queue_spans:",
+        ] {
+            assert!(
+                problems.iter().any(|problem| problem.starts_with(expected)),
+                "{expected:?} missing from {problems:#?}"
+            );
+        }
+        let unknown = Config::from_yaml("telemetry: { endpoint: \"http://c:4318\" }\n", &env)
+            .expect_err("an unknown key")
+            .problems;
+        assert!(
+            unknown
+                .iter()
+                .any(|problem| problem.starts_with("telemetry")),
+            "{unknown:?}"
+        );
+    }
+
     #[test]
     fn an_empty_file_is_the_default() {
         let config = Config::from_yaml("", &env).expect("valid");

@@ -376,6 +376,24 @@ async fn an_export_task_created_on_one_replica_and_cancelled_on_another_is_one_t
         Some(cancelling.span_id.as_str())
     );
 
+    // A's beats while the task ran link to the trace the task keeps.
+    let call_span = call.span_id.clone();
+    traced
+        .collector
+        .wait_for_spans(
+            |spans| {
+                spans.iter().any(|span| {
+                    span.name == "task heartbeat"
+                        && span
+                            .links
+                            .contains(&(CLIENT_TRACE.to_owned(), call_span.clone()))
+                })
+            },
+            ARRIVAL,
+        )
+        .await
+        .expect("a beat linked to the task's trace");
+
     // Every span of the task's work is in the one trace.
     for span in spans.iter().filter(|span| {
         matches!(
@@ -681,5 +699,165 @@ async fn captured_statements_are_scrubbed() {
             "{statement}"
         );
     }
+    traced.stop().await;
+}
+
+/// A script run is one trace with the request that queued it: the worker that
+/// claims it parents the run on the trace its row keeps, and the evaluation and
+/// each `platform.call` (with the whole pipeline of the call) are its children.
+#[tokio::test]
+async fn a_script_run_is_one_trace_with_the_request_that_queued_it() {
+    let traced = Traced::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let yaml = "scripts: { heartbeat_interval: 100ms, lease: 5s }\n\
+                personas:\n  analyst: { roles: [analyst], tools: { allow: [\"*\"] }, connections: { allow: [\"*\"] } }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["admin"])]);
+    let stored = StoredServer::start(config, &database, true).await;
+    let (_, created) = stored
+        .server
+        .rpc(
+            "tools/call",
+            json!({"name": "manage_script", "arguments": {"command": "create", "name": "traced",
+                   "source": "info = platform.call(\"platform_info\", {})\nresult = 1"}}),
+        )
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    assert!(created["result"]["isError"] != true, "{created}");
+    let trace = "7bf92f3577b34da6a3ce929d0e0e4739";
+    let ran = traced_call(
+        &stored.server,
+        "run_script",
+        json!({"name": "traced"}),
+        trace,
+        CLIENT_CALL_SPAN,
+    )
+    .await;
+    assert!(ran["result"]["isError"] != true, "{ran}");
+    let spans = traced
+        .spans_named(&[
+            "tools/call run_script",
+            "script run",
+            "script evaluate",
+            "platform.call platform_info",
+        ])
+        .await;
+    let call = one(&spans, trace, "tools/call run_script");
+    assert_eq!(parent_of(call), Some(CLIENT_CALL_SPAN));
+    let run = one(&spans, trace, "script run");
+    assert_eq!(
+        parent_of(run),
+        Some(call.span_id.as_str()),
+        "the worker continues the trace the run row keeps"
+    );
+    let evaluate = one(&spans, trace, "script evaluate");
+    assert_eq!(parent_of(evaluate), Some(run.span_id.as_str()));
+    let platform_call = one(&spans, trace, "platform.call platform_info");
+    assert_eq!(parent_of(platform_call), Some(evaluate.span_id.as_str()));
+    assert!(
+        spans.iter().any(|span| span.trace_id == trace
+            && span.name == "authorize"
+            && parent_of(span) == Some(platform_call.span_id.as_str())),
+        "the call's pipeline is under it: {:?}",
+        names(&spans)
+    );
+    traced.stop().await;
+}
+
+/// A session of the earlier era: its requests' spans name the session by a digest
+/// (never the id itself, which opens it), and its end records
+/// `mcp.server.session.duration` with the negotiated version.
+#[tokio::test]
+async fn an_earlier_era_session_is_named_by_digest_and_its_duration_recorded() {
+    let traced = Traced::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let double = TrinoDouble::start().await.expect("double");
+    let (a, _b) = replicas(&database, &double, "").await;
+    let post = |session: Option<&str>, message: Value| {
+        let mut request = a
+            .server
+            .http
+            .post(a.server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("x-api-key", key_of("alice"))
+            .json(&message);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let opened = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "telemetry-tests", "version": "1"}}}),
+    )
+    .await
+    .expect("initialize");
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a session")
+        .to_owned();
+    let listed = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+    )
+    .await
+    .expect("tools/list");
+    assert_eq!(listed.status(), 200);
+    let ended = a
+        .server
+        .http
+        .delete(a.server.url("/mcp"))
+        .header("x-api-key", key_of("alice"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(ended.status(), 200);
+    let spans = traced.spans_named(&["tools/list"]).await;
+    let list = spans
+        .iter()
+        .find(|span| span.name == "tools/list")
+        .expect("the list");
+    let digest = text(list, "mcp.session.id").expect("the session's digest");
+    assert_eq!(digest.len(), 32);
+    assert_ne!(digest, session);
+    assert_eq!(text(list, "mcp.protocol.version"), Some("2025-11-25"));
+    for span in &spans {
+        for value in span.attributes.values() {
+            assert!(!format!("{value:?}").contains(&session), "{span:?}");
+        }
+    }
+    let metrics = traced
+        .collector
+        .wait_for_metrics(
+            |metrics| {
+                metrics
+                    .iter()
+                    .any(|metric| metric.name == "mcp.server.session.duration")
+            },
+            ARRIVAL,
+        )
+        .await
+        .expect("mcp.server.session.duration arrives");
+    let sessions = metrics
+        .iter()
+        .find(|metric| metric.name == "mcp.server.session.duration")
+        .expect("the metric");
+    assert!(sessions.points.iter().any(|point| {
+        point
+            .attributes
+            .get("mcp.protocol.version")
+            .and_then(OtlpValue::as_str)
+            == Some("2025-11-25")
+            && point.count == Some(1)
+    }));
     traced.stop().await;
 }
