@@ -3,6 +3,7 @@
 //! cap, a timeout and a cancel token; only a whole response is committed.
 
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
@@ -120,7 +121,11 @@ pub(crate) async fn commit_or_abort<T, E>(
     sink_error: impl FnOnce(SinkError) -> E,
 ) -> Result<(T, u64), E> {
     match outcome {
-        Ok(value) => match upload.commit().await {
+        Ok(value) => match upload
+            .commit()
+            .instrument(crate::export::sink_span("sink commit", 0))
+            .await
+        {
             Ok(bytes) => Ok((value, bytes)),
             Err(error) => Err(sink_error(error)),
         },

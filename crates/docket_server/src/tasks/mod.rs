@@ -183,8 +183,19 @@ pub(crate) async fn find(
     let mut view = found.record.view(found.now, tasks.stale_after);
     let mut found = found;
     if view.stale {
-        // Told as final, so recorded as final first (docs/design.md, "Stale replicas").
-        found = Arc::clone(&found.source).settle_stale(found).await?;
+        // Told as final, so recorded as final first (docs/design.md, "Stale replicas"),
+        // in the task's own trace: this replica ends a task another one created.
+        let span = tracing::info_span!(
+            "task_settle_stale",
+            otel.name = "task settle stale",
+            otel.kind = "internal",
+            "docket.task.id" = %found.record.id,
+        );
+        crate::telemetry::join_task_trace(&span, found.record.trace_context.as_ref());
+        found = Arc::clone(&found.source)
+            .settle_stale(found)
+            .instrument(span)
+            .await?;
         view = found.record.view(found.now, tasks.stale_after);
     }
     Ok((found, view))
