@@ -19,5 +19,6 @@ mod service;
 mod support;
 mod tasks;
 mod telemetry;
+mod telemetry_sdk;
 mod trino;
 mod upstream;
