@@ -863,3 +863,42 @@ async fn an_earlier_era_session_is_named_by_digest_and_its_duration_recorded() {
     }));
     traced.stop().await;
 }
+
+/// A collector that is down costs the server nothing but the spans it could not
+/// take: every request is answered as before, and the spans are dropped and
+/// counted, never waited for.
+#[tokio::test]
+async fn a_collector_that_is_down_costs_only_dropped_spans() {
+    let traced = Traced::start().await;
+    traced.collector.set_down(true);
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let double = TrinoDouble::start().await.expect("double");
+    let (a, _b) = replicas(&database, &double, "").await;
+    for _ in 0..5 {
+        let (status, body) = a
+            .server
+            .rpc(
+                "tools/call",
+                json!({"name": "platform_info", "arguments": {}}),
+            )
+            .header("x-api-key", &key_of("alice"))
+            .send()
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body["result"]["isError"] != true, "{body}");
+    }
+    let telemetry = traced.telemetry.as_ref().expect("telemetry");
+    let deadline = tokio::time::Instant::now() + ARRIVAL;
+    while telemetry.dropped_spans() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no span was counted dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        traced.collector.spans().is_empty(),
+        "a down collector keeps nothing"
+    );
+    traced.stop().await;
+}
