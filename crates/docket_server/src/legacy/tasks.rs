@@ -153,7 +153,7 @@ pub(super) async fn serve(
                     status_name(view.status)
                 )));
             }
-            found.source.cancel(&found.record.id).await?;
+            tasks::cancel(&found).await?;
             let started = tokio::time::Instant::now();
             loop {
                 let (found, view) = find().await?;

@@ -84,20 +84,7 @@ pub(crate) async fn handle(
         "tasks/cancel" => {
             let TaskIdParams { task_id } = parse(params, method)?;
             let (found, _) = find(tasks, context, is_admin, &task_id).await?;
-            // The cancel joins the task's own trace (its creation, on whichever
-            // replica), linked to this request's.
-            let span = tracing::info_span!(
-                "task_cancel",
-                otel.name = "task cancel",
-                otel.kind = "internal",
-                "docket.task.id" = %found.record.id,
-            );
-            crate::telemetry::join_task_trace(&span, found.record.trace_context.as_ref());
-            found
-                .source
-                .cancel(&found.record.id)
-                .instrument(span)
-                .await?;
+            cancel(&found).await?;
             encode(&EmptyResult::default(), server_info)
         }
         "tasks/update" => {
@@ -108,15 +95,40 @@ pub(crate) async fn handle(
             let (found, _) = find(tasks, context, is_admin, &task_id).await?;
             let responses = input_responses.into_iter().collect();
             // Applied before the acknowledgement, so the very next tasks/get on any
-            // replica shows it.
+            // replica shows it; in the task's own trace, as a cancel is.
+            let span = task_span("task update", &found);
             found
                 .source
                 .answer_input(&found.record.id, &responses)
+                .instrument(span)
                 .await?;
             encode(&EmptyResult::default(), server_info)
         }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }
+}
+
+/// Asks `found` to stop, in the task's own trace (its creation, on whichever
+/// replica), linked to this request's: both eras' `tasks/cancel`.
+///
+/// # Errors
+/// When the task's source cannot record the cancel.
+pub(crate) async fn cancel(found: &FoundTask) -> Result<(), McpError> {
+    let span = task_span("task cancel", found);
+    found.source.cancel(&found.record.id).instrument(span).await
+}
+
+/// A span named `name` for work on `found` done in another request than the one
+/// that created it, parented on the trace the task keeps and linked to the request.
+fn task_span(name: &'static str, found: &FoundTask) -> tracing::Span {
+    let span = tracing::info_span!(
+        "task",
+        otel.name = name,
+        otel.kind = "internal",
+        "docket.task.id" = %found.record.id,
+    );
+    crate::telemetry::join_task_trace(&span, found.record.trace_context.as_ref());
+    span
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value, method: &str) -> Result<T, McpError> {
@@ -185,13 +197,7 @@ pub(crate) async fn find(
     if view.stale {
         // Told as final, so recorded as final first (docs/design.md, "Stale replicas"),
         // in the task's own trace: this replica ends a task another one created.
-        let span = tracing::info_span!(
-            "task_settle_stale",
-            otel.name = "task settle stale",
-            otel.kind = "internal",
-            "docket.task.id" = %found.record.id,
-        );
-        crate::telemetry::join_task_trace(&span, found.record.trace_context.as_ref());
+        let span = task_span("task settle stale", &found);
         found = Arc::clone(&found.source)
             .settle_stale(found)
             .instrument(span)
