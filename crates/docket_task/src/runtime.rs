@@ -168,6 +168,9 @@ pub fn store_span(operation: &'static str) -> tracing::Span {
 
 /// Runs `statement` in a [`store_span`] named for `operation`, marking the span
 /// failed when it fails.
+///
+/// # Errors
+/// The statement's own error, unchanged.
 pub async fn in_store_span<T>(
     operation: &'static str,
     statement: impl Future<Output = Result<T, StoreError>>,
