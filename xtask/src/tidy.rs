@@ -85,8 +85,9 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ),
     // The benchmarks: a dev-only binary that serves an App through the public
     // library API, measures the store against bare SQL through docket_storage,
-    // exports from the Trino double against docket_export's raw page fetch, and
-    // script runs in child processes against in-process evaluation on run bridges.
+    // exports from the Trino double against docket_export's raw page fetch, script
+    // runs in child processes against in-process evaluation on run bridges, and apps
+    // traced through docket_telemetry into the real OTLP receiver against tracing off.
     (
         "docket_bench",
         &[
@@ -99,6 +100,8 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_trino_double",
             "docket_script",
             "docket_run_bridge",
+            "docket_telemetry",
+            "docket_otlp_collector",
         ],
     ),
     // The Trino double: a dev-only coordinator double on hyper and SQLite, for

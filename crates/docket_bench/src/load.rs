@@ -41,6 +41,17 @@ impl Prepared {
             .insert(http::header::HOST, HeaderValue::from_static("127.0.0.1"));
         request
     }
+
+    /// The same request with `_meta.<key>` set to `value` (a `traceparent`, say).
+    pub(crate) fn with_meta(&self, key: &str, value: Value) -> anyhow::Result<Prepared> {
+        let mut body: Value =
+            serde_json::from_slice(&self.body).context("a request is not JSON")?;
+        body["params"]["_meta"][key] = value;
+        Ok(Prepared {
+            headers: self.headers.clone(),
+            body: Bytes::from(serde_json::to_vec(&body)?),
+        })
+    }
 }
 
 /// The `_meta` a client that declares the tasks extension sends on every request.

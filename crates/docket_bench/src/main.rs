@@ -19,6 +19,10 @@
 //! The flood suite (`flood`) floods a `docket serve` process with reads, half-open
 //! sockets and task creations and compares its footprint before and after.
 //!
+//! The tracing suite (`overhead`) serves three apps that differ only in their telemetry
+//! (off, OTLP on but unsampled, OTLP on and exported to a real OTLP receiver) the same
+//! `tools/call` and `tasks/get` load, and reports each against off.
+//!
 //! The work suite (`work`) hands `tasks/get` and a task-creating `tools/call` to the
 //! service in process, over an in-memory store, and reports the MCP work of one call
 //! with nothing else measured.
@@ -31,11 +35,11 @@
 //! get is measured beside: the bare SELECT, the store's read, the service in process
 //! and an exchange of the get's size, so two profiles can be compared.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|work|get-load|create-load|insert-load|
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|overhead|work|get-load|create-load|insert-load|
 //! select-load|store-get-load|service-get-load|echo-get-load] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
-//! [--export-rounds N] [--work-calls N]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
+//! [--export-rounds N] [--work-calls N] [--overhead-samples N] [--overhead-seconds S]`. PostgreSQL comes from `DOCKET_BENCH_DATABASE_URL`
 //! (used as is, migrated), or else a fresh schema on the test server
 //! (`DOCKET_TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/test`).
 
@@ -46,6 +50,7 @@ mod exports;
 mod flood;
 mod gate;
 mod load;
+mod overhead;
 mod peer;
 mod phases;
 mod report;
@@ -109,6 +114,13 @@ pub(crate) struct Args {
     /// Calls per loop of the work suite.
     #[arg(long, default_value_t = 50_000)]
     work_calls: u32,
+    /// Sequential calls per operation and app in the tracing suite.
+    #[arg(long, default_value_t = 1000)]
+    overhead_samples: usize,
+    /// Seconds each operation is driven per app in the tracing suite's throughput runs
+    /// (from `--clients` clients).
+    #[arg(long, default_value_t = 4)]
+    overhead_seconds: u64,
 }
 
 /// The benchmark suites.
@@ -126,6 +138,9 @@ enum Suite {
     /// Floods a `docket serve` process (reads, half-open sockets, task creations) and
     /// compares its memory and descriptors before and after.
     Flood,
+    /// What tracing costs: the same `tools/call` and `tasks/get` load against apps with
+    /// telemetry off, OTLP on but unsampled, and OTLP on and exported (needs PostgreSQL).
+    Overhead,
     /// One `tasks/get`'s MCP work in process: no network, no database, no load
     /// generator (run it under callgrind for instruction counts).
     Work,
@@ -190,6 +205,22 @@ fn run() -> anyhow::Result<()> {
             report::write_markdown(path, &results)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {}", path.display());
+        }
+    }
+    if matches!(args.suite, Suite::All | Suite::Overhead) {
+        let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let sizes = overhead::Sizes {
+            samples: args.overhead_samples,
+            clients: args.clients,
+            seconds: args.overhead_seconds,
+        };
+        let results = overhead::run(&runtime, sizes, &args.commit, &test_server)?;
+        println!("{}", results.text());
+        if let Some(path) = &args.output {
+            results
+                .write_markdown(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            println!("wrote the tracing section of {}", path.display());
         }
     }
     if matches!(args.suite, Suite::All | Suite::Work) {
