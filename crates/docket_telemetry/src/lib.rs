@@ -25,6 +25,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing::Dispatch;
 use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -162,7 +163,14 @@ impl Telemetry {
                 })
                 .boxed(),
         }
-        .with_filter(log_filter);
+        // Log lines are events only: a line inside a span reads as it did before spans
+        // (no `mcp{…}:authorize:` prefix of every span's fields), and a span costs the
+        // log layer nothing. The ids at the end of a line come from the registry.
+        .with_filter(
+            log_filter.and(tracing_subscriber::filter::filter_fn(|metadata| {
+                metadata.is_event()
+            })),
+        );
 
         let counters = Arc::new(QueueCounters::default());
         let mut telemetry = Telemetry {
