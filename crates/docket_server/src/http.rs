@@ -626,10 +626,12 @@ where
     B::Error: Into<BoxError>,
 {
     let unknown = || "-".to_owned();
+    let authenticating = Instant::now();
     let identity = match authenticate(app, &parts.headers).await {
         Ok(identity) => identity,
         Err(err) => return (unknown(), closing(auth_failure(app, &err))),
     };
+    server_span.authenticated(authenticating.elapsed());
     // Taken before the body is read: a slow upload holds a connection too.
     let hold = match app.state.holds.enter(&identity.subject) {
         Ok(hold) => hold,

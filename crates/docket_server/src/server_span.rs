@@ -78,6 +78,7 @@ impl ServerSpan {
             "server.port" = i64::from(local.port()),
             "client.address" = Empty,
             "client.port" = Empty,
+            "docket.authenticate.seconds" = Empty,
         );
         if let Some(peer) = peer {
             span.record("client.address", tracing::field::display(peer.ip()));
@@ -154,6 +155,15 @@ impl ServerSpan {
             (None, Some(header)) => context::set_parent(span, &header),
             (None, None) => {}
         }
+    }
+
+    /// Records how long the identity check took. It ran before the span could be
+    /// parented (the body, with `_meta`, is read only once the caller is known), so
+    /// it is an attribute of the request's span rather than a child span of its own;
+    /// the persona's part is the `authorize` child.
+    pub(crate) fn authenticated(&self, took: std::time::Duration) {
+        self.span
+            .record("docket.authenticate.seconds", took.as_secs_f64());
     }
 
     /// Names the span for a notification (it has no id and no answer).

@@ -291,6 +291,13 @@ async fn an_export_task_created_on_one_replica_and_cancelled_on_another_is_one_t
         "replica A served the call"
     );
     assert!(attribute(call, "error.type").is_none());
+    assert!(
+        matches!(
+            attribute(call, "docket.authenticate.seconds"),
+            Some(OtlpValue::Double(seconds)) if *seconds >= 0.0
+        ),
+        "the identity check's time: {call:?}"
+    );
     for stage in ["authorize", "consent", "create call_tasks", "task run"] {
         assert_eq!(
             parent_of(one(&spans, CLIENT_TRACE, stage)),
