@@ -127,6 +127,24 @@ fn process_run() -> Run {
         })
 }
 
+/// CPU time so far of this process's threads whose name starts with `prefix` (a runtime's
+/// `thread_name`), to take a helper's share out of [`process_cpu`].
+pub(crate) fn threads_cpu(prefix: &str) -> Duration {
+    let Ok(threads) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let nanos = threads
+        .flatten()
+        .filter(|thread| {
+            std::fs::read_to_string(thread.path().join("comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .filter_map(|thread| thread_run(&thread.path()))
+        .map(|run| run.nanos)
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
 /// The `application_name` every connection of this run carries, so its server
 /// backends can be told apart from other clients' on a shared PostgreSQL.
 pub(crate) const APPLICATION_NAME: &str = "docket_bench";
