@@ -655,7 +655,7 @@ impl OverheadResults {
     fn markdown(&self) -> String {
         format!(
             "## Latest tracing run\n\n\
-             Commit `{}` on {} × {} ({}), PostgreSQL {}, load average {} → {}. Three Docket apps \
+             Commit `{}` on {} × {} ({}), {}, load average {} → {}. Three Docket apps \
              on one fresh PostgreSQL schema, each on a runtime of its own, differ only in their \
              telemetry: off, OTLP on with a sampler of ratio 0, and OTLP on with the defaults \
              (ratio 1) exporting to the OTLP/HTTP receiver in this process. Each got {} sequential \
