@@ -684,3 +684,89 @@ impl OverheadResults {
         crate::report::write_section(path, BEGIN_MARKER, END_MARKER, &self.markdown())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subscriber that only says which one it is.
+    struct Marker;
+
+    impl tracing::Subscriber for Marker {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            false
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, _: &tracing::Event<'_>) {}
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn every_thread_of_an_apps_runtime_has_the_subscriber_set_after_it_started() {
+        let pending = PendingDispatch::default();
+        let on_start = pending.clone();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(2)
+            .on_thread_start(move || on_start.install_on_this_thread())
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // Built first, as the telemetry is built on the runtime; the threads wait for it.
+        pending.set(tracing::Dispatch::new(Marker));
+        fn marked() -> bool {
+            tracing::dispatcher::get_default(|dispatch| dispatch.is::<Marker>())
+        }
+        let seen = runtime.block_on(async {
+            let mut seen = Vec::new();
+            for _ in 0..16 {
+                seen.push(tokio::spawn(async { marked() }).await.expect("task"));
+                seen.push(
+                    tokio::task::spawn_blocking(marked)
+                        .await
+                        .expect("blocking task"),
+                );
+            }
+            seen
+        });
+        assert!(seen.iter().all(|marked| *marked), "{seen:?}");
+        assert!(
+            !marked(),
+            "the thread that built the runtime keeps its own default"
+        );
+    }
+
+    #[test]
+    fn a_request_gains_a_meta_key_and_keeps_the_rest() {
+        let get = load::get_request("task_0123").expect("request");
+        let traced = get
+            .with_meta("traceparent", json!(CLIENT_TRACEPARENT))
+            .expect("with meta");
+        let bytes = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(http_body_util::BodyExt::collect(
+                traced.to_http().into_body(),
+            ))
+            .expect("body")
+            .to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(body["params"]["_meta"]["traceparent"], CLIENT_TRACEPARENT);
+        assert_eq!(body["params"]["taskId"], "task_0123");
+        assert_eq!(
+            body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+    }
+
+    #[test]
+    fn ratios_are_to_the_baseline() {
+        assert_eq!(ratio(3.0, 2.0), "1.50×");
+        assert_eq!(ratio(1.0, 0.0), "—");
+    }
+}
