@@ -494,6 +494,9 @@ where
         }
         (&Method::GET, "/readyz") => plain(StatusCode::OK, "ready\n"),
         (&Method::GET, "/metrics") => {
+            if let Some(runtime) = app.task_runtime() {
+                app.state.metrics.observe_tasks(runtime);
+            }
             let mut response = full(StatusCode::OK, app.state.metrics.render());
             response.headers_mut().insert(
                 CONTENT_TYPE,

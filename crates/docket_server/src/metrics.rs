@@ -7,12 +7,15 @@
 //! is a [`CallOutcome`].
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
+
+use docket_task::runtime::TaskRuntime;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -76,6 +79,13 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     tool_calls: Family<ToolLabels, Counter>,
     tool_durations: Family<ToolLabels, Histogram, fn() -> Histogram>,
+    /// The task runtime's own counts, brought up to date when scraped
+    /// ([`Metrics::observe_tasks`]).
+    heartbeat_failures: Counter,
+    stale_tasks_recorded: Counter,
+    tasks_running: Gauge,
+    /// Held while the runtime's counts are copied, so two scrapes add each once.
+    observing: Mutex<()>,
     /// The tools counted by name, fixed when the app is built.
     known_tools: OnceLock<BTreeSet<String>>,
 }
@@ -110,11 +120,33 @@ impl Default for Metrics {
             "Tool call duration by tool and outcome",
             tool_durations.clone(),
         );
+        let heartbeat_failures = Counter::default();
+        let stale_tasks_recorded = Counter::default();
+        let tasks_running = Gauge::default();
+        registry.register(
+            "docket_task_heartbeat_failures",
+            "This replica's heartbeats the task store did not take (the database unreachable or refusing)",
+            heartbeat_failures.clone(),
+        );
+        registry.register(
+            "docket_tasks_recorded_stale",
+            "Running tasks of vanished replicas this replica's maintenance pass recorded failed",
+            stale_tasks_recorded.clone(),
+        );
+        registry.register(
+            "docket_tasks_running",
+            "Tasks running on this replica",
+            tasks_running.clone(),
+        );
         Self {
             registry,
             requests,
             tool_calls,
             tool_durations,
+            heartbeat_failures,
+            stale_tasks_recorded,
+            tasks_running,
+            observing: Mutex::new(()),
             known_tools: OnceLock::new(),
         }
     }
@@ -189,6 +221,26 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Brings the task series up to date with `runtime`'s counts (its failed heartbeats,
+    /// the stale tasks it recorded, the tasks it runs); the `/metrics` route calls it before
+    /// [`Metrics::render`].
+    pub fn observe_tasks(&self, runtime: &TaskRuntime) {
+        let _observing = self
+            .observing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let catch_up = |counter: &Counter, now: u64| {
+            let seen = counter.get();
+            if now > seen {
+                counter.inc_by(now - seen);
+            }
+        };
+        catch_up(&self.heartbeat_failures, runtime.heartbeat_failures());
+        catch_up(&self.stale_tasks_recorded, runtime.stale_tasks_recorded());
+        self.tasks_running
+            .set(i64::try_from(runtime.running_count()).unwrap_or(i64::MAX));
+    }
+
     /// The OpenMetrics text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -200,7 +252,98 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use docket_task::memory::{FlakyStore, MemoryStore};
+    use docket_task::runtime::RuntimeConfig;
+    use docket_task::store::AuditContext;
+    use docket_task::{NewTask, TaskId, TaskStore};
+
     use super::*;
+
+    /// The value of the one sample `series` (no labels) in `text`.
+    fn sample(text: &str, series: &str) -> u64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{series} ")))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {text}"))
+    }
+
+    #[tokio::test]
+    async fn failed_heartbeats_are_counted_once_however_often_they_are_scraped() {
+        let store = Arc::new(FlakyStore::default());
+        let runtime = TaskRuntime::new(
+            Arc::clone(&store) as Arc<dyn TaskStore>,
+            RuntimeConfig {
+                replica_id: "replica-a".into(),
+                heartbeat_interval: Duration::from_millis(10),
+                ..RuntimeConfig::default()
+            },
+        );
+        store.set_failing(true);
+        runtime.start_background();
+        while runtime.heartbeat_failures() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let metrics = Metrics::default();
+        metrics.observe_tasks(&runtime);
+        metrics.observe_tasks(&runtime);
+        let text = metrics.render();
+        let counted = sample(&text, "docket_task_heartbeat_failures_total");
+        assert!(
+            (2..=runtime.heartbeat_failures()).contains(&counted),
+            "{counted} of {} failures: {text}",
+            runtime.heartbeat_failures()
+        );
+        assert_eq!(sample(&text, "docket_tasks_running"), 0, "{text}");
+        assert_eq!(sample(&text, "docket_tasks_recorded_stale_total"), 0);
+    }
+
+    #[tokio::test]
+    async fn tasks_of_a_vanished_replica_recorded_failed_are_counted() {
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::default());
+        store
+            .create(NewTask {
+                id: TaskId::generate().expect("id"),
+                tool: "export".into(),
+                arguments: serde_json::json!({}),
+                owner: "alice".into(),
+                extra_follower: None,
+                replica_id: "replica-gone".into(),
+                status_message: None,
+                retention: None,
+                poll_interval_ms: 1000,
+                audit: AuditContext {
+                    persona: None,
+                    connection: None,
+                    arguments: serde_json::json!({}),
+                },
+                trace_context: None,
+            })
+            .await
+            .expect("create");
+        let runtime = TaskRuntime::new(
+            Arc::clone(&store),
+            RuntimeConfig {
+                replica_id: "replica-a".into(),
+                heartbeat_interval: Duration::from_millis(1),
+                stale_after: Duration::from_millis(5),
+                ..RuntimeConfig::default()
+            },
+        );
+        // The vanished replica never beats again: once stale_after has passed, a pass
+        // records its task failed.
+        while runtime.stale_tasks_recorded() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            runtime.maintain().await;
+        }
+        let metrics = Metrics::default();
+        metrics.observe_tasks(&runtime);
+        assert_eq!(
+            sample(&metrics.render(), "docket_tasks_recorded_stale_total"),
+            1
+        );
+    }
 
     #[test]
     fn counters_and_histograms_render() {

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -135,6 +135,12 @@ pub struct TaskRuntime {
     /// How a beat's span links to the traces of the tasks it stamps, once the
     /// embedder's tracing said ([`TaskRuntime::link_traces_with`]).
     link_trace: std::sync::OnceLock<LinkTrace>,
+    /// Background beats that failed (the store did not take them), for the
+    /// embedder's metrics ([`TaskRuntime::heartbeat_failures`]).
+    heartbeat_failures: AtomicU64,
+    /// Tasks of vanished replicas this runtime's maintenance recorded failed
+    /// ([`TaskRuntime::stale_tasks_recorded`]).
+    stale_tasks_recorded: AtomicU64,
 }
 
 /// Links a span to a stored trace without parenting on it (the embedder's
@@ -293,6 +299,8 @@ impl TaskRuntime {
             stop_background: CancellationToken::new(),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFER).0,
             link_trace: std::sync::OnceLock::new(),
+            heartbeat_failures: AtomicU64::new(0),
+            stale_tasks_recorded: AtomicU64::new(0),
         });
         let weak: Weak<Self> = Arc::downgrade(&runtime);
         runtime.store.set_signal_listener(Arc::new(move |signal| {
@@ -338,6 +346,18 @@ impl TaskRuntime {
         lock(&self.running).len()
     }
 
+    /// How many of the background loop's beats have failed since the runtime started
+    /// (each is also logged as `heartbeat failed`): the store was unreachable or refused.
+    pub fn heartbeat_failures(&self) -> u64 {
+        self.heartbeat_failures.load(Ordering::Relaxed)
+    }
+
+    /// How many tasks of vanished replicas this runtime's maintenance pass has recorded
+    /// failed since it started.
+    pub fn stale_tasks_recorded(&self) -> u64 {
+        self.stale_tasks_recorded.load(Ordering::Relaxed)
+    }
+
     /// Starts the heartbeat loop (every `heartbeat_interval`) and the maintenance
     /// loop (stale tasks and retention, every `maintenance_interval`).
     pub fn start_background(self: &Arc<Self>) {
@@ -351,6 +371,7 @@ impl TaskRuntime {
                     () = runtime.stop_background.cancelled() => return,
                 }
                 if let Err(err) = runtime.beat().await {
+                    runtime.heartbeat_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %err, "heartbeat failed");
                 }
             }
@@ -640,10 +661,16 @@ impl TaskRuntime {
     /// Safe on every replica at once: both are compare-and-set in the store.
     pub async fn maintain(&self) {
         match self.store.fail_stale(self.config.stale_after).await {
-            Ok(failed) if !failed.is_empty() => tracing::warn!(
-                count = failed.len(),
-                "recorded tasks of a vanished replica as failed"
-            ),
+            Ok(failed) if !failed.is_empty() => {
+                self.stale_tasks_recorded.fetch_add(
+                    u64::try_from(failed.len()).unwrap_or(u64::MAX),
+                    Ordering::Relaxed,
+                );
+                tracing::warn!(
+                    count = failed.len(),
+                    "recorded tasks of a vanished replica as failed"
+                );
+            }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "stale-task sweep failed"),
         }

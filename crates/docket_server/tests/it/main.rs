@@ -17,6 +17,7 @@ mod script_schedules;
 mod scripts;
 mod service;
 mod support;
+mod task_metrics;
 mod tasks;
 mod telemetry;
 mod telemetry_sdk;
