@@ -523,8 +523,10 @@ pub(crate) fn is_scope_byte(byte: u8) -> bool {
     byte == 0x21 || (0x23..=0x5B).contains(&byte) || (0x5D..=0x7E).contains(&byte)
 }
 
-/// Why `url` cannot be the provider's issuer, if it cannot.
-pub(crate) fn check_provider_url(url: &str) -> Result<(), &'static str> {
+/// Why `url` cannot be an OpenID provider's issuer (or a URL it publishes), if
+/// it cannot: an absolute `https://` URL, or `http://` for a loopback host,
+/// without a query or fragment. `docket_server`'s `auth.oidc` checks by it too.
+pub fn check_provider_url(url: &str) -> Result<(), &'static str> {
     let parsed = reqwest::Url::parse(url).map_err(|_| "must be an absolute URL")?;
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err("must not have a query or a fragment");
@@ -538,7 +540,7 @@ pub(crate) fn check_provider_url(url: &str) -> Result<(), &'static str> {
 }
 
 /// Whether `host` (as `Url::host_str` gives it) names the local machine.
-pub(crate) fn is_loopback_host(host: &str) -> bool {
+pub fn is_loopback_host(host: &str) -> bool {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())

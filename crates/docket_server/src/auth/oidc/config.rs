@@ -1,8 +1,9 @@
 //! The `auth.oidc` configuration section, and which provider URLs it accepts.
 
-use std::net::IpAddr;
-
 use serde::Deserialize;
+
+/// The issuer and key-set URL rules, shared with Docket's own authorization server.
+pub(super) use docket_oauth::config::check_provider_url;
 
 /// The signature algorithms accepted by default: every asymmetric algorithm
 /// jsonwebtoken verifies. The key published by the provider decides which one
@@ -93,25 +94,4 @@ impl OidcConfig {
         }
         problems
     }
-}
-
-/// Why `url` cannot be the issuer or key-set URL, if it cannot.
-pub(super) fn check_provider_url(url: &str) -> Result<(), &'static str> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| "must be an absolute URL")?;
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err("must not have a query or a fragment");
-    }
-    let host = parsed.host_str().unwrap_or_default();
-    match parsed.scheme() {
-        "https" if !host.is_empty() => Ok(()),
-        "http" if is_loopback_host(host) => Ok(()),
-        _ => Err("must be an https:// URL (http:// is allowed only for a loopback host)"),
-    }
-}
-
-/// Whether `host` (as `Url::host_str` gives it) names the local machine.
-pub(super) fn is_loopback_host(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
