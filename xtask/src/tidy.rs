@@ -27,7 +27,7 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_catalog", &[]),
     (
         "docket_storage",
-        &["docket_task", "docket_catalog", "docket_oauth"],
+        &["docket_task", "docket_catalog", "docket_oauth", "docket_portal"],
     ),
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),
@@ -38,6 +38,10 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // login, tokens and keys, with its state behind the OAuthStore trait. Its
     // tests log in at a real OpenID provider (a dev-dependency only).
     ("docket_oauth", &["docket_oidc_provider"]),
+    // The portal in the browser (issue 38): login through the authorization
+    // server as its client, sessions behind the PortalStore trait, pages as
+    // templates. The server composes it and gives it the person of a login.
+    ("docket_portal", &[]),
     // The run bridge and the server know the stores by their traits; only their
     // tests open a database (see ALLOWED_DEV_ONLY_DEPENDENCIES).
     (
@@ -55,6 +59,7 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_run_bridge",
             "docket_identity",
             "docket_oauth",
+            "docket_portal",
             // Spans, W3C trace context and the MCP conventions' metrics (issue 37).
             "docket_telemetry",
             // Its tests talk to the Trino double, a real OpenID provider and a real
