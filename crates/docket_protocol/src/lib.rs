@@ -27,5 +27,12 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 /// The identifier of the tasks extension, as declared in capabilities.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
+/// The identifier of the MCP Apps extension (interactive views in the host), as
+/// declared in capabilities.
+pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// The media type of an MCP Apps view: an HTML document the host frames.
+pub const UI_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
 /// A JSON object: the shape of `_meta`, `params` and free-form fields.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;

@@ -133,6 +133,27 @@ impl ClientCapabilities {
         self.declares_extension(crate::TASKS_EXTENSION)
     }
 
+    /// Whether the client renders MCP Apps views: it declared the UI extension,
+    /// and its `mimeTypes`, when it lists them, include [`crate::UI_MIME_TYPE`].
+    /// (The extension makes `mimeTypes` required, but a host that declares the
+    /// extension without them can only mean the one type that exists.)
+    pub fn declares_ui(&self) -> bool {
+        let Some(settings) = self
+            .extensions
+            .as_ref()
+            .and_then(|extensions| extensions.get(crate::UI_EXTENSION))
+        else {
+            return false;
+        };
+        match settings.get("mimeTypes") {
+            None => true,
+            Some(Value::Array(types)) => types
+                .iter()
+                .any(|media_type| media_type.as_str() == Some(crate::UI_MIME_TYPE)),
+            Some(_) => false,
+        }
+    }
+
     /// Whether the client accepts form-mode elicitation (`elicitation: {}` means form).
     pub fn supports_form_elicitation(&self) -> bool {
         self.elicitation

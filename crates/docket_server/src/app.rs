@@ -459,6 +459,16 @@ impl AppBuilder {
             "" => "replica",
             name => name,
         };
+        // The results view is served when a tool shows its results in it.
+        if registry
+            .iter()
+            .any(|tool| tool.spec.ui_resource.as_deref() == Some(crate::apps::RESULTS_VIEW_URI))
+        {
+            features.add_resource(
+                crate::apps::results_view_spec(),
+                crate::apps::read_results_view,
+            )?;
+        }
         let replica_id = format!("{name}-{}", hex::encode(suffix));
         let mut tasks = match &store {
             Some(store) if config.tasks.enabled => {

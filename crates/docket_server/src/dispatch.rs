@@ -127,15 +127,16 @@ pub(crate) fn spend_rate_limit(app: &App, subject: &str, method: &str) -> Result
 }
 
 fn discover(app: &App) -> Result<Value, McpError> {
-    // The extension is advertised exactly when a store is configured and tasks are on.
-    let extensions = app.tasks_enabled().then(|| {
-        let mut extensions = docket_protocol::JsonObject::new();
+    // The tasks extension is advertised exactly when a store is configured and
+    // tasks are on; the UI extension when a tool has a view.
+    let mut extensions = app.state.features.extensions();
+    if app.tasks_enabled() {
         extensions.insert(
             docket_protocol::TASKS_EXTENSION.to_owned(),
             Value::Object(Default::default()),
         );
-        extensions
-    });
+    }
+    let extensions = (!extensions.is_empty()).then_some(extensions);
     let result = DiscoverResult {
         result_type: ResultType::Complete,
         supported_versions: docket_protocol::SUPPORTED_VERSIONS
@@ -157,6 +158,8 @@ fn discover(app: &App) -> Result<Value, McpError> {
 
 pub(crate) fn list_tools(app: &App, context: &RequestContext) -> Result<Value, McpError> {
     let persona = app.state.personas.resolve(&context.identity.roles);
+    // Views are named only to hosts that render them; others get today's list.
+    let ui = context.meta.client_capabilities.declares_ui();
     let tools = app
         .state
         .registry
@@ -166,7 +169,7 @@ pub(crate) fn list_tools(app: &App, context: &RequestContext) -> Result<Value, M
                 .as_ref()
                 .is_some_and(|persona| persona.may_call_tool(&tool.spec.name))
         })
-        .map(|tool| tool.spec.to_wire())
+        .map(|tool| tool.spec.to_wire_for(ui))
         .collect();
     // The list depends on who asks, so only this caller may reuse it.
     let result = ListToolsResult {

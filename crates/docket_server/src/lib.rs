@@ -15,6 +15,7 @@ mod tools;
 
 mod answers;
 mod app;
+mod apps;
 mod asset_resources;
 mod assets;
 mod audit;

@@ -63,6 +63,9 @@ pub struct ToolSpec {
     /// when a caller is limited (`platform_info`, so a caller can always find out
     /// who it is) turns it off.
     pub rate_limited: bool,
+    /// The `ui://` view (MCP Apps) a host that renders views shows this tool's
+    /// results in; hosts that declare no such support are never told of it.
+    pub ui_resource: Option<String>,
 }
 
 impl ToolSpec {
@@ -82,7 +85,15 @@ impl ToolSpec {
             task_support: TaskSupport::Never,
             default_connection: None,
             rate_limited: true,
+            ui_resource: None,
         }
+    }
+
+    /// Shows the tool's results in the view at `uri` (a `ui://` resource) in hosts
+    /// that render views.
+    pub fn with_ui_resource(mut self, uri: impl Into<String>) -> Self {
+        self.ui_resource = Some(uri.into());
+        self
     }
 
     /// Exempts the tool from the per-caller rate limit.
@@ -120,6 +131,19 @@ impl ToolSpec {
             annotations: self.annotations.clone(),
             extra: JsonObject::new(),
         }
+    }
+
+    /// The wire description for a client that renders views or not: with `ui`, a
+    /// tool that has a view names it in `_meta.ui.resourceUri`.
+    pub(crate) fn to_wire_for(&self, ui: bool) -> Tool {
+        let mut tool = self.to_wire();
+        if let (true, Some(uri)) = (ui, &self.ui_resource) {
+            tool.extra.insert(
+                "_meta".to_owned(),
+                serde_json::json!({ "ui": { "resourceUri": uri } }),
+            );
+        }
+        tool
     }
 }
 

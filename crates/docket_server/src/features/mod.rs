@@ -242,6 +242,25 @@ impl Features {
             || (self.has_completions() && method == COMPLETION_METHOD)
     }
 
+    /// Whether a view (a `ui://` resource, MCP Apps) is registered.
+    fn has_views(&self) -> bool {
+        self.resources.iter().any(|(spec, _)| is_view(&spec.uri))
+    }
+
+    /// The extensions the features bring, as `capabilities.extensions` entries:
+    /// the UI extension when a view is registered.
+    pub(crate) fn extensions(&self) -> JsonObject {
+        let mut extensions = JsonObject::new();
+        if self.has_views() {
+            extensions.insert(
+                docket_protocol::UI_EXTENSION.to_owned(),
+                // The one media type views have.
+                serde_json::json!({ "mimeTypes": [docket_protocol::UI_MIME_TYPE] }),
+            );
+        }
+        extensions
+    }
+
     /// The capabilities to advertise, as `ServerCapabilities` keys.
     pub(crate) fn capabilities(&self) -> JsonObject {
         let mut capabilities = JsonObject::new();
@@ -262,6 +281,12 @@ impl Features {
         }
         capabilities
     }
+}
+
+/// Whether `uri` names a view (MCP Apps): a resource only hosts that render
+/// views use, listed to them alone.
+fn is_view(uri: &str) -> bool {
+    uri.starts_with("ui://")
 }
 
 /// Serves one of the features' methods for the caller of `context` (an
@@ -343,7 +368,15 @@ async fn list_resources(
 ) -> Result<Value, McpError> {
     let mut resources = Vec::new();
     if cursor.is_none() {
-        resources.extend(features.resources.iter().map(|(spec, _)| spec.to_wire()));
+        // Views are listed only to hosts that render them; others get today's list.
+        let ui = context.meta.client_capabilities.declares_ui();
+        resources.extend(
+            features
+                .resources
+                .iter()
+                .filter(|(spec, _)| ui || !is_view(&spec.uri))
+                .map(|(spec, _)| spec.to_wire()),
+        );
     }
     let next_cursor = match &features.lister {
         Some(lister) => {

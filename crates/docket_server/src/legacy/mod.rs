@@ -307,7 +307,7 @@ async fn initialize(
             tools: Some(Default::default()),
             logging: Some(Default::default()),
             tasks: offers_tasks(app, version).then(tasks::server_capability),
-            extra: app.state.features.capabilities(),
+            extra: legacy_capabilities(app),
         },
         server_info: app.state.server_info.clone(),
         instructions: Some(crate::dispatch::INSTRUCTIONS.to_owned()),
@@ -318,6 +318,17 @@ async fn initialize(
         reply: Reply::Json(result),
         new_session: Some(id),
     })
+}
+
+/// The features' capabilities, with the extensions they bring (the UI one, which
+/// hosts of this era declare in `initialize`).
+fn legacy_capabilities(app: &App) -> docket_protocol::JsonObject {
+    let mut capabilities = app.state.features.capabilities();
+    let extensions = app.state.features.extensions();
+    if !extensions.is_empty() {
+        capabilities.insert("extensions".to_owned(), Value::Object(extensions));
+    }
+    capabilities
 }
 
 /// Serves a request inside `session`.
@@ -632,9 +643,16 @@ fn session_meta(session: &Session, params: Option<&Value>) -> RequestMeta {
         .and_then(|token| ProgressToken::deserialize(token).ok());
     RequestMeta {
         protocol_version: session.protocol_version.clone(),
-        // No extensions exist in this era (a task-augmented call adds the tasks one).
+        // Of the extensions, this era has only the UI one, declared in `initialize`
+        // (a task-augmented call adds the tasks one; a declared tasks extension
+        // must not turn on the current era's task rules).
         client_capabilities: ClientCapabilities {
-            extensions: None,
+            extensions: declared.extensions.as_ref().and_then(|extensions| {
+                let ui = extensions.get(docket_protocol::UI_EXTENSION)?;
+                let mut kept = docket_protocol::JsonObject::new();
+                kept.insert(docket_protocol::UI_EXTENSION.to_owned(), ui.clone());
+                Some(kept)
+            }),
             ..declared
         },
         client_info: session

@@ -113,7 +113,8 @@ pub(crate) fn register(
                 schema(true),
             )
             .with_annotations(open_world_write())
-            .with_task_support(TaskSupport::Optional),
+            .with_task_support(TaskSupport::Optional)
+            .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
             HttpTool {
                 deps,
                 run: |deps, call| Box::pin(export_call(deps, call)),

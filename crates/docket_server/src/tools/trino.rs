@@ -121,7 +121,8 @@ pub(crate) fn register(
             }, "required": ["sql"], "additionalProperties": false}),
         )
         .with_annotations(read_only())
-        .with_default_connection(default.clone()),
+        .with_default_connection(default.clone())
+        .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
         QueryTool(Arc::clone(&deps)),
     )?;
     let explain_deps = Arc::clone(&deps);
@@ -202,7 +203,8 @@ pub(crate) fn register(
             )
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
-            .with_default_connection(default),
+            .with_default_connection(default)
+            .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
             ExportTool(deps),
         )?;
     }

@@ -1,6 +1,7 @@
 //! The one integration test binary of `docket_server`: each module covers one area.
 
 mod api;
+mod apps;
 mod auth;
 mod bounds;
 mod completions;
