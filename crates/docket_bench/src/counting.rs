@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use docket_task::model::{Outcome, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
+use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -158,7 +158,7 @@ impl TaskStore for CountingStore {
         self.inner.take_answers(id).await
     }
 
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         self.other();
         self.inner.fail_stale(stale_after).await
     }

@@ -23,7 +23,7 @@ pub use principals::PrincipalStore;
 pub use prompts::{LibraryPrompt, NewPrompt, PromptLibrary, PromptViewer};
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
-pub use sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};
+pub use sessions::{AnswerListener, AnswerSignal, EndedSession, NewSession, Session, SessionStore};
 
 /// A fresh id for an asset, a call record or a script: 128 bits from the
 /// operating system's random source as 32 lower-case hex digits, like the digits

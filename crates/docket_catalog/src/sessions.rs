@@ -93,6 +93,17 @@ pub struct Session {
     pub last_used_at: OffsetDateTime,
 }
 
+/// A session the idle sweep ended ([`SessionStore::delete_idle_sessions`]): what its
+/// `mcp.server.session.duration` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedSession {
+    /// The protocol version it had negotiated.
+    pub protocol_version: String,
+    /// How long it was in use: from its creation to its last use (the idle time that
+    /// followed is not part of its life).
+    pub lasted: Duration,
+}
+
 /// An answer arrived for a question a session's client was asked: who waits for
 /// it takes it with [`SessionStore::take_answer`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -197,12 +208,18 @@ pub trait SessionStore: Send + Sync {
     async fn forget_question(&self, session_id: &str, request_id: &str)
     -> Result<(), CatalogError>;
 
-    /// Deletes the sessions idle for longer than `idle` (and their questions), and
-    /// the used answers past their lifetime; how many sessions.
+    /// Deletes at most `limit` of the sessions idle for longer than `idle` (and their
+    /// questions), the least recently used first, and the used answers past their
+    /// lifetime; the sessions it deleted, each once however many replicas sweep at
+    /// the same time. Fewer than `limit` means none idle is left.
     ///
     /// # Errors
     /// [`CatalogError::Unavailable`] when the store cannot be reached.
-    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError>;
+    async fn delete_idle_sessions(
+        &self,
+        idle: Duration,
+        limit: usize,
+    ) -> Result<Vec<EndedSession>, CatalogError>;
 
     /// Marks the answer `key` used for `lifetime`: true the first time, on whichever
     /// replica asks, false every time after, so an answer sealed in a `requestState`

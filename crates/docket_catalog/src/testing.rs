@@ -747,7 +747,7 @@ pub async fn an_answer_is_used_once(store: Arc<dyn SessionStore>) {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     store
-        .delete_idle_sessions(Duration::from_secs(3600))
+        .delete_idle_sessions(Duration::from_secs(3600), 100)
         .await
         .expect("sweep");
     assert!(
@@ -761,13 +761,20 @@ pub async fn an_answer_is_used_once(store: Arc<dyn SessionStore>) {
 }
 
 /// A session idle for longer than the timeout is not found, and the sweep
-/// deletes exactly the idle ones; a deleted session is gone.
+/// deletes exactly the idle ones, telling each one's version and how long it was in
+/// use (creation to last use); a deleted session is gone.
 pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
-    let idle = new_session("apikey:alice");
+    let mut idle = new_session("apikey:alice");
+    idle.protocol_version = "2025-06-18".to_owned();
+    let started = std::time::Instant::now();
     store
         .create_session(idle.clone(), ROOMY)
         .await
         .expect("create");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    store.touch_session(&idle.id).await.expect("touch");
+    // Its life can have been no longer than this (timestamps are kept to the millisecond).
+    let longest = started.elapsed() + Duration::from_millis(5);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fresh = new_session("apikey:alice");
     store
@@ -790,7 +797,22 @@ pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
             .expect("find")
             .is_some()
     );
-    assert_eq!(store.delete_idle_sessions(short).await.expect("sweep"), 1);
+    let ended = store.delete_idle_sessions(short, 100).await.expect("sweep");
+    assert_eq!(ended.len(), 1, "only the idle session: {ended:?}");
+    assert_eq!(ended[0].protocol_version, "2025-06-18");
+    assert!(
+        ended[0].lasted >= Duration::from_millis(195) && ended[0].lasted <= longest,
+        "in use from its creation to its last use, not until the sweep: {:?}",
+        ended[0].lasted
+    );
+    assert!(
+        store
+            .delete_idle_sessions(short, 100)
+            .await
+            .expect("sweep")
+            .is_empty(),
+        "a session is ended once"
+    );
     assert!(
         store
             .find_session(&idle.id, Duration::from_secs(3600))
@@ -808,6 +830,35 @@ pub async fn idle_and_deleted_sessions_are_gone(store: Arc<dyn SessionStore>) {
             .expect("find")
             .is_none()
     );
+}
+
+/// The idle sweep deletes at most its limit, the least recently used first, and the
+/// next sweep takes the rest.
+pub async fn the_idle_sweep_takes_at_most_its_limit(store: Arc<dyn SessionStore>) {
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        let session = new_session("apikey:carol");
+        store
+            .create_session(session.clone(), ROOMY)
+            .await
+            .expect("create");
+        created.push(session.id);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let short = Duration::from_millis(100);
+    let first = store.delete_idle_sessions(short, 2).await.expect("sweep");
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(
+        store
+            .find_session(&created[2], Duration::from_secs(3600))
+            .await
+            .expect("find")
+            .is_some(),
+        "the most recently used one waits for the next sweep"
+    );
+    let rest = store.delete_idle_sessions(short, 2).await.expect("sweep");
+    assert_eq!(rest.len(), 1, "{rest:?}");
 }
 
 /// How many sessions per subject the tests allow where the cap is not tested.
@@ -1245,6 +1296,7 @@ macro_rules! session_store_suite {
         $crate::catalog_suite!(@tests $make;
             sessions_read_back_exactly,
             idle_and_deleted_sessions_are_gone,
+            the_idle_sweep_takes_at_most_its_limit,
             answers_are_kept_only_for_waiting_questions,
             a_subject_beyond_its_session_cap_loses_its_least_recently_used,
             an_answer_is_used_once,

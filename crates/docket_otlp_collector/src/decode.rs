@@ -85,6 +85,8 @@ pub struct ReceivedSpan {
     pub links: Vec<(String, String)>,
     /// The status code: 0 unset, 1 ok, 2 error.
     pub status_code: i32,
+    /// How long it lasted, from its start to its end as the exporter stamped them.
+    pub duration: std::time::Duration,
     /// The resource's attributes (`service.name`, ...).
     pub resource: Attributes,
 }
@@ -201,6 +203,10 @@ pub(crate) fn spans(export: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {
                         .map(|link| (hex(&link.trace_id), hex(&link.span_id)))
                         .collect(),
                     status_code: span.status.map(|status| status.code).unwrap_or_default(),
+                    duration: std::time::Duration::from_nanos(
+                        span.end_time_unix_nano
+                            .saturating_sub(span.start_time_unix_nano),
+                    ),
                     resource: resource.clone(),
                 });
             }

@@ -507,6 +507,8 @@ impl AppBuilder {
         // them. Nothing lives on an audit row's retry, so it waits longer than an
         // ending does (ten times `tasks.stale_after`), its memory bounded by the
         // writer's cap on pending rows.
+                // The sweep's record of a stale task is a span of that task's trace.
+                runtime.join_traces_with(crate::telemetry::parent_on);
         let audit = store
             .filter(|_| config.audit.enabled)
             .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after * 10)));

@@ -232,11 +232,9 @@ impl App {
                 if principals > 0 {
                     tracing::info!(principals, "forgot principals not seen within retention");
                 }
-                let idle = app.config().server.session_idle_timeout;
-                match app.state.sessions.delete_idle_sessions(idle).await {
-                    Ok(0) => {}
-                    Ok(sessions) => tracing::info!(sessions, "deleted idle sessions"),
-                    Err(error) => tracing::warn!(%error, "could not delete idle sessions"),
+                let sessions = app.end_idle_sessions().await;
+                if sessions > 0 {
+                    tracing::info!(sessions, "deleted idle sessions");
                 }
                 tokio::time::sleep(crate::retention::INTERVAL).await;
             }
@@ -781,7 +779,7 @@ async fn answer_request(
         let response = match Box::pin(legacy::handle(app, identity, parts.headers, request)).await {
             Ok(answer) => {
                 server_span.answered(&answer.reply);
-                legacy_response(app, id, answer, hold)
+                legacy_response(app, id, answer, hold, server_span)
             }
             Err(refusal) => {
                 server_span.failed_with_code(refusal.error.code);
@@ -813,7 +811,14 @@ async fn answer_request(
     let response = match reply {
         Ok(Reply::Json(result)) => result_response(app, id, result),
         Ok(Reply::Encoded(result)) => encoded_result_response(&id, &result),
-        Ok(Reply::Stream(receiver)) => sse_response(app, id, receiver, Era::Current, hold),
+        Ok(Reply::Stream(receiver)) => sse_response(
+            app,
+            id,
+            receiver,
+            Era::Current,
+            hold,
+            server_span.hand_over(),
+        ),
         Err(err) => error_response(app, Some(id), &err),
     };
     (method, response)
@@ -1017,7 +1022,9 @@ fn legacy_response(
             ),
             Err(err) => error_response(app, Some(id), &McpError::Internal(err.to_string())),
         },
-        Reply::Stream(receiver) => sse_response(app, id, receiver, Era::Legacy, hold),
+        Reply::Stream(receiver) => {
+            sse_response(app, id, receiver, Era::Legacy, hold, server_span.hand_over())
+        }
     };
     if let Some(session) = answer.new_session
         && let Ok(value) = HeaderValue::from_str(&session)
@@ -1037,7 +1044,8 @@ fn refusal_response(id: Option<RequestId>, refusal: legacy::Refusal) -> hyper::R
 /// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
 /// message, keep-alive comments while waiting (their failed write is how a
 /// vanished client is noticed), and the end of the stream after the final answer.
-/// The caller's `hold` lasts as long as the stream.
+/// The caller's `hold` lasts as long as the stream, and so does the request's span
+/// (`server_span`, handed over): its duration and error are the final message's.
 fn sse_response(
     app: &App,
     id: RequestId,
@@ -1051,6 +1059,7 @@ fn sse_response(
     tokio::spawn(async move {
         let _hold = hold;
         let mut ticker = tokio::time::interval(keepalive);
+    server_span: &mut ServerSpan,
         ticker.tick().await;
         loop {
             let (bytes, last) = tokio::select! {
@@ -1064,7 +1073,10 @@ fn sse_response(
                         };
                         (sse_frame(&RpcResponse::result(id.clone(), result)), true)
                     }
-                    Some(StreamItem::Error(error)) => (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true),
+                    Some(StreamItem::Error(error)) => {
+                        server_span.failed_with_code(error.code);
+                        (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true)
+                    }
                     None => break,
                 },
                 _ = ticker.tick() => (Bytes::from_static(b": keep-alive\n\n"), false),
@@ -1091,6 +1103,7 @@ fn sse_response(
 }
 
 fn sse_frame(message: &impl serde::Serialize) -> Bytes {
+    mut server_span: ServerSpan,
     let json = serde_json::to_string(message).unwrap_or_default();
     Bytes::from(format!("event: message\ndata: {json}\n\n"))
 }
@@ -1105,6 +1118,7 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize) -> hyper::Res
 }
 
 fn plain(status: StatusCode, text: &str) -> hyper::Response<Body> {
+                        server_span.answered_with(&result);
     let mut response = full(status, text.to_owned());
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -1122,6 +1136,7 @@ fn closing(mut response: hyper::Response<Body>) -> hyper::Response<Body> {
         .headers_mut()
         .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     response
+        server_span.finish();
 }
 
 fn empty(status: StatusCode) -> hyper::Response<Body> {

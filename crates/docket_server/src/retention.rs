@@ -210,4 +210,23 @@ impl App {
         let store = &self.state.principals.store;
         drain_batches("principals", || store.forget_unseen_before(cutoff, BATCH)).await
     }
+
+    /// Ends the earlier era's sessions idle for longer than
+    /// `server.session_idle_timeout` (the server does it hourly), recording each
+    /// one's `mcp.server.session.duration` as a client's `DELETE` does; how many.
+    pub async fn end_idle_sessions(&self) -> u64 {
+        let idle = self.config().server.session_idle_timeout;
+        let sessions = &self.state.sessions;
+        drain_batches("idle sessions", || async move {
+            let ended = sessions.delete_idle_sessions(idle, BATCH as usize).await?;
+            for session in &ended {
+                crate::telemetry::session_ended(
+                    &session.protocol_version,
+                    session.lasted.as_secs_f64(),
+                );
+            }
+            Ok(u64::try_from(ended.len()).unwrap_or(u64::MAX))
+        })
+        .await
+    }
 }

@@ -175,11 +175,33 @@ impl ServerSpan {
     }
 
     /// Marks the request failed when `reply` is a tool result with `isError: true`.
+    /// A stream's final message is told to the span it was handed
+    /// ([`ServerSpan::hand_over`]) as it is sent ([`ServerSpan::answered_with`]).
     pub(crate) fn answered(&mut self, reply: &Reply) {
-        if let Reply::Json(result) = reply
-            && result.get("isError").and_then(serde_json::Value::as_bool) == Some(true)
-        {
+        if let Reply::Json(result) = reply {
+            self.answered_with(result);
+        }
+    }
+
+    /// Marks the request failed when `result` is a tool result with `isError: true`.
+    pub(crate) fn answered_with(&mut self, result: &serde_json::Value) {
+        if result.get("isError").and_then(serde_json::Value::as_bool) == Some(true) {
             self.failed(docket_telemetry::semconv::ERROR_TYPE_TOOL_ERROR.to_owned());
+        }
+    }
+
+    /// Hands what is left of the request to the stream that answers it: the span
+    /// returned ends, and records the request's duration and error, when the
+    /// stream's last message is sent (or its client goes); this one then records
+    /// nothing when it finishes.
+    pub(crate) fn hand_over(&mut self) -> Self {
+        Self {
+            span: self.span.clone(),
+            started: self.started,
+            method: self.method.take(),
+            target: self.target.take(),
+            protocol_version: self.protocol_version.take(),
+            error_type: self.error_type.take(),
         }
     }
 

@@ -130,8 +130,11 @@ async fn count(context: TaskContext, steps: u64) -> Outcome {
 async fn run(db: &Path, steps: u64) -> anyhow::Result<()> {
     let store = open(db).await?;
     // What every Docket replica's maintenance pass does; done first here so the output says it.
-    for id in store.fail_stale(STALE_AFTER).await? {
-        println!("recorded job {id} failed: its worker stopped heartbeating before it finished");
+    for stale in store.fail_stale(STALE_AFTER).await? {
+        println!(
+            "recorded job {} failed: its worker stopped heartbeating before it finished",
+            stale.id
+        );
     }
     let replica_id = format!("worker-{}", std::process::id());
     let runtime = runtime(&store, replica_id.clone());

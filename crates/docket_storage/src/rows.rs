@@ -8,7 +8,7 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
-use docket_catalog::{Asset, CallRecord, CatalogError, Session};
+use docket_catalog::{Asset, CallRecord, CatalogError, EndedSession, Session};
 use docket_task::model::TaskRecord;
 use docket_task::store::{AuditContext, AuditEntry};
 use docket_task::{NewTask, StoreError, TaskId, TaskTrace};
@@ -170,6 +170,30 @@ impl EndedStatusRow {
 pub(crate) struct TaskIdRow {
     #[diesel(sql_type = Text)]
     task_id: String,
+}
+
+/// A task the stale sweep ended, with the trace it keeps.
+#[cfg(feature = "postgres")]
+#[derive(QueryableByName)]
+pub(crate) struct StaleTaskRow {
+    #[diesel(sql_type = Text)]
+    task_id: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_context: Option<String>,
+}
+
+#[cfg(feature = "postgres")]
+impl StaleTaskRow {
+    /// The ended task; a trace column that does not read as one is no trace.
+    pub(crate) fn into_stale(self) -> docket_task::StaleTask {
+        docket_task::StaleTask {
+            trace: self
+                .trace_context
+                .as_deref()
+                .and_then(TaskTrace::from_column),
+            id: TaskId::from_stored(self.task_id),
+        }
+    }
 }
 
 /// The ids a statement returned.
@@ -578,6 +602,28 @@ impl<C: Columns> SessionRow<C> {
             last_used_at: self.last_used_at.value()?,
         };
         Ok((session, self.now.value()?))
+    }
+}
+
+/// A session the idle sweep deleted, as its `RETURNING` reads it.
+#[derive(QueryableByName)]
+pub(crate) struct EndedSessionRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    protocol_version: String,
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    last_used_at: C::Time,
+}
+
+impl<C: Columns> EndedSessionRow<C> {
+    /// The ended session: its version, and its creation to its last use.
+    pub(crate) fn into_ended(self) -> Result<EndedSession, CatalogError> {
+        let lasted = self.last_used_at.value()? - self.created_at.value()?;
+        Ok(EndedSession {
+            protocol_version: self.protocol_version,
+            lasted: lasted.try_into().unwrap_or_default(),
+        })
     }
 }
 

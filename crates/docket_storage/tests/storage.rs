@@ -666,7 +666,7 @@ mod postgres {
                     if newly_failed.is_empty() && newly_deleted.is_empty() {
                         return (failed, deleted);
                     }
-                    failed.extend(newly_failed);
+                    failed.extend(newly_failed.into_iter().map(|task| task.id));
                     deleted.extend(newly_deleted);
                 }
             })

@@ -15,6 +15,6 @@ pub mod upstream;
 
 pub use id::{IdPrefix, TaskId};
 pub use model::{Caller, Outcome, TaskError, TaskRecord, TaskStatus, TaskView};
-pub use store::{NewTask, StoreError, TaskPosition, TaskStore};
+pub use store::{NewTask, StaleTask, StoreError, TaskPosition, TaskStore};
 pub use trace::TaskTrace;
 pub use upstream::{UPSTREAM_META_KEY, Upstream};

@@ -12,8 +12,8 @@ use time::OffsetDateTime;
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskRecord, TaskStatus};
 use crate::store::{
-    AuditContext, AuditEntry, Beat, NewTask, SignalListener, StoreError, TaskPosition, TaskSignal,
-    TaskStore,
+    AuditContext, AuditEntry, Beat, NewTask, SignalListener, StaleTask, StoreError, TaskPosition,
+    TaskSignal, TaskStore,
 };
 
 /// A clock the store reads; tests pass a fixed or stepping one.
@@ -332,7 +332,7 @@ impl TaskStore for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         let now = (self.clock)();
         let mut failed = Vec::new();
         let mut audits = Vec::new();
@@ -352,7 +352,10 @@ impl TaskStore for MemoryStore {
                 && let Some(audit) = Self::end(entry, Outcome::Failed(read.stale_error()), now)
             {
                 audits.push(audit);
-                failed.push(id.clone());
+                failed.push(StaleTask {
+                    id: id.clone(),
+                    trace: entry.record.trace_context.clone(),
+                });
             }
         }
         lock(&self.audit).extend(audits);
@@ -494,7 +497,7 @@ impl TaskStore for FlakyStore {
         self.check()?;
         self.inner.take_answers(id).await
     }
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         self.check()?;
         self.inner.fail_stale(stale_after).await
     }

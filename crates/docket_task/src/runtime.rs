@@ -23,7 +23,7 @@ use tracing::Instrument as _;
 
 use crate::id::TaskId;
 use crate::model::{Outcome, TaskError, TaskRecord, TaskStatus};
-use crate::store::{Beat, NewTask, StoreError, TaskSignal, TaskStore};
+use crate::store::{Beat, NewTask, StaleTask, StoreError, TaskSignal, TaskStore};
 use crate::trace::TaskTrace;
 
 /// How the runtime paces itself.
@@ -135,6 +135,10 @@ pub struct TaskRuntime {
     /// How a beat's span links to the traces of the tasks it stamps, once the
     /// embedder's tracing said ([`TaskRuntime::link_traces_with`]).
     link_trace: std::sync::OnceLock<LinkTrace>,
+    /// How the span of the sweep's record of a stale task is parented on the trace
+    /// that task keeps, once the embedder's tracing said
+    /// ([`TaskRuntime::join_traces_with`]).
+    join_trace: std::sync::OnceLock<LinkTrace>,
     /// Background beats that failed (the store did not take them), for the
     /// embedder's metrics ([`TaskRuntime::heartbeat_failures`]).
     heartbeat_failures: AtomicU64,
@@ -143,8 +147,8 @@ pub struct TaskRuntime {
     stale_tasks_recorded: AtomicU64,
 }
 
-/// Links a span to a stored trace without parenting on it (the embedder's
-/// tracing wiring: the server passes its OpenTelemetry's).
+/// Links a span to a stored trace, or parents it on one (the embedder's tracing
+/// wiring: the server passes its OpenTelemetry's).
 pub type LinkTrace = fn(&tracing::Span, &TaskTrace);
 
 /// The most task traces one beat's span links to.
@@ -299,6 +303,7 @@ impl TaskRuntime {
             stop_background: CancellationToken::new(),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFER).0,
             link_trace: std::sync::OnceLock::new(),
+            join_trace: std::sync::OnceLock::new(),
             heartbeat_failures: AtomicU64::new(0),
             stale_tasks_recorded: AtomicU64::new(0),
         });
@@ -324,6 +329,13 @@ impl TaskRuntime {
     /// 32), through the embedder's tracing; a second call changes nothing.
     pub fn link_traces_with(&self, link: LinkTrace) {
         let _ = self.link_trace.set(link);
+    }
+
+    /// Makes the maintenance pass record each stale task it ends in a span of that
+    /// task's own trace (at most 32 a pass), parented through the embedder's tracing
+    /// by `join`; a second call changes nothing.
+    pub fn join_traces_with(&self, join: LinkTrace) {
+        let _ = self.join_trace.set(join);
     }
 
     /// The store.
@@ -670,6 +682,7 @@ impl TaskRuntime {
                     count = failed.len(),
                     "recorded tasks of a vanished replica as failed"
                 );
+                self.trace_stale(&failed);
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "stale-task sweep failed"),
@@ -680,6 +693,31 @@ impl TaskRuntime {
             }
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "retention pass failed"),
+        }
+    }
+
+    /// Records, in the trace each swept task keeps, that this replica's sweep ended
+    /// it, so the task's trace shows where and when it was recorded failed.
+    fn trace_stale(&self, failed: &[StaleTask]) {
+        let Some(join) = self.join_trace.get() else {
+            return;
+        };
+        let traced = failed
+            .iter()
+            .filter_map(|task| Some((&task.id, task.trace.as_ref()?)))
+            .take(MAX_BEAT_LINKS);
+        for (id, trace) in traced {
+            let span = tracing::info_span!(
+                "task",
+                otel.name = "task recorded stale",
+                otel.kind = "internal",
+                "docket.task.id" = %id,
+                "docket.replica.id" = %self.config.replica_id,
+            );
+            join(&span, trace);
+            span.in_scope(|| {
+                tracing::debug!(task = %id, "recorded failed: its replica stopped beating");
+            });
         }
     }
 

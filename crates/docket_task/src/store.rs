@@ -27,6 +27,15 @@ use crate::model::{Outcome, TaskRecord, TaskStatus};
 use crate::trace::TaskTrace;
 use crate::upstream::Upstream;
 
+/// A task the stale sweep ended ([`TaskStore::fail_stale`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleTask {
+    /// Its id.
+    pub id: TaskId,
+    /// The trace it was created in, when it keeps one.
+    pub trace: Option<TaskTrace>,
+}
+
 /// A task to create.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewTask {
@@ -340,8 +349,9 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Fails every running task whose replica stopped beating more than
     /// `stale_after` ago (database clock; a task whose replica never beat is judged
-    /// by its own stamp), writing their audit rows. Returns the ids it failed.
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError>;
+    /// by its own stamp), writing their audit rows. Returns the tasks it ended, each
+    /// with the trace it keeps, so the sweep's record of it joins that trace.
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError>;
 
     /// Deletes up to `limit` tasks whose expiry has passed. Returns their ids.
     async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError>;

@@ -587,6 +587,11 @@ pub async fn input_requests_and_answers_live_with_the_task(store: Arc<dyn TaskSt
     assert_eq!(outstanding, 0, "a key used once is not asked again");
 }
 
+/// The ids of the tasks a sweep ended.
+fn stale_ids(swept: Vec<crate::StaleTask>) -> Vec<TaskId> {
+    swept.into_iter().map(|task| task.id).collect()
+}
+
 /// A working task whose replica stopped stamping it fails, once, with an audit row
 /// (one whose cancel was acknowledged ends cancelled instead); a task stamped
 /// within `stale_after` and an ended task are left alone.
@@ -606,10 +611,12 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     let asked_stamped = store.create(asked.clone()).await.expect("create");
     store.request_cancel(&asked.id).await.expect("cancel");
 
-    let failed = store
-        .fail_stale(Duration::from_secs(3600))
-        .await
-        .expect("sweep");
+    let failed = stale_ids(
+        store
+            .fail_stale(Duration::from_secs(3600))
+            .await
+            .expect("sweep"),
+    );
     assert!(
         !failed.contains(&stale.id) && !failed.contains(&ended.id),
         "tasks stamped within stale_after are not failed: {failed:?}"
@@ -621,7 +628,17 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
 
     let last_stamp = stamped.heartbeat_at.max(asked_stamped.heartbeat_at);
     wait_until_clock_passes(&store, &stale.id, last_stamp + stale_after).await;
-    let failed = store.fail_stale(stale_after).await.expect("sweep");
+    let swept = store.fail_stale(stale_after).await.expect("sweep");
+    let kept_trace = swept
+        .iter()
+        .find(|task| task.id == stale.id)
+        .and_then(|task| task.trace.clone());
+    assert!(stale.trace_context.is_some());
+    assert_eq!(
+        kept_trace, stale.trace_context,
+        "the sweep tells each task's trace"
+    );
+    let failed = stale_ids(swept);
     assert!(
         failed.contains(&stale.id) && !failed.contains(&ended.id),
         "{failed:?}"
@@ -637,11 +654,7 @@ pub async fn stale_tasks_fail_once_with_an_audit_row(store: Arc<dyn TaskStore>) 
     let (read, _) = store.get(&asked.id).await.expect("get").expect("present");
     assert_eq!((read.status, read.error), (TaskStatus::Cancelled, None));
     assert!(
-        !store
-            .fail_stale(stale_after)
-            .await
-            .expect("sweep")
-            .contains(&stale.id),
+        !stale_ids(store.fail_stale(stale_after).await.expect("sweep")).contains(&stale.id),
         "a second sweep fails nothing twice"
     );
     let audit = store.audit_for_tool(tool, 10).await.expect("audit");
@@ -695,13 +708,7 @@ pub async fn a_stale_task_of_a_draining_replica_reads_shut_down(store: Arc<dyn T
     assert!(view.stale);
     let shut_down = TaskError::shut_down().message;
     assert_eq!(view.status_message.as_deref(), Some(shut_down.as_str()));
-    assert!(
-        store
-            .fail_stale(stale_after)
-            .await
-            .expect("sweep")
-            .contains(&task.id)
-    );
+    assert!(stale_ids(store.fail_stale(stale_after).await.expect("sweep")).contains(&task.id));
     let (recorded, _) = store.get(&task.id).await.expect("get").expect("present");
     assert_eq!(recorded.status, TaskStatus::Failed);
     assert_eq!(

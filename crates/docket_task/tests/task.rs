@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use docket_task::memory::MemoryStore;
 use docket_task::runtime::{InputError, RuntimeConfig, SpawnError, TaskRuntime};
-use docket_task::store::{AuditEntry, Beat, NewTask, SignalListener, StoreError};
+use docket_task::store::{AuditEntry, Beat, NewTask, SignalListener, StaleTask, StoreError};
 use docket_task::testing::new_task;
 use docket_task::{Outcome, TaskError, TaskId, TaskPosition, TaskRecord, TaskStatus, TaskStore};
 use serde_json::{Map, Value, json};
@@ -77,7 +77,7 @@ impl TaskStore for CountingStore {
     async fn take_answers(&self, id: &TaskId) -> Result<Map<String, Value>, StoreError> {
         self.inner.take_answers(id).await
     }
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         self.inner.fail_stale(stale_after).await
     }
     async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
@@ -564,11 +564,22 @@ async fn maintenance_fails_tasks_of_a_vanished_replica() {
             ..config()
         },
     );
+    // The embedder's tracing is told of each swept task's trace, to join it.
+    static JOINED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    fn join(_span: &tracing::Span, trace: &docket_task::TaskTrace) {
+        JOINED
+            .lock()
+            .expect("joined")
+            .push(trace.traceparent().to_owned());
+    }
+    runtime.join_traces_with(join);
     runtime.maintain().await;
     let (read, _) = store.get(&gone.id).await.expect("get").expect("present");
     assert_eq!(read.status, TaskStatus::Failed);
     let audit = store.audit_for_tool("vanished", 10).await.expect("audit");
     assert_eq!(audit.len(), 1);
+    let expected = gone.trace_context.as_ref().expect("a trace").traceparent();
+    assert_eq!(*JOINED.lock().expect("joined"), vec![expected.to_owned()]);
 }
 
 /// An audit row written while the store is away is tried again, and a shutdown's

@@ -10,7 +10,9 @@ use time::OffsetDateTime;
 
 use super::{before, lock, now};
 use crate::CatalogError;
-use crate::sessions::{AnswerListener, AnswerSignal, NewSession, Session, SessionStore};
+use crate::sessions::{
+    AnswerListener, AnswerSignal, EndedSession, NewSession, Session, SessionStore,
+};
 
 /// A [`SessionStore`] in memory; an answer signals the listener in this process.
 #[derive(Default)]
@@ -164,15 +166,34 @@ impl SessionStore for MemorySessions {
         *lock(&self.listener) = Some(listener);
     }
 
-    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
+    async fn delete_idle_sessions(
+        &self,
+        idle: Duration,
+        limit: usize,
+    ) -> Result<Vec<EndedSession>, CatalogError> {
         let cutoff = before(now(), idle);
         let mut sessions = lock(&self.sessions);
-        let before_count = sessions.len();
-        sessions.retain(|_, session| session.last_used_at > cutoff);
+        let mut idle_ones: Vec<(OffsetDateTime, String)> = sessions
+            .iter()
+            .filter(|(_, session)| session.last_used_at <= cutoff)
+            .map(|(id, session)| (session.last_used_at, id.clone()))
+            .collect();
+        idle_ones.sort();
+        let ended = idle_ones
+            .into_iter()
+            .take(limit)
+            .filter_map(|(_, id)| sessions.remove(&id))
+            .map(|session| EndedSession {
+                lasted: (session.last_used_at - session.created_at)
+                    .try_into()
+                    .unwrap_or_default(),
+                protocol_version: session.protocol_version,
+            })
+            .collect();
         lock(&self.questions).retain(|(session, _), _| sessions.contains_key(session));
         let now = now();
         lock(&self.used_answers).retain(|_, expires_at| *expires_at > now);
-        Ok(u64::try_from(before_count - sessions.len()).unwrap_or(u64::MAX))
+        Ok(ended)
     }
 
     async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {

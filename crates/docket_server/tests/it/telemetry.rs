@@ -600,6 +600,95 @@ async fn malformed_and_oversized_traceparents_are_ignored() {
     traced.stop().await;
 }
 
+/// A request answered as an SSE stream (a `trino_query` that reports progress) is
+/// a span until its final message: it lasts as long as the stream, not until the
+/// response's headers, and a tool error in the final message is its `error.type`,
+/// in the span and in `mcp.server.operation.duration`.
+#[tokio::test]
+async fn a_streamed_answer_ends_its_span_with_its_last_message() {
+    let traced = Traced::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let double = TrinoDouble::start().await.expect("double");
+    double.set_page_rows(10);
+    let page_delay = Duration::from_millis(150);
+    double.set_page_delay(page_delay);
+    let (a, _b) = replicas(&database, &double, "").await;
+    let stream = |id: i64, sql: &str| {
+        let mut rpc = a
+            .server
+            .rpc(
+                "tools/call",
+                json!({"name": "trino_query", "arguments": {"sql": sql, "limit": 40}}),
+            )
+            .header("x-api-key", &key_of("alice"));
+        rpc.body["id"] = json!(id);
+        rpc.body["params"]["_meta"]["progressToken"] = json!(format!("p-{id}"));
+        rpc.response()
+    };
+    for (id, sql) in [
+        (21, "SELECT * FROM synthetic.big.rows_1m"),
+        (22, "SELECT * FROM memory.default.no_such_table"),
+    ] {
+        let response = stream(id, sql).await;
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let body = response.text().await.expect("the whole stream");
+        assert!(body.contains("\"result\""), "{body}");
+    }
+    let spans = traced
+        .collector
+        .wait_for_spans(
+            |spans| {
+                [21, 22].iter().all(|id| {
+                    spans.iter().any(|span| {
+                        attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64)
+                            == Some(*id)
+                    })
+                })
+            },
+            ARRIVAL,
+        )
+        .await
+        .expect("both requests' spans");
+    let of = |id: i64| {
+        spans
+            .iter()
+            .find(|span| {
+                attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64) == Some(id)
+            })
+            .expect("the request's span")
+    };
+    let rows = of(21);
+    assert_eq!(rows.name, "tools/call trino_query");
+    assert!(
+        rows.duration >= page_delay * 3,
+        "four pages of 10 rows, each {page_delay:?} apart, are all in the span: {:?}",
+        rows.duration
+    );
+    assert!(attribute(rows, "error.type").is_none(), "{rows:?}");
+    let failed = of(22);
+    assert_eq!(text(failed, "error.type"), Some("tool_error"), "{failed:?}");
+    let metrics = traced
+        .collector
+        .wait_for_metrics(
+            |metrics| {
+                metrics.iter().any(|metric| {
+                    metric.name == "mcp.server.operation.duration"
+                        && metric.points.iter().any(|point| {
+                            point.attributes.get("error.type").and_then(OtlpValue::as_str)
+                                == Some("tool_error")
+                        })
+                })
+            },
+            ARRIVAL,
+        )
+        .await;
+    assert!(
+        metrics.is_some(),
+        "the streamed tool error is the operation's error.type"
+    );
+    traced.stop().await;
+}
+
 /// An HTTP API call carries the trace to its upstream: the `traceparent` it
 /// receives names the call's CLIENT span, which is a child of the request's span,
 /// and that span carries the method and host but not the path or the query.
@@ -881,6 +970,96 @@ async fn an_earlier_era_session_is_named_by_digest_and_its_duration_recorded() {
             == Some("2025-11-25")
             && point.count == Some(1)
     }));
+    traced.stop().await;
+}
+
+/// A session the idle sweep ends records `mcp.server.session.duration` too, as one
+/// its client ends: each swept session once, with its negotiated version.
+#[tokio::test]
+async fn a_session_ended_by_the_idle_sweep_records_its_duration() {
+    let traced = Traced::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let double = TrinoDouble::start().await.expect("double");
+    let (a, _b) = replicas(&database, &double, "server: { session_idle_timeout: 1s }\n").await;
+    let opened = a
+        .server
+        .http
+        .post(a.server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("x-api-key", key_of("alice"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "telemetry-tests", "version": "1"}}}))
+        .send()
+        .await
+        .expect("initialize");
+    assert!(opened.headers().contains_key("mcp-session-id"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(a.server.app.end_idle_sessions().await, 1);
+    assert_eq!(a.server.app.end_idle_sessions().await, 0, "ended once");
+    let metrics = traced
+        .collector
+        .wait_for_metrics(
+            |metrics| {
+                metrics
+                    .iter()
+                    .any(|metric| metric.name == "mcp.server.session.duration")
+            },
+            ARRIVAL,
+        )
+        .await
+        .expect("mcp.server.session.duration arrives");
+    let sessions = metrics
+        .iter()
+        .find(|metric| metric.name == "mcp.server.session.duration")
+        .expect("the metric");
+    assert!(
+        sessions.points.iter().any(|point| {
+            point
+                .attributes
+                .get("mcp.protocol.version")
+                .and_then(OtlpValue::as_str)
+                == Some("2025-06-18")
+                && point.count == Some(1)
+        }),
+        "{sessions:?}"
+    );
+    traced.stop().await;
+}
+
+/// The maintenance pass that records a vanished replica's task failed does it in a
+/// span of that task's own trace, parented on the span that created it.
+#[tokio::test]
+async fn the_sweep_records_a_stale_task_in_its_own_trace() {
+    let traced = Traced::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let yaml = "tasks: { heartbeat_interval: 100ms, stale_after: 400ms }\n";
+    let mut config = Config::from_yaml(yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["admin"])]);
+    let survivor = StoredServer::start(config, &database, false).await;
+    // A task of a replica that never beat again: only its own stamp ages.
+    let mut task = docket_task::testing::new_task("trino_export");
+    task.replica_id = "vanished-replica".to_owned();
+    task.trace_context =
+        docket_task::TaskTrace::new(&traceparent(CLIENT_TRACE, CLIENT_CALL_SPAN), None);
+    survivor
+        .store
+        .task_store()
+        .create(task.clone())
+        .await
+        .expect("create");
+    let spans = traced.spans_named(&["task recorded stale"]).await;
+    let recorded = one(&spans, CLIENT_TRACE, "task recorded stale");
+    assert_eq!(parent_of(recorded), Some(CLIENT_CALL_SPAN));
+    assert_eq!(text(recorded, "docket.task.id"), Some(task.id.as_str()));
+    let (read, _) = survivor
+        .store
+        .task_store()
+        .get(&task.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read.status, docket_task::TaskStatus::Failed);
     traced.stop().await;
 }
 

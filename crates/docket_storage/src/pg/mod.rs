@@ -27,7 +27,7 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
+use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -42,8 +42,8 @@ pub use batches::SharedStatements;
 pub(crate) use connection::{establish, pool};
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
-    LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor, PromptLibrary,
-    Session, SessionStore,
+    EndedSession, LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor,
+    PromptLibrary, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -244,7 +244,7 @@ impl TaskStore for PgStore {
         tasks::take_answers(&mut *self.conn().await?, id).await
     }
 
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
         let shut_down = Ending::new(Outcome::Failed(TaskError::shut_down()))?;
         tasks::fail_stale(
@@ -468,10 +468,14 @@ impl SessionStore for PgStore {
         sessions::forget_question(&mut *self.catalog_conn().await?, session_id, request_id).await
     }
 
-    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
+    async fn delete_idle_sessions(
+        &self,
+        idle: Duration,
+        limit: usize,
+    ) -> Result<Vec<EndedSession>, CatalogError> {
         let mut conn = self.catalog_conn().await?;
         sessions::delete_expired_answers(&mut conn).await?;
-        sessions::delete_idle(&mut conn, idle).await
+        sessions::delete_idle(&mut conn, idle, limit).await
     }
 
     async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {

@@ -12,7 +12,7 @@ use crate::error::catalog_query_error;
 use crate::rows::{self, session_columns};
 use crate::shared;
 use crate::statement::statement;
-use docket_catalog::{CatalogError, NewSession, Session};
+use docket_catalog::{CatalogError, EndedSession, NewSession, Session};
 use time::OffsetDateTime;
 
 type SessionRow = rows::SessionRow<PgColumns>;
@@ -107,15 +107,25 @@ pub(crate) async fn delete(conn: &mut AsyncPgConnection, id: &str) -> Result<boo
 pub(crate) async fn delete_idle(
     conn: &mut AsyncPgConnection,
     idle: Duration,
-) -> Result<u64, CatalogError> {
+    limit: usize,
+) -> Result<Vec<EndedSession>, CatalogError> {
+    // Rows another replica's sweep deleted first are skipped by this DELETE, so each
+    // session is returned by exactly one sweep.
     statement(
-        "DELETE FROM mcp_sessions WHERE last_used_at <= now() - $1 * interval '1 millisecond'",
+        "DELETE FROM mcp_sessions WHERE id IN ( \
+             SELECT id FROM mcp_sessions \
+              WHERE last_used_at <= now() - $1 * interval '1 millisecond' \
+              ORDER BY last_used_at LIMIT $2) \
+         RETURNING protocol_version, created_at, last_used_at",
     )
     .bind::<BigInt, _>(shared::millis(idle))
-    .execute(conn)
+    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+    .load::<rows::EndedSessionRow<PgColumns>>(conn)
     .await
-    .map_err(catalog_query_error)
-    .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
+    .map_err(catalog_query_error)?
+    .into_iter()
+    .map(rows::EndedSessionRow::into_ended)
+    .collect()
 }
 
 /// Marks an answer used for `lifetime`; false when it already was. A mark past its

@@ -7,7 +7,7 @@ use diesel::sql_types::{Array, BigInt, Bool, Jsonb, Nullable, Text, Timestamptz}
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use docket_task::model::TaskRecord;
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskTrace};
+use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskTrace};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -443,13 +443,13 @@ pub(crate) async fn take_answers(
     taken.map_or_else(|| Ok(Map::new()), AnswersRow::answers)
 }
 
-/// Fails and audits every stale task in one statement; returns their ids.
+/// Fails and audits every stale task in one statement; returns them.
 pub(crate) async fn fail_stale(
     conn: &mut AsyncPgConnection,
     stale_after_ms: i64,
     ending: Ending,
     shut_down: Ending,
-) -> Result<Vec<TaskId>, StoreError> {
+) -> Result<Vec<StaleTask>, StoreError> {
     let cancel = Ending::cancelled();
     let rows = statement(include_str!("tasks/fail_stale.sql"))
         .bind::<BigInt, _>(stale_after_ms)
@@ -462,10 +462,13 @@ pub(crate) async fn fail_stale(
         .bind::<Nullable<Text>, _>(&cancel.error_message)
         .bind::<Nullable<Jsonb>, _>(&shut_down.error)
         .bind::<Nullable<Text>, _>(&shut_down.status_message)
-        .load::<TaskIdRow>(conn)
+        .load::<rows::StaleTaskRow>(conn)
         .await
         .map_err(query_error)?;
-    Ok(rows::task_ids(rows))
+    Ok(rows
+        .into_iter()
+        .map(rows::StaleTaskRow::into_stale)
+        .collect())
 }
 
 /// Deletes up to `limit` expired tasks; returns their ids.

@@ -47,7 +47,7 @@ use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
 use docket_task::store::{AuditEntry, Beat};
-use docket_task::{NewTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
+use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -58,8 +58,8 @@ use crate::shared::{self, Ending};
 use crate::url::Backend;
 use docket_catalog::{
     AnswerListener, Asset, AssetStore, CallCatalog, CallRecord, CatalogError, CreateOutcome,
-    LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor, PromptLibrary,
-    Session, SessionStore,
+    EndedSession, LibraryPrompt, NewAsset, NewCallRecord, NewPrompt, NewSession, PageCursor,
+    PromptLibrary, Session, SessionStore,
 };
 pub(crate) use migrations::run as migrate;
 
@@ -284,7 +284,7 @@ impl TaskStore for SqliteStore {
         }
     }
 
-    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<TaskId>, StoreError> {
+    async fn fail_stale(&self, stale_after: Duration) -> Result<Vec<StaleTask>, StoreError> {
         let ending = Ending::new(Outcome::Failed(TaskError::replica_gone()))?;
         let shut_down = Ending::new(Outcome::Failed(TaskError::shut_down()))?;
         self.write(move |conn| tasks::fail_stale(conn, stale_after, &ending, &shut_down))
@@ -641,14 +641,20 @@ impl SessionStore for SqliteStore {
             .map_err(catalog_error)
     }
 
-    async fn delete_idle_sessions(&self, idle: Duration) -> Result<u64, CatalogError> {
+    async fn delete_idle_sessions(
+        &self,
+        idle: Duration,
+        limit: usize,
+    ) -> Result<Vec<EndedSession>, CatalogError> {
         self.write(move |conn| {
             sessions::delete_expired_answers(conn)?;
-            sessions::delete_idle(conn, idle)
+            sessions::delete_idle(conn, idle, limit)
         })
         .await
-        .map_err(catalog_error)
-        .map(|deleted| u64::try_from(deleted).unwrap_or(u64::MAX))
+        .map_err(catalog_error)?
+        .into_iter()
+        .map(crate::rows::EndedSessionRow::into_ended)
+        .collect()
     }
 
     async fn use_answer_once(&self, key: &str, lifetime: Duration) -> Result<bool, CatalogError> {

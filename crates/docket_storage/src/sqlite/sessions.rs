@@ -96,13 +96,21 @@ pub(crate) fn delete(conn: &mut SqliteConnection, id: &str) -> QueryResult<bool>
 }
 
 /// Deletes the sessions idle for longer than `idle`; how many.
-pub(crate) fn delete_idle(conn: &mut SqliteConnection, idle: Duration) -> QueryResult<usize> {
+pub(crate) fn delete_idle(
+    conn: &mut SqliteConnection,
+    idle: Duration,
+    limit: usize,
+) -> QueryResult<Vec<rows::EndedSessionRow<TextColumns>>> {
     statement(
-        "DELETE FROM mcp_sessions \
-         WHERE last_used_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)",
+        "DELETE FROM mcp_sessions WHERE id IN ( \
+             SELECT id FROM mcp_sessions \
+              WHERE last_used_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1) \
+              ORDER BY last_used_at LIMIT ?2) \
+         RETURNING protocol_version, created_at, last_used_at",
     )
     .bind::<Text, _>(modifier('-', idle))
-    .execute(conn)
+    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+    .load(conn)
 }
 
 /// Marks an answer used for `lifetime`; false when it already was. A mark past its

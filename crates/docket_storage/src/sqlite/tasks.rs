@@ -8,7 +8,7 @@ use std::time::Duration;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use docket_task::store::Beat;
-use docket_task::{NewTask, StoreError, TaskId, TaskTrace};
+use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskTrace};
 use serde_json::{Map, Value};
 
 use super::audit::{self, NewAuditRow};
@@ -128,6 +128,9 @@ struct EndedRow {
     audit_arguments: String,
     #[diesel(sql_type = BigInt)]
     duration_ms: i64,
+    /// The trace the task keeps (`TaskTrace::to_column`).
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_context: Option<String>,
 }
 
 impl EndedRow {
@@ -348,13 +351,13 @@ pub(crate) fn take_answers(
     })
 }
 
-/// Fails and audits every stale task in one immediate transaction; returns their ids.
+/// Fails and audits every stale task in one immediate transaction; returns them.
 pub(crate) fn fail_stale(
     conn: &mut SqliteConnection,
     stale_after: Duration,
     ending: &Ending,
     shut_down: &Ending,
-) -> QueryResult<Vec<TaskId>> {
+) -> QueryResult<Vec<StaleTask>> {
     let cancel = Ending::cancelled();
     conn.immediate_transaction(|conn| {
         // First, as PostgreSQL's one statement sees it: a replica whose tasks
@@ -381,8 +384,14 @@ pub(crate) fn fail_stale(
             .collect();
         audit::insert_rows(conn, &rows)?;
         Ok(failed
-            .iter()
-            .map(|row| TaskId::from_stored(row.task_id.clone()))
+            .into_iter()
+            .map(|row| StaleTask {
+                trace: row
+                    .trace_context
+                    .as_deref()
+                    .and_then(TaskTrace::from_column),
+                id: TaskId::from_stored(row.task_id),
+            })
             .collect())
     })
 }

@@ -40,7 +40,7 @@ WITH stale AS (
        AND task.status IN ('working', 'input_required')
     RETURNING task.task_id, task.cancel_requested_at IS NOT NULL AS overruled, stale.draining,
               task.tool, task.owner, task.audit_persona,
-              task.audit_connection, task.audit_arguments, task.created_at
+              task.audit_connection, task.audit_arguments, task.created_at, task.trace_context
 ), forgotten AS (
     DELETE FROM replicas AS replica
      WHERE replica.last_beat_at < now() - $1::bigint * interval '1 millisecond'
@@ -62,4 +62,4 @@ WITH stale AS (
            task_id
       FROM failed
 )
-SELECT task_id FROM failed
+SELECT task_id, trace_context FROM failed

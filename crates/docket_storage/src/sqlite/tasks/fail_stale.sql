@@ -30,4 +30,5 @@ RETURNING
     COALESCE((SELECT draining FROM replicas WHERE replicas.id = call_tasks.replica_id), 0)
         AS draining,
     tool, owner, audit_persona, audit_connection, audit_arguments,
-    CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms
+    CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms,
+    trace_context

@@ -17,4 +17,5 @@ UPDATE call_tasks
 RETURNING
     task_id, status, cancel_requested_at IS NOT NULL AS overruled, 0 AS draining, tool, owner,
     audit_persona, audit_connection, audit_arguments,
-    CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms
+    CAST(round((julianday('now') - julianday(created_at)) * 86400000) AS INTEGER) AS duration_ms,
+    trace_context
