@@ -37,6 +37,9 @@ pub enum StoreError {
     /// A row with that key exists already.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A stored row does not read back (written by something else, or damaged).
+    #[error("a stored portal record is corrupt: {0}")]
+    Corrupt(String),
 }
 
 /// A login in flight: the browser went to the authorization server with a

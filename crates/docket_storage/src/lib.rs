@@ -10,6 +10,8 @@ mod columns;
 mod database_url;
 mod error;
 mod oauth;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod portal;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(all(feature = "testing", feature = "postgres"))]
@@ -41,6 +43,9 @@ pub use docket_catalog::{
 /// The authorization server's store trait, so a crate that opens a store can
 /// name what [`Store::oauth_store`] returns.
 pub use docket_oauth::OAuthStore;
+/// The portal's store trait, so a crate that opens a store can name what
+/// [`Store::portal_store`] returns.
+pub use docket_portal::PortalStore;
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
@@ -184,6 +189,17 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
+        }
+    }
+
+    /// The store as the portal keeps its state (logins in flight and
+    /// sessions), so that any replica serves any request of a session.
+    pub fn portal_store(&self) -> Arc<dyn PortalStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn PortalStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn PortalStore>,
         }
     }
 

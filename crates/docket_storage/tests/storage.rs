@@ -1247,6 +1247,68 @@ mod oauth {
     }
 }
 
+/// The portal's store suite (`docket_portal::testing`) on both backends, and
+/// what only PostgreSQL has: replicas with pools of their own racing to take
+/// one login.
+mod portal {
+    use super::*;
+    use docket_portal::PortalStore;
+    use docket_portal::testing::{base_time, new_login};
+
+    mod postgres {
+        use super::*;
+
+        docket_portal::portal_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let store = database.connect().await.portal_store();
+            std::future::ready((store, (database, light)))
+        });
+
+        /// Two replicas taking one login at once: one gets it.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn replicas_racing_on_one_login_have_one_winner() {
+            let _light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let replicas: [Arc<dyn PortalStore>; 2] = [
+                database.connect().await.portal_store(),
+                database.connect().await.portal_store(),
+            ];
+            let now = base_time();
+            let login = new_login("raced", now);
+            replicas[0].begin_login(&login, 10).await.expect("begin");
+            let mut takes = Vec::new();
+            for round in 0..8 {
+                let store = Arc::clone(&replicas[round % 2]);
+                let state_hash = login.state_hash.clone();
+                takes.push(tokio::spawn(async move {
+                    store.take_login(&state_hash, now).await
+                }));
+            }
+            let mut got = 0;
+            for take in takes {
+                let taken = patiently("a racing take", take).await.expect("joined");
+                got += usize::from(taken.expect("take").is_some());
+            }
+            assert_eq!(got, 1);
+        }
+    }
+
+    mod sqlite {
+        use super::*;
+
+        docket_portal::portal_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.portal_store(), (database, light))
+        });
+    }
+}
+
 /// The script store's shared suite on both backends, and what only PostgreSQL
 /// has: claims across two replicas' pools, and run signals through NOTIFY.
 mod scripts {

@@ -13,6 +13,7 @@ mod connection;
 mod listen;
 mod migrations;
 mod oauth;
+mod portal;
 mod principals;
 mod prompts;
 mod schedules;

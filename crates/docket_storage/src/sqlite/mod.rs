@@ -24,6 +24,7 @@ mod audit;
 mod calls;
 mod migrations;
 mod oauth;
+mod portal;
 mod principals;
 mod prompts;
 mod schedules;

@@ -1,0 +1,2 @@
+DROP TABLE portal_sessions;
+DROP TABLE portal_logins;
