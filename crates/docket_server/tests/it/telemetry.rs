@@ -33,6 +33,9 @@ const CLIENT_CANCEL_SPAN: &str = "b7ad6b7169203331";
 /// suite on two cores slows everything down).
 const ARRIVAL: Duration = Duration::from_secs(120);
 
+/// The baggage a client sends: something of its own that no upstream may receive.
+const BAGGAGE: &str = "client.user=alice-baggage-secret";
+
 /// A client `traceparent` of `trace` and `span`, sampled.
 fn traceparent(trace: &str, span: &str) -> String {
     format!("00-{trace}-{span}-01")
@@ -177,7 +180,7 @@ async fn replicas(
 }
 
 /// A `tools/call` from the client's span `span` of `trace`, declaring the tasks
-/// extension.
+/// extension, with baggage in `_meta` and in the header (accepted, never passed on).
 async fn traced_call(
     server: &TestServer,
     tool: &str,
@@ -191,7 +194,8 @@ async fn traced_call(
         .header("x-api-key", &key_of("alice"));
     rpc.body["params"]["_meta"]["traceparent"] = json!(traceparent(trace, span));
     rpc.body["params"]["_meta"]["tracestate"] = json!("docket=test");
-    let (status, body) = rpc.send().await;
+    rpc.body["params"]["_meta"]["baggage"] = json!(BAGGAGE);
+    let (status, body) = rpc.header("baggage", BAGGAGE).send().await;
     assert_eq!(status, 200, "{body}");
     body
 }
@@ -748,11 +752,18 @@ async fn an_http_upstream_receives_the_trace() {
         Some(format!("00-{trace}-{}-01", client.span_id).as_str()),
         "the upstream's parent is the call's client span"
     );
+    assert_eq!(
+        seen[0].header("baggage"),
+        None,
+        "the client's baggage stays with Docket"
+    );
     for span in &spans {
         for value in span.attributes.values() {
             let shown = format!("{value:?}");
             assert!(
-                !shown.contains("/echo") && !shown.contains("secret_q"),
+                !shown.contains("/echo")
+                    && !shown.contains("secret_q")
+                    && !shown.contains("alice-baggage-secret"),
                 "{span:?}"
             );
         }
