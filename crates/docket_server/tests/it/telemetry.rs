@@ -678,7 +678,10 @@ async fn a_streamed_answer_ends_its_span_with_its_last_message() {
                 metrics.iter().any(|metric| {
                     metric.name == "mcp.server.operation.duration"
                         && metric.points.iter().any(|point| {
-                            point.attributes.get("error.type").and_then(OtlpValue::as_str)
+                            point
+                                .attributes
+                                .get("error.type")
+                                .and_then(OtlpValue::as_str)
                                 == Some("tool_error")
                         })
                 })
@@ -998,9 +1001,11 @@ async fn a_session_ended_by_the_idle_sweep_records_its_duration() {
         .post(a.server.url("/mcp"))
         .header("accept", "application/json, text/event-stream")
         .header("x-api-key", key_of("alice"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "telemetry-tests", "version": "1"}}}))
+            "clientInfo": {"name": "telemetry-tests", "version": "1"}}}),
+        )
         .send()
         .await
         .expect("initialize");
