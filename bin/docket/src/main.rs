@@ -207,6 +207,7 @@ async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
                 .task_store(store.task_store())
                 .sessions(store.session_store())
                 .principals(store.principal_store())
+                .links(store.link_store())
                 .oauth_store(store.oauth_store())
                 .prompt_library(store.prompt_library())
                 .change_feed(store.change_feed())

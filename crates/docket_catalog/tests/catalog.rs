@@ -110,3 +110,14 @@ mod scripts {
         assert_eq!(flaky.calls(), 3);
     }
 }
+
+mod links {
+    use docket_catalog::LinkStore;
+    use docket_catalog::memory::MemoryLinks;
+
+    use super::*;
+
+    docket_catalog::link_store_suite!(async {
+        (Arc::new(MemoryLinks::new()) as Arc<dyn LinkStore>, ())
+    });
+}

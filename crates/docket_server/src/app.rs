@@ -59,6 +59,7 @@ pub struct AppBuilder {
     sse_keepalive: Duration,
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
+    links: Option<Arc<dyn docket_catalog::LinkStore>>,
     scripts: Option<Arc<dyn ScriptStore>>,
     retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     script_isolation: Isolation,
@@ -88,6 +89,7 @@ impl App {
             sse_keepalive: Duration::from_secs(15),
             store: None,
             assets: None,
+            links: None,
             scripts: None,
             retention: None,
             script_isolation: Isolation::InProcess,
@@ -206,6 +208,16 @@ impl AppBuilder {
         self
     }
 
+    /// Where the keys that sign asset download links and the shares of assets
+    /// (`share_asset`) are kept. Give the database's
+    /// (`docket_storage::Store::link_store`) so every replica signs and verifies
+    /// with the same keys and opens the same shares; without one they are kept
+    /// in this process's memory.
+    pub fn links(mut self, store: Arc<dyn docket_catalog::LinkStore>) -> Self {
+        self.links = Some(store);
+        self
+    }
+
     /// The store for managed scripts and their runs. With it (and a task store
     /// for audit rows) the script tools are offered and this replica runs
     /// `scripts.worker.concurrency` run workers.
@@ -297,6 +309,7 @@ impl AppBuilder {
             sse_keepalive,
             store,
             assets,
+            links,
             scripts,
             retention,
             script_isolation,
@@ -330,7 +343,14 @@ impl AppBuilder {
             store: parts.store,
             calls: parts.calls,
             sink: parts.sink,
-            base_url: config.server.base_url(),
+            links: Arc::new(crate::links::Links::new(
+                links.unwrap_or_else(|| {
+                    Arc::new(docket_catalog::memory::MemoryLinks::new())
+                        as Arc<dyn docket_catalog::LinkStore>
+                }),
+                &config.storage,
+                config.server.base_url(),
+            )),
             changes: Arc::clone(&change_feed),
             record_patience: config.tasks.stale_after,
         });

@@ -35,15 +35,24 @@ pub(crate) fn template_spec() -> ResourceTemplateSpec {
     )
 }
 
-/// The link an export's result carries to the asset it wrote.
-pub(crate) fn resource_link(asset: &Asset) -> ContentBlock {
+/// The key of a resource link's `_meta` that holds the asset's signed download URL.
+pub(crate) const DOWNLOAD_URL_META: &str = "io.docket/download_url";
+
+/// The link an export's result carries to the asset it wrote. Its `uri` is the
+/// asset's resource (what `resources/read` reads); its `_meta` carries the signed
+/// `download_url` that opens in a browser with no header.
+pub(crate) fn resource_link(asset: &Asset, download_url: &str) -> ContentBlock {
+    let mut meta = serde_json::Map::new();
+    meta.insert(DOWNLOAD_URL_META.to_owned(), download_url.into());
+    let mut extra = docket_protocol::JsonObject::new();
+    extra.insert("_meta".to_owned(), meta.into());
     ContentBlock::ResourceLink(ResourceLink {
         uri: asset_uri(&asset.id),
         name: asset.name.clone(),
         description: asset.description.clone(),
         mime_type: Some(asset.content_type.clone()),
         size: u64::try_from(asset.size_bytes).ok(),
-        extra: Default::default(),
+        extra,
     })
 }
 
@@ -74,21 +83,20 @@ impl AssetResources {
             })?
             .ok_or(ResourceError::NotFound)?;
         let size = u64::try_from(asset.size_bytes).unwrap_or(u64::MAX);
+        let download_url = self.assets.download_url(&asset).await;
         if size > self.max_read_bytes {
             return Err(ResourceError::Refused(format!(
                 "asset {} is {size} bytes, more than resources/read sends ({} bytes); \
-                 download it from {}",
-                asset.id,
-                self.max_read_bytes,
-                self.assets.download_url(&asset)
+                 download it from {download_url}",
+                asset.id, self.max_read_bytes,
             )));
         }
         let unreadable = |err: &dyn std::fmt::Display| {
             tracing::error!(error = %err, asset = asset.id, "could not read an asset's bytes");
             ResourceError::Unavailable(format!(
-                "the bytes of asset {} could not be read; try again, or download them from {}",
+                "the bytes of asset {} could not be read; try again, or download them from \
+                 {download_url}",
                 asset.id,
-                self.assets.download_url(&asset)
             ))
         };
         let mut stream = self
@@ -228,7 +236,11 @@ mod tests {
                 store,
                 calls: None,
                 sink,
-                base_url: "http://127.0.0.1:8080".into(),
+                links: Arc::new(crate::links::Links::new(
+                    Arc::new(docket_catalog::memory::MemoryLinks::new()),
+                    &crate::config::StorageConfig::default(),
+                    "http://127.0.0.1:8080".into(),
+                )),
                 changes: Arc::new(docket_catalog::memory::MemoryChangeFeed::new()),
                 record_patience: std::time::Duration::ZERO,
             },

@@ -1,6 +1,7 @@
 //! Assets as the server holds them: the rows (`AssetStore`), the call catalog and
-//! the object sink for the bytes, and who may see an asset. Exports write through
-//! it, the asset tools read through it, and `GET /assets/{id}/content` streams from it.
+//! the object sink for the bytes, the links that open them, and who may see an
+//! asset. Exports write through it, the asset tools read through it, and
+//! `GET /assets/{id}/content` and shares stream from it.
 
 use std::sync::Arc;
 
@@ -17,8 +18,8 @@ pub(crate) struct Assets {
     pub calls: Option<Arc<dyn CallCatalog>>,
     /// Asset bytes.
     pub sink: Arc<dyn ObjectSink>,
-    /// The server's public base URL, for download links.
-    pub base_url: String,
+    /// Signed download links and shares.
+    pub links: Arc<crate::links::Links>,
     /// Where a new asset is announced, so listeners of its owner's resources hear it.
     pub changes: Arc<dyn docket_catalog::ChangeFeed>,
     /// How long an asset row whose bytes are written is tried again while the
@@ -37,9 +38,10 @@ impl Assets {
         }
     }
 
-    /// Where the asset's bytes can be downloaded.
-    pub(crate) fn download_url(&self, asset: &Asset) -> String {
-        format!("{}/assets/{}/content", self.base_url, asset.id)
+    /// Where the asset's bytes can be downloaded: a signed link that opens in a
+    /// browser with no header until `storage.link_ttl` from now.
+    pub(crate) async fn download_url(&self, asset: &Asset) -> String {
+        self.links.download_url(&asset.id).await
     }
 }
 

@@ -32,7 +32,6 @@ use docket_protocol::jsonrpc::{
 use docket_protocol::legacy::versions_sentence;
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_encoded_server_info;
-use futures_util::StreamExt as _;
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -235,6 +234,10 @@ impl App {
                 let sessions = app.end_idle_sessions().await;
                 if sessions > 0 {
                     tracing::info!(sessions, "deleted idle sessions");
+                }
+                let shares = app.maintain_links().await;
+                if shares > 0 {
+                    tracing::info!(shares, "deleted ended shares");
                 }
                 tokio::time::sleep(crate::retention::INTERVAL).await;
             }
@@ -519,7 +522,26 @@ where
                 .trim_start_matches("/assets/")
                 .trim_end_matches("/content")
                 .to_owned();
-            asset_content(app, &parts.headers, &id).await
+            // A query makes it a signed link, opened with no header; without
+            // one the owner's (or an administrator's) credentials open it.
+            match parts.uri.query() {
+                Some(query) => {
+                    let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
+                    link_answer(
+                        app,
+                        crate::downloads::open_signed(app, &id, query, peer).await,
+                    )
+                }
+                None => asset_content(app, &parts.headers, &id).await,
+            }
+        }
+        (&Method::GET, path) if path.starts_with("/shares/") => {
+            let id = path.trim_start_matches("/shares/").to_owned();
+            let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
+            link_answer(
+                app,
+                crate::downloads::open_share(app, &parts.headers, &id, peer).await,
+            )
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
@@ -582,35 +604,60 @@ async fn asset_content(app: &App, headers: &HeaderMap, id: &str) -> hyper::Respo
             return not_found();
         }
     };
-    let size = content.size();
-    // A store failure midway ends the body early: with Content-Length set, the client
-    // sees a truncated download, not a silently shorter file.
-    let stream = content.into_stream().scan(hold, |_hold, chunk| {
-        let frame = match chunk {
-            Ok(bytes) => Some(Ok::<_, Infallible>(Frame::data(bytes))),
-            Err(err) => {
-                tracing::warn!(error = %err, "an asset stream failed midway");
-                None
-            }
-        };
-        futures_util::future::ready(frame)
-    });
-    let file_name = asset
-        .storage_key
-        .rsplit('/')
-        .next()
-        .unwrap_or("asset")
-        .replace('"', "");
-    let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&asset.content_type) {
-        headers.insert(CONTENT_TYPE, value);
-    }
-    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(size));
-    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
-        headers.insert(http::header::CONTENT_DISPOSITION, value);
-    }
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    crate::downloads::attachment(&asset, content, hold)
+}
+
+/// The answer to opening a signed link or a share.
+fn link_answer(
+    app: &App,
+    answer: Result<hyper::Response<Body>, crate::downloads::Refused>,
+) -> hyper::Response<Body> {
+    use crate::downloads::Refused;
+    let refused = match answer {
+        Ok(response) => return response,
+        Err(refused) => refused,
+    };
+    let mut response = match refused {
+        // Unknown, forged, revoked, not for this person, or its asset is gone:
+        // one answer, so a link's holder learns nothing about the others.
+        Refused::NotFound => plain(StatusCode::NOT_FOUND, "not found\n"),
+        Refused::Expired => plain(
+            StatusCode::GONE,
+            "this link has expired; ask its owner for a new one\n",
+        ),
+        Refused::TooMany(retry_after) => {
+            let mut response = plain(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many links opened from this address; try again shortly\n",
+            );
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                HeaderValue::from(retry_after.as_secs().max(1)),
+            );
+            response
+        }
+        Refused::Auth(error) => auth_failure(app, &error),
+        Refused::Busy(reason) => {
+            let mut response = plain(StatusCode::TOO_MANY_REQUESTS, &format!("{reason}\n"));
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
+        Refused::Unavailable => plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the store is unavailable; try again\n",
+        ),
+    };
+    // Refusals of links are pages a browser shows: they too load nothing.
+    response.headers_mut().insert(
+        http::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(crate::downloads::SANDBOX_CSP),
+    );
+    response.headers_mut().insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 

@@ -9,6 +9,7 @@ compile_error!(
 mod columns;
 mod database_url;
 mod error;
+mod links;
 mod oauth;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod portal;
@@ -38,7 +39,8 @@ use database_url::DatabaseUrl;
 /// [`Store::principal_store`], [`Store::retention`] and [`Store::script_store`]
 /// return.
 pub use docket_catalog::{
-    AssetStore, CallCatalog, CatalogError, PrincipalStore, Retention, ScriptStore, SessionStore,
+    AssetStore, CallCatalog, CatalogError, LinkStore, PrincipalStore, Retention, ScriptStore,
+    SessionStore,
 };
 /// The authorization server's store trait, so a crate that opens a store can
 /// name what [`Store::oauth_store`] returns.
@@ -177,6 +179,18 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
+        }
+    }
+
+    /// The store as the server keeps its asset links: the keys download links
+    /// are signed with and the shares owners make, so every replica signs,
+    /// verifies and counts with the same rows.
+    pub fn link_store(&self) -> Arc<dyn LinkStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn LinkStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn LinkStore>,
         }
     }
 

@@ -1036,6 +1036,15 @@ mod catalog {
             std::future::ready((principals, (database, light)))
         });
 
+        docket_catalog::link_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let links = database.connect().await.link_store();
+            std::future::ready((links, (database, light)))
+        });
+
         /// Two stores with pools of their own (two replicas) racing to record
         /// one owner's key: one asset, which both answer with.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1106,6 +1115,12 @@ mod catalog {
                 database.connect().await.principal_store(),
                 (database, light),
             )
+        });
+
+        docket_catalog::link_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.link_store(), (database, light))
         });
 
         /// Assets and call records written before the store closed are there,

@@ -1,4 +1,4 @@
-//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryPrincipals`],
+//! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryLinks`], [`MemoryPrincipals`],
 //! [`MemoryPrompts`], [`MemoryScripts`] and [`MemorySessions`],
 //! for unit tests and for embedders that want the catalog without durability.
 //! One process only; nothing survives a restart. Each runs the same behaviour
@@ -12,6 +12,7 @@
 mod assets;
 mod calls;
 mod changes;
+mod links;
 mod principals;
 mod prompts;
 mod scripts;
@@ -25,6 +26,7 @@ use time::OffsetDateTime;
 pub use assets::MemoryAssets;
 pub use calls::MemoryCalls;
 pub use changes::MemoryChangeFeed;
+pub use links::MemoryLinks;
 pub use principals::MemoryPrincipals;
 pub use prompts::MemoryPrompts;
 pub use scripts::MemoryScripts;

@@ -164,6 +164,25 @@ impl Config {
         if self.storage.kind == StorageKind::S3 && self.storage.bucket.is_none() {
             problems.push("storage.bucket: required when storage.kind is s3".into());
         }
+        if self.storage.link_ttl.is_zero() || self.storage.link_ttl > super::schema::MAX_LINK_TTL {
+            problems.push("storage.link_ttl: must be longer than zero and at most 7d".into());
+        }
+        let shares = &self.storage.shares;
+        if shares.default_ttl.is_zero() || shares.max_ttl.is_zero() {
+            problems.push(
+                "storage.shares.default_ttl, storage.shares.max_ttl: must be longer than zero"
+                    .into(),
+            );
+        }
+        if shares.default_ttl > shares.max_ttl {
+            problems.push(
+                "storage.shares.default_ttl: must not be longer than storage.shares.max_ttl".into(),
+            );
+        }
+        if shares.max_ttl > super::schema::MAX_SHARE_TTL {
+            problems.push("storage.shares.max_ttl: must be at most 365d".into());
+        }
+        problems.extend(self.portal.problems(self.auth.oauth_server.is_some()));
         if self.server.max_connections == 0 {
             problems.push("server.max_connections: must be greater than zero".into());
         }

@@ -55,6 +55,8 @@ pub struct Config {
     pub scripts: ScriptsConfig,
     /// Traces and metrics over OTLP (off without `telemetry.otlp`).
     pub telemetry: docket_telemetry::TelemetryConfig,
+    /// The portal at `/portal` (off unless `portal.enabled`).
+    pub portal: crate::portal::PortalSection,
 }
 
 /// The `server:` section.
@@ -492,6 +494,50 @@ pub struct StorageConfig {
     /// mid-export) older than this are removed at start-up.
     #[serde(deserialize_with = "deserialize_duration")]
     pub stale_parts_after: Duration,
+    /// How long a signed download link (`download_url`) opens: at most
+    /// [`MAX_LINK_TTL`].
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub link_ttl: Duration,
+    /// Shares of assets for others (`share_asset`).
+    pub shares: SharesConfig,
+}
+
+/// The longest `storage.link_ttl` may be: link keys are kept this long after
+/// they stop signing, so no link outlives its key.
+pub const MAX_LINK_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest `storage.shares.max_ttl` may be.
+pub const MAX_SHARE_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `storage.shares`: links an owner makes for others with `share_asset`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct SharesConfig {
+    /// The most shares one owner holds (ended ones count until the retention
+    /// pass deletes them).
+    pub max_per_owner: u32,
+    /// How long a share opens when its maker does not say.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub default_ttl: Duration,
+    /// The longest a share may open: every share expires.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub max_ttl: Duration,
+    /// Opens of shares and signed links per minute from one client address.
+    pub opens_per_minute: u32,
+    /// Opens one client address may make at once before the per-minute rate applies.
+    pub opens_burst: u32,
+}
+
+impl Default for SharesConfig {
+    fn default() -> Self {
+        Self {
+            max_per_owner: 100,
+            default_ttl: Duration::from_secs(7 * 24 * 3600),
+            max_ttl: Duration::from_secs(90 * 24 * 3600),
+            opens_per_minute: 60,
+            opens_burst: 20,
+        }
+    }
 }
 
 impl Default for StorageConfig {
@@ -509,6 +555,8 @@ impl Default for StorageConfig {
             delete_with_task: false,
             retention_days: 30,
             stale_parts_after: Duration::from_secs(24 * 3600),
+            link_ttl: Duration::from_secs(3600),
+            shares: SharesConfig::default(),
         }
     }
 }
@@ -531,6 +579,8 @@ impl fmt::Debug for StorageConfig {
                 &self.secret_access_key.as_ref().map(|_| "<redacted>"),
             )
             .field("allow_http", &self.allow_http)
+            .field("link_ttl", &self.link_ttl)
+            .field("shares", &self.shares)
             .finish()
     }
 }

@@ -797,7 +797,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
             "; the upstream answered with an error status, and its body was stored as it came",
         );
     }
-    let mut result = asset_result(assets, &asset, &message, Some(&call_id));
+    let mut result = asset_result(assets, &asset, &message, Some(&call_id)).await;
     if let Some(content) = result.structured_content.as_mut() {
         content["upstream_status"] = json!(report.status);
         if let Some(declared) = &report.declared_content_type {

@@ -1,6 +1,7 @@
 //! Assets: what exports write. `list_assets` and `get_asset` show the caller's own
-//! (administrators see all), and `GET /assets/{id}/content` streams the bytes to the
-//! owner and administrators only.
+//! (administrators see all), each with a signed `download_url` that opens in a
+//! browser with no header; `GET /assets/{id}/content` also streams the bytes to
+//! the owner's and administrators' bearer tokens.
 
 use docket_catalog::{Asset, PageCursor};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
@@ -11,8 +12,9 @@ use crate::assets::{Assets, visible_asset};
 use crate::refusal::Refusal;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
-/// The JSON an asset is described by.
-pub(crate) fn asset_json(deps: &Assets, asset: &Asset) -> Value {
+/// The JSON an asset is described by, with a signed `download_url`.
+pub(crate) async fn asset_json(deps: &Assets, asset: &Asset) -> Value {
+    let download_url = deps.download_url(asset).await;
     json!({
         "asset_id": asset.id,
         "name": asset.name,
@@ -26,19 +28,21 @@ pub(crate) fn asset_json(deps: &Assets, asset: &Asset) -> Value {
         "tool": asset.tool,
         "owner": asset.owner,
         "created_at": asset.created_at.format(&Rfc3339).unwrap_or_default(),
-        "download_url": deps.download_url(asset),
+        "download_url": download_url,
     })
 }
 
 /// An export's result: `{asset_id, name, format, content_type, row_count,
 /// size_bytes, download_url, resource_uri, message, call_id}` as JSON text and
-/// structured content, and a `resource_link` block to the asset.
-pub(crate) fn asset_result(
+/// structured content, and a `resource_link` block to the asset; the
+/// `download_url` is signed and opens in a browser with no header.
+pub(crate) async fn asset_result(
     deps: &Assets,
     asset: &Asset,
     message: &str,
     call_id: Option<&str>,
 ) -> CallToolResult {
+    let download_url = deps.download_url(asset).await;
     let mut result = CallToolResult::structured(json!({
         "asset_id": asset.id,
         "name": asset.name,
@@ -46,7 +50,7 @@ pub(crate) fn asset_result(
         "content_type": asset.content_type,
         "row_count": asset.row_count,
         "size_bytes": asset.size_bytes,
-        "download_url": deps.download_url(asset),
+        "download_url": download_url,
         "resource_uri": crate::asset_resources::asset_uri(&asset.id),
         "message": message,
         "call_id": call_id.or(asset.call_id.as_deref()),
@@ -54,7 +58,7 @@ pub(crate) fn asset_result(
     // A client attaches the asset by this link (resources/read).
     result
         .content
-        .push(crate::asset_resources::resource_link(asset));
+        .push(crate::asset_resources::resource_link(asset, &download_url));
     result
 }
 
@@ -127,7 +131,10 @@ async fn list(deps: &Assets, call: &ToolCall) -> CallToolResult {
             let next_cursor = (assets.len() == limit as usize)
                 .then(|| assets.last().map(|asset| asset.cursor().encode()))
                 .flatten();
-            let listed: Vec<Value> = assets.iter().map(|asset| asset_json(deps, asset)).collect();
+            let mut listed: Vec<Value> = Vec::with_capacity(assets.len());
+            for asset in &assets {
+                listed.push(asset_json(deps, asset).await);
+            }
             CallToolResult::structured(json!({"assets": listed, "next_cursor": next_cursor}))
         }
         Err(err) => {
@@ -150,7 +157,7 @@ async fn get(deps: &Assets, call: &ToolCall) -> CallToolResult {
     )
     .await
     {
-        Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset)),
+        Ok(Some(asset)) => CallToolResult::structured(asset_json(deps, &asset).await),
         // Not yours and does not exist read the same.
         Ok(None) => Refusal::NotFound.result(
             &format!("no asset {id:?}"),

@@ -52,7 +52,7 @@ pub(crate) async fn replay(
 ) -> Option<CallToolResult> {
     let key = idempotency_key?;
     match assets.store.find_by_idempotency_key(owner, key).await {
-        Ok(Some(existing)) => Some(asset_result(assets, &existing, message, None)),
+        Ok(Some(existing)) => Some(asset_result(assets, &existing, message, None).await),
         Ok(None) => None,
         Err(err) => Some(
             Refusal::Unavailable.result(&format!("the asset store failed: {err}"), "Try again."),

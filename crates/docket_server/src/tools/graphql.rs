@@ -459,7 +459,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     if report.has_more {
         message.push_str("; more pages exist beyond max_pages");
     }
-    let mut result = asset_result(assets, &asset, &message, Some(&call_id));
+    let mut result = asset_result(assets, &asset, &message, Some(&call_id)).await;
     if let Some(content) = result.structured_content.as_mut() {
         content["pages"] = json!(report.pages);
         content["has_more"] = json!(report.has_more);

@@ -10,6 +10,7 @@ mod platform;
 pub(crate) mod prompts;
 pub(crate) mod script_host;
 pub(crate) mod scripts;
+mod shares;
 mod trino;
 
 use std::sync::Arc;
@@ -69,6 +70,7 @@ pub(crate) fn register_platform_tools(
     }
     if let Some(assets) = &assets {
         assets::register(registry, assets.clone())?;
+        shares::register(registry, assets.clone())?;
     }
     if !trino_connections.is_empty() {
         let deps = trino::TrinoDeps {

@@ -332,7 +332,7 @@ impl Host for ScriptHost {
                     .map_or(Value::Null, |value| value["error"]["message"].clone())
             ))
         })?;
-        Ok(asset_json(&assets, &asset))
+        Ok(asset_json(&assets, &asset).await)
     }
 }
 

@@ -845,7 +845,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         human_bytes(report.bytes),
         asset.name
     );
-    asset_result(assets, &asset, &message, Some(&call_id))
+    asset_result(assets, &asset, &message, Some(&call_id)).await
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod http;
 mod identity;
 mod identity_owners;
 mod legacy;
+mod links;
 mod listen;
 mod oauth;
 mod pipeline;

@@ -300,6 +300,7 @@ impl StoredServer {
             .task_store(store.task_store())
             .sessions(store.session_store())
             .principals(store.principal_store())
+            .links(store.link_store())
             .retention(store.retention());
         if scripts {
             builder = builder.scripts(store.script_store());

@@ -10,6 +10,7 @@ mod audit;
 mod batches;
 mod calls;
 mod connection;
+mod links;
 mod listen;
 mod migrations;
 mod oauth;

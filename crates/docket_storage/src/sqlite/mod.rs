@@ -22,6 +22,7 @@
 mod assets;
 mod audit;
 mod calls;
+mod links;
 mod migrations;
 mod oauth;
 mod portal;

@@ -1,0 +1,2 @@
+DROP TABLE asset_shares;
+DROP TABLE link_keys;
