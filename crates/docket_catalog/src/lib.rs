@@ -12,6 +12,7 @@ pub mod prompts;
 pub mod retention;
 pub mod scripts;
 pub mod sessions;
+pub mod spools;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -26,6 +27,7 @@ pub use prompts::{LibraryPrompt, NewPrompt, PromptLibrary, PromptViewer};
 pub use retention::{DueAsset, Retention};
 pub use scripts::ScriptStore;
 pub use sessions::{AnswerListener, AnswerSignal, EndedSession, NewSession, Session, SessionStore};
+pub use spools::{NewSpool, Spool, SpoolProgress, SpoolState, SpoolStore};
 
 /// A fresh id for an asset, a call record or a script: 128 bits from the
 /// operating system's random source as 32 lower-case hex digits, like the digits

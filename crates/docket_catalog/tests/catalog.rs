@@ -121,3 +121,14 @@ mod links {
         (Arc::new(MemoryLinks::new()) as Arc<dyn LinkStore>, ())
     });
 }
+
+mod spools {
+    use docket_catalog::SpoolStore;
+    use docket_catalog::memory::MemorySpools;
+
+    use super::*;
+
+    docket_catalog::spool_store_suite!(async {
+        (Arc::new(MemorySpools::new()) as Arc<dyn SpoolStore>, ())
+    });
+}

@@ -13,6 +13,7 @@ mod links;
 mod oauth;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 mod portal;
+mod spools;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(all(feature = "testing", feature = "postgres"))]
@@ -40,7 +41,7 @@ use database_url::DatabaseUrl;
 /// return.
 pub use docket_catalog::{
     AssetStore, CallCatalog, CatalogError, LinkStore, PrincipalStore, Retention, ScriptStore,
-    SessionStore,
+    SessionStore, SpoolStore,
 };
 /// The authorization server's store trait, so a crate that opens a store can
 /// name what [`Store::oauth_store`] returns.
@@ -179,6 +180,17 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn PrincipalStore>,
+        }
+    }
+
+    /// The store as the server keeps the spools of cut answers (issue 39), so a
+    /// cursor made on one replica reads on from any.
+    pub fn spool_store(&self) -> Arc<dyn SpoolStore> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn SpoolStore>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn SpoolStore>,
         }
     }
 

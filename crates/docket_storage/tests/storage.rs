@@ -1045,6 +1045,15 @@ mod catalog {
             std::future::ready((links, (database, light)))
         });
 
+        docket_catalog::spool_store_suite!({
+            let light = light().await;
+            let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+                return;
+            };
+            let spools = database.connect().await.spool_store();
+            std::future::ready((spools, (database, light)))
+        });
+
         /// Two stores with pools of their own (two replicas) racing to record
         /// one owner's key: one asset, which both answer with.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1121,6 +1130,12 @@ mod catalog {
             let light = light().await;
             let database = TestDatabase::sqlite().await;
             (database.connect().await.link_store(), (database, light))
+        });
+
+        docket_catalog::spool_store_suite!(async {
+            let light = light().await;
+            let database = TestDatabase::sqlite().await;
+            (database.connect().await.spool_store(), (database, light))
         });
 
         /// Assets and call records written before the store closed are there,

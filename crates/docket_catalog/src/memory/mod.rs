@@ -1,5 +1,5 @@
 //! In-memory stores: [`MemoryAssets`], [`MemoryCalls`], [`MemoryLinks`], [`MemoryPrincipals`],
-//! [`MemoryPrompts`], [`MemoryScripts`] and [`MemorySessions`],
+//! [`MemoryPrompts`], [`MemoryScripts`], [`MemorySessions`] and [`MemorySpools`],
 //! for unit tests and for embedders that want the catalog without durability.
 //! One process only; nothing survives a restart. Each runs the same behaviour
 //! suite as the database backends (`tests/catalog.rs`), so what holds for them
@@ -17,6 +17,7 @@ mod principals;
 mod prompts;
 mod scripts;
 mod sessions;
+mod spools;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub use principals::MemoryPrincipals;
 pub use prompts::MemoryPrompts;
 pub use scripts::MemoryScripts;
 pub use sessions::MemorySessions;
+pub use spools::MemorySpools;
 
 /// The guarded value, also after a panic elsewhere poisoned the mutex: every
 /// operation leaves the value consistent before it can panic.

@@ -15,6 +15,7 @@ mod listen;
 mod migrations;
 mod oauth;
 mod portal;
+mod spools;
 mod principals;
 mod prompts;
 mod schedules;

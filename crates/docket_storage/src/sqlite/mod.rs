@@ -26,6 +26,7 @@ mod links;
 mod migrations;
 mod oauth;
 mod portal;
+mod spools;
 mod principals;
 mod prompts;
 mod schedules;

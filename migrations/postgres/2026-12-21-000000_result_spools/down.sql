@@ -1,0 +1,1 @@
+DROP TABLE result_spools;
