@@ -209,6 +209,7 @@ async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
                 .principals(store.principal_store())
                 .links(store.link_store())
                 .oauth_store(store.oauth_store())
+                .portal_store(store.portal_store())
                 .prompt_library(store.prompt_library())
                 .change_feed(store.change_feed())
                 .scripts(store.script_store())

@@ -67,6 +67,7 @@ pub struct AppBuilder {
     sessions: Option<Arc<dyn SessionStore>>,
     principals: Option<Arc<dyn docket_catalog::PrincipalStore>>,
     oauth_store: Option<Arc<dyn docket_oauth::OAuthStore>>,
+    portal_store: Option<Arc<dyn docket_portal::PortalStore>>,
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
     change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
@@ -97,6 +98,7 @@ impl App {
             sessions: None,
             principals: None,
             oauth_store: None,
+            portal_store: None,
             features: crate::features::Features::default(),
             prompt_library: None,
             change_feed: None,
@@ -264,6 +266,15 @@ impl AppBuilder {
         self
     }
 
+    /// Where the portal (`portal.enabled`) keeps its logins in flight and its
+    /// sessions. Give the database's (`docket_storage::Store::portal_store`)
+    /// so every replica serves every request of a session; without one they
+    /// are kept in this process's memory.
+    pub fn portal_store(mut self, store: Arc<dyn docket_portal::PortalStore>) -> Self {
+        self.portal_store = Some(store);
+        self
+    }
+
     /// Registers where `tasks/*` also looks task ids up, for a tool whose
     /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
     /// does for runs). The task table is always read; every source is read for every
@@ -317,6 +328,7 @@ impl AppBuilder {
             sessions,
             principals,
             oauth_store,
+            portal_store,
             mut features,
             prompt_library,
             change_feed,
@@ -545,9 +557,11 @@ impl AppBuilder {
             let events = Arc::new(crate::oauth::AuditEvents {
                 writer: audit.clone(),
             });
-            let server =
-                docket_oauth::AuthorizationServer::new(server_config.clone(), site, store, events)
-                    .map_err(|error| AuthError::Config(error.to_string()))?;
+            // The portal logs in as a client of this server.
+            let with_portal =
+                crate::portal::with_portal_client(server_config, &config.portal, &site.issuer);
+            let server = docket_oauth::AuthorizationServer::new(with_portal, site, store, events)
+                .map_err(|error| AuthError::Config(error.to_string()))?;
             authenticator = authenticator
                 .with_authorization_server(Arc::new(server), &server_config.role_claim);
         }
@@ -593,7 +607,9 @@ impl AppBuilder {
         let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
         let answer_waiters = Arc::new(crate::answers::AnswerWaiters::default());
         sessions.set_answer_listener(answer_waiters.listener());
+        let portal = crate::portal::build(&config, portal_store);
         let state = AppState {
+            portal,
             sessions,
             principals,
             answer_waiters,

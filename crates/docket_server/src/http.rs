@@ -239,6 +239,10 @@ impl App {
                 if shares > 0 {
                     tracing::info!(shares, "deleted ended shares");
                 }
+                let portal = app.sweep_portal().await;
+                if portal > 0 {
+                    tracing::info!(rows = portal, "swept expired portal sessions and logins");
+                }
                 tokio::time::sleep(crate::retention::INTERVAL).await;
             }
         });
@@ -427,6 +431,28 @@ where
         let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
         let body_timeout = app.config().server.body_timeout;
         let (parts, bytes) = crate::oauth::answer(server, parts, body, peer, body_timeout)
+            .await
+            .into_parts();
+        return hyper::Response::from_parts(parts, BodyExt::boxed_unsync(Full::new(bytes)));
+    }
+    // The portal's pages are navigations of the person's own browser, from
+    // the provider's and the authorization server's pages too; they defend
+    // themselves with a SameSite session cookie and a CSRF token on every
+    // form, so only the Host is checked here.
+    if let Some(portal) = &app.state.portal
+        && docket_portal::Portal::answers(&path)
+    {
+        if let Err(reason) = check_host(app, &parts.headers) {
+            tracing::info!(reason, path, "refused a request for a foreign host");
+            return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
+        }
+        // An embedder's service may have no peer address; such requests
+        // share one rate-limit bucket at the token endpoint.
+        let peer = parts.extensions.get::<Peer>().map_or(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            |peer| peer.0.ip(),
+        );
+        let (parts, bytes) = crate::portal::answer(app, portal, parts, body, peer)
             .await
             .into_parts();
         return hyper::Response::from_parts(parts, BodyExt::boxed_unsync(Full::new(bytes)));

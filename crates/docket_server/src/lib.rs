@@ -31,6 +31,7 @@ mod legacy;
 mod links;
 mod listen;
 mod oauth;
+mod portal;
 mod opener;
 mod reply;
 mod request;
@@ -56,6 +57,7 @@ pub use http::{Background, Body, MCP_PATH, McpService, serve};
 pub use registry::{
     InputRound, Logger, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec,
 };
+pub use portal::{PORTAL_CLIENT_ID, PortalSection};
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};
 pub use tasks::{CALL_TASK_IDS, FoundTask, TaskSource};

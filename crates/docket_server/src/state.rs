@@ -79,6 +79,8 @@ pub(crate) struct AppState {
     pub(crate) retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     /// The run queue's workers, when a database is configured and `scripts.enabled`.
     pub(crate) run_bridge: Option<Arc<RunBridge>>,
+    /// The portal at `/portal`, when `portal.enabled`.
+    pub(crate) portal: Option<Arc<docket_portal::Portal>>,
 }
 
 impl App {

@@ -182,6 +182,7 @@ impl Config {
         if shares.max_ttl > super::schema::MAX_SHARE_TTL {
             problems.push("storage.shares.max_ttl: must be at most 365d".into());
         }
+        problems.extend(self.portal.problems(self.auth.oauth_server.is_some()));
         if self.server.max_connections == 0 {
             problems.push("server.max_connections: must be greater than zero".into());
         }

@@ -55,6 +55,8 @@ pub struct Config {
     pub scripts: ScriptsConfig,
     /// Traces and metrics over OTLP (off without `telemetry.otlp`).
     pub telemetry: docket_telemetry::TelemetryConfig,
+    /// The portal at `/portal` (off unless `portal.enabled`).
+    pub portal: crate::portal::PortalSection,
 }
 
 /// The `server:` section.

@@ -14,6 +14,7 @@ mod links;
 mod listen;
 mod oauth;
 mod pipeline;
+mod portal;
 mod script_authoring;
 mod script_schedules;
 mod scripts;

@@ -92,14 +92,14 @@ async fn replicas(database: &TestDatabase, issuer: &str) -> Vec<StoredServer> {
 }
 
 /// A user agent that keeps cookies per host and follows no redirect by itself,
-/// so each step of the flow is seen.
-struct Browser {
+/// so each step of the flow is seen (the portal's tests log in with it too).
+pub(crate) struct Browser {
     http: reqwest::Client,
     cookies: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Browser {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -130,7 +130,7 @@ impl Browser {
         }
     }
 
-    async fn get(&mut self, url: &Url) -> reqwest::Response {
+    pub(crate) async fn get(&mut self, url: &Url) -> reqwest::Response {
         let mut request = self.http.get(url.clone());
         if let Some(cookie) = self.cookie_header(url) {
             request = request.header("cookie", cookie);
@@ -140,7 +140,11 @@ impl Browser {
         response
     }
 
-    async fn post_form(&mut self, url: &Url, fields: &[(String, String)]) -> reqwest::Response {
+    pub(crate) async fn post_form(
+        &mut self,
+        url: &Url,
+        fields: &[(String, String)],
+    ) -> reqwest::Response {
         let mut request = self
             .http
             .post(url.clone())
@@ -156,7 +160,7 @@ impl Browser {
 
     /// Follows redirects from `url` while `keep_going` says so; the last
     /// response and its URL.
-    async fn follow(
+    pub(crate) async fn follow(
         &mut self,
         mut url: Url,
         keep_going: impl Fn(&Url) -> bool,
@@ -180,7 +184,7 @@ fn authority(url: &Url) -> String {
     url.host_str().unwrap_or_default().to_owned()
 }
 
-fn location(base: &Url, response: &reqwest::Response) -> Option<Url> {
+pub(crate) fn location(base: &Url, response: &reqwest::Response) -> Option<Url> {
     if !response.status().is_redirection() {
         return None;
     }
@@ -202,7 +206,7 @@ fn pairs(fields: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// `url` sent to `replica` instead of the load balancer.
-fn on(replica: &TestServer, url: &Url) -> Url {
+pub(crate) fn on(replica: &TestServer, url: &Url) -> Url {
     let mut moved = url.clone();
     moved.set_port(Some(replica.addr.port())).expect("port");
     moved
@@ -215,7 +219,7 @@ fn query(url: &Url, name: &str) -> Option<String> {
 }
 
 /// The hidden fields of the page's form, and the value of its approve button.
-fn consent_fields(page: &str) -> Vec<(String, String)> {
+pub(crate) fn consent_fields(page: &str) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     for tag in page.split('<').filter(|tag| tag.starts_with("input")) {
         let attribute = |name: &str| {
