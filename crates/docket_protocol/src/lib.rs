@@ -16,6 +16,7 @@ pub mod result;
 pub mod server;
 pub mod tasks;
 pub mod tools;
+pub mod ui;
 
 /// The protocol revision of the current era (requests carry `_meta`); the earlier
 /// era's revisions are [`legacy::LEGACY_VERSIONS`].

@@ -471,6 +471,16 @@ impl AppBuilder {
                 sessions: Arc::clone(&sessions),
             },
         )?;
+        // The results view is served when a tool shows its results in it.
+        if registry
+            .iter()
+            .any(|tool| tool.spec.ui_resource.as_deref() == Some(crate::apps::RESULTS_VIEW_URI))
+        {
+            features.add_resource(
+                crate::apps::results_view_spec(),
+                crate::apps::read_results_view,
+            )?;
+        }
         let mut authenticator = Authenticator::new(&config.auth)?;
         let personas = Personas::new(&config.personas, &config.admin);
         let holds = crate::holds::Holds::new(
@@ -491,16 +501,6 @@ impl AppBuilder {
             "" => "replica",
             name => name,
         };
-        // The results view is served when a tool shows its results in it.
-        if registry
-            .iter()
-            .any(|tool| tool.spec.ui_resource.as_deref() == Some(crate::apps::RESULTS_VIEW_URI))
-        {
-            features.add_resource(
-                crate::apps::results_view_spec(),
-                crate::apps::read_results_view,
-            )?;
-        }
         let replica_id = format!("{name}-{}", hex::encode(suffix));
         let mut tasks = match &store {
             Some(store) if config.tasks.enabled => {

@@ -10,9 +10,7 @@
 //! client that declared the extension (`ToolSpec::to_wire_for`); every other
 //! client gets the tool list, the resource list and the results of before.
 
-use docket_protocol::JsonObject;
 use docket_protocol::tools::ResourceContents;
-use serde_json::json;
 
 use crate::features::{ResourceError, ResourceRead, ResourceSpec};
 
@@ -37,25 +35,16 @@ pub(crate) fn results_view_spec() -> ResourceSpec {
 pub(crate) async fn read_results_view(
     read: ResourceRead,
 ) -> Result<Vec<ResourceContents>, ResourceError> {
-    let mut meta = JsonObject::new();
-    meta.insert(
-        "ui".to_owned(),
-        json!({
-            "csp": {
-                "connectDomains": [],
-                "resourceDomains": [],
-                "frameDomains": [],
-                "baseUriDomains": [],
-            },
-            "prefersBorder": true,
-        }),
-    );
+    let ui = docket_protocol::ui::ResourceUi {
+        csp: docket_protocol::ui::Csp::default(),
+        prefers_border: Some(true),
+    };
     Ok(vec![ResourceContents {
         uri: read.uri,
         mime_type: Some(docket_protocol::UI_MIME_TYPE.to_owned()),
         text: Some(RESULTS_VIEW_HTML.to_owned()),
         blob: None,
-        meta: Some(meta),
+        meta: Some(docket_protocol::ui::meta(&ui)),
     }])
 }
 

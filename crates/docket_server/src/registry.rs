@@ -138,9 +138,12 @@ impl ToolSpec {
     pub(crate) fn to_wire_for(&self, ui: bool) -> Tool {
         let mut tool = self.to_wire();
         if let (true, Some(uri)) = (ui, &self.ui_resource) {
+            let ui = docket_protocol::ui::ToolUi {
+                resource_uri: uri.clone(),
+            };
             tool.extra.insert(
                 "_meta".to_owned(),
-                serde_json::json!({ "ui": { "resourceUri": uri } }),
+                Value::Object(docket_protocol::ui::meta(&ui)),
             );
         }
         tool

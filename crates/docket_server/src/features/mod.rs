@@ -254,8 +254,7 @@ impl Features {
         if self.has_views() {
             extensions.insert(
                 docket_protocol::UI_EXTENSION.to_owned(),
-                // The one media type views have.
-                serde_json::json!({ "mimeTypes": [docket_protocol::UI_MIME_TYPE] }),
+                serde_json::to_value(docket_protocol::ui::UiSettings::html()).unwrap_or_default(),
             );
         }
         extensions
