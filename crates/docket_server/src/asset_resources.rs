@@ -266,6 +266,36 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
     }
 
+    /// An export's resource link keeps the resource URI that resources/read
+    /// reads, and carries the signed download URL in its `_meta`.
+    #[test]
+    fn a_resource_link_carries_the_signed_download_url() {
+        let asset = docket_catalog::Asset {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            owner: "alice".into(),
+            name: "orders".into(),
+            description: None,
+            tags: Vec::new(),
+            format: "csv".into(),
+            content_type: "text/csv".into(),
+            storage_key: "k".into(),
+            size_bytes: 3,
+            row_count: None,
+            connection: None,
+            tool: "trino_export".into(),
+            idempotency_key: None,
+            task_id: None,
+            call_id: None,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+        };
+        let url = "http://127.0.0.1:8080/assets/0123456789abcdef0123456789abcdef/content?expires=1";
+        let ContentBlock::ResourceLink(link) = resource_link(&asset, url) else {
+            panic!("a resource link");
+        };
+        assert_eq!(link.uri, asset_uri(&asset.id));
+        assert_eq!(link.extra["_meta"][DOWNLOAD_URL_META], url);
+    }
+
     #[test]
     fn text_is_what_reads_as_text() {
         for text in [

@@ -215,8 +215,18 @@ pub(crate) async fn open_signed(
             return Err(Refused::Unavailable);
         }
     };
-    let owner = asset.owner.clone();
-    send(app, assets, &asset, &owner).await
+    // Held by the address that opens it, not by the owner: a forwarded link
+    // opened from many places must not use up the owner's own share of the server.
+    send(app, assets, &asset, &opener_key(peer)).await
+}
+
+/// What an opener who is nobody in particular holds the server's connections
+/// as: their address.
+fn opener_key(peer: Option<IpAddr>) -> String {
+    format!(
+        "link-opener:{}",
+        peer.map_or_else(|| "unknown".to_owned(), |peer| peer.to_string())
+    )
 }
 
 /// `GET /shares/{id}`: a share, opened by its audience while it is live and its
@@ -272,12 +282,7 @@ pub(crate) async fn open_share(
             return Err(Refused::Unavailable);
         }
     };
-    let hold_key = subject.clone().unwrap_or_else(|| {
-        format!(
-            "share-opener:{}",
-            peer.map_or_else(|| "unknown".to_owned(), |peer| peer.to_string())
-        )
-    });
+    let hold_key = subject.clone().unwrap_or_else(|| opener_key(peer));
     let response = send(app, assets, &asset, &hold_key).await?;
     audit_open(app, &opened, subject.as_deref(), peer, started.elapsed());
     Ok(response)
