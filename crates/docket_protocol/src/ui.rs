@@ -75,6 +75,32 @@ pub fn meta(ui: &impl Serialize) -> JsonObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meta::ClientCapabilities;
+
+    fn declaring(settings: serde_json::Value) -> ClientCapabilities {
+        let mut extensions = JsonObject::new();
+        extensions.insert(crate::UI_EXTENSION.to_owned(), settings);
+        ClientCapabilities {
+            extensions: Some(extensions),
+            ..ClientCapabilities::default()
+        }
+    }
+
+    #[test]
+    fn a_client_renders_views_when_it_declares_the_extension_for_html() {
+        use serde_json::json;
+        assert!(declaring(json!({"mimeTypes": [crate::UI_MIME_TYPE]})).declares_ui());
+        assert!(
+            declaring(json!({"mimeTypes": ["text/uri-list", crate::UI_MIME_TYPE]})).declares_ui()
+        );
+        // The one kind of view there is, when a host names none.
+        assert!(declaring(json!({})).declares_ui());
+        assert!(!declaring(json!({"mimeTypes": ["text/uri-list"]})).declares_ui());
+        assert!(!declaring(json!({"mimeTypes": crate::UI_MIME_TYPE})).declares_ui());
+        assert!(!declaring(json!({"mimeTypes": []})).declares_ui());
+        assert!(!ClientCapabilities::default().declares_ui());
+        assert!(!ClientCapabilities::with_extension(crate::TASKS_EXTENSION).declares_ui());
+    }
 
     #[test]
     fn the_shapes_are_the_extensions() {
