@@ -208,6 +208,7 @@ async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
                 .sessions(store.session_store())
                 .principals(store.principal_store())
                 .links(store.link_store())
+                .spools(store.spool_store())
                 .oauth_store(store.oauth_store())
                 .portal_store(store.portal_store())
                 .prompt_library(store.prompt_library())

@@ -60,6 +60,7 @@ pub struct AppBuilder {
     store: Option<Arc<dyn TaskStore>>,
     assets: Option<AssetParts>,
     links: Option<Arc<dyn docket_catalog::LinkStore>>,
+    spools: Option<Arc<dyn docket_catalog::SpoolStore>>,
     scripts: Option<Arc<dyn ScriptStore>>,
     retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
     script_isolation: Isolation,
@@ -91,6 +92,7 @@ impl App {
             store: None,
             assets: None,
             links: None,
+            spools: None,
             scripts: None,
             retention: None,
             script_isolation: Isolation::InProcess,
@@ -220,6 +222,16 @@ impl AppBuilder {
         self
     }
 
+    /// Where the rest of a cut answer is kept for its cursor (issue 39): with it
+    /// and [`AppBuilder::assets`] (whose object store holds the rows), an answer
+    /// cut at its row limit or byte budget carries a cursor that reads on, on any
+    /// replica sharing both. Give the database's
+    /// (`docket_storage::Store::spool_store`).
+    pub fn spools(mut self, store: Arc<dyn docket_catalog::SpoolStore>) -> Self {
+        self.spools = Some(store);
+        self
+    }
+
     /// The store for managed scripts and their runs. With it (and a task store
     /// for audit rows) the script tools are offered and this replica runs
     /// `scripts.worker.concurrency` run workers.
@@ -321,6 +333,7 @@ impl AppBuilder {
             store,
             assets,
             links,
+            spools,
             scripts,
             retention,
             script_isolation,
@@ -456,6 +469,16 @@ impl AppBuilder {
             Arc::new(docket_catalog::memory::MemoryPrincipals::new())
                 as Arc<dyn docket_catalog::PrincipalStore>
         }));
+        // Continuation needs both: the spool's row, and the object store its rows go to.
+        let continuation = spools.zip(assets.as_ref()).map(|(spools, assets)| {
+            Arc::new(crate::continuation::Continuation::new(
+                spools,
+                Arc::clone(&assets.sink),
+                config.results.clone(),
+                config.exports.clone(),
+                config.tasks.stale_after,
+            ))
+        });
         let tool_names = Arc::new(OnceLock::new());
         tools::register_platform_tools(
             &mut registry,
@@ -469,6 +492,7 @@ impl AppBuilder {
             tools::Stores {
                 assets: assets.clone(),
                 sessions: Arc::clone(&sessions),
+                continuation: continuation.clone(),
             },
         )?;
         // The results view is served when a tool shows its results in it.
@@ -519,6 +543,8 @@ impl AppBuilder {
                 );
                 // A beat's span links to the traces of the tasks it stamps.
                 runtime.link_traces_with(crate::telemetry::link_to);
+                // The sweep's record of a stale task is a span of that task's trace.
+                runtime.join_traces_with(crate::telemetry::parent_on);
                 let call_tasks = Arc::new(CallTasks {
                     runtime: Arc::clone(&runtime),
                 });
@@ -539,8 +565,6 @@ impl AppBuilder {
         // them. Nothing lives on an audit row's retry, so it waits longer than an
         // ending does (ten times `tasks.stale_after`), its memory bounded by the
         // writer's cap on pending rows.
-                // The sweep's record of a stale task is a span of that task's trace.
-                runtime.join_traces_with(crate::telemetry::parent_on);
         let audit = store
             .filter(|_| config.audit.enabled)
             .map(|store| Arc::new(AuditWriter::new(store, config.tasks.stale_after * 10)));
@@ -634,6 +658,7 @@ impl AppBuilder {
             replica_id,
             assets,
             retention,
+            continuation,
             run_bridge,
         };
         let state = Arc::new(state);

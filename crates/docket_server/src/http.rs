@@ -231,6 +231,10 @@ impl App {
                 if principals > 0 {
                     tracing::info!(principals, "forgot principals not seen within retention");
                 }
+                let spools = app.delete_expired_spools().await;
+                if spools > 0 {
+                    tracing::info!(spools, "deleted expired result spools");
+                }
                 let sessions = app.end_idle_sessions().await;
                 if sessions > 0 {
                     tracing::info!(sessions, "deleted idle sessions");
@@ -1082,6 +1086,7 @@ fn legacy_response(
     id: RequestId,
     answer: legacy::Answer,
     hold: Hold,
+    server_span: &mut ServerSpan,
 ) -> hyper::Response<Body> {
     let mut response = match answer.reply {
         Reply::Json(result) => json_response(
@@ -1095,9 +1100,14 @@ fn legacy_response(
             ),
             Err(err) => error_response(app, Some(id), &McpError::Internal(err.to_string())),
         },
-        Reply::Stream(receiver) => {
-            sse_response(app, id, receiver, Era::Legacy, hold, server_span.hand_over())
-        }
+        Reply::Stream(receiver) => sse_response(
+            app,
+            id,
+            receiver,
+            Era::Legacy,
+            hold,
+            server_span.hand_over(),
+        ),
     };
     if let Some(session) = answer.new_session
         && let Ok(value) = HeaderValue::from_str(&session)
@@ -1125,6 +1135,7 @@ fn sse_response(
     mut receiver: mpsc::Receiver<StreamItem>,
     era: Era,
     hold: Hold,
+    mut server_span: ServerSpan,
 ) -> hyper::Response<Body> {
     let server_info = app.state.server_info_json.clone();
     let keepalive = app.state.sse_keepalive;
@@ -1132,7 +1143,6 @@ fn sse_response(
     tokio::spawn(async move {
         let _hold = hold;
         let mut ticker = tokio::time::interval(keepalive);
-    server_span: &mut ServerSpan,
         ticker.tick().await;
         loop {
             let (bytes, last) = tokio::select! {
@@ -1140,6 +1150,7 @@ fn sse_response(
                     Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
                     Some(StreamItem::Message(message)) => (sse_frame(&message), false),
                     Some(StreamItem::Result(result)) => {
+                        server_span.answered_with(&result);
                         let result = match era {
                             Era::Current => stamp_encoded_server_info(result, &server_info),
                             Era::Legacy => legacy::result_shape(result),
@@ -1160,6 +1171,7 @@ fn sse_response(
             }
         }
         // Dropping `receiver` here tells the call its stream is gone.
+        server_span.finish();
     });
     let stream = futures_util::stream::unfold(frame_receiver, |mut receiver| async move {
         receiver
@@ -1176,7 +1188,6 @@ fn sse_response(
 }
 
 fn sse_frame(message: &impl serde::Serialize) -> Bytes {
-    mut server_span: ServerSpan,
     let json = serde_json::to_string(message).unwrap_or_default();
     Bytes::from(format!("event: message\ndata: {json}\n\n"))
 }
@@ -1191,7 +1202,6 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize) -> hyper::Res
 }
 
 fn plain(status: StatusCode, text: &str) -> hyper::Response<Body> {
-                        server_span.answered_with(&result);
     let mut response = full(status, text.to_owned());
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -1209,7 +1219,6 @@ fn closing(mut response: hyper::Response<Body>) -> hyper::Response<Body> {
         .headers_mut()
         .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     response
-        server_span.finish();
 }
 
 fn empty(status: StatusCode) -> hyper::Response<Body> {

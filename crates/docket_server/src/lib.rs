@@ -21,6 +21,7 @@ mod assets;
 mod audit;
 mod call;
 mod completions;
+mod continuation;
 mod dispatch;
 mod downloads;
 mod error;

@@ -211,6 +211,16 @@ impl App {
         drain_batches("principals", || store.forget_unseen_before(cutoff, BATCH)).await
     }
 
+    /// Deletes the spools of cut answers past `results.continuation_ttl`, with
+    /// their rows (the server does it hourly; an expired spool already reads as
+    /// gone); how many.
+    pub async fn delete_expired_spools(&self) -> u64 {
+        let Some(continuation) = &self.state.continuation else {
+            return 0;
+        };
+        drain_batches("spools", || continuation.delete_expired(BATCH)).await
+    }
+
     /// Ends the earlier era's sessions idle for longer than
     /// `server.session_idle_timeout` (the server does it hourly), recording each
     /// one's `mcp.server.session.duration` as a client's `DELETE` does; how many.

@@ -77,6 +77,8 @@ pub(crate) struct AppState {
     pub(crate) assets: Option<Assets>,
     /// Deletes audit rows, call records and assets past their retention.
     pub(crate) retention: Option<Arc<dyn docket_catalog::retention::Retention>>,
+    /// The spools of cut answers, when configured.
+    pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
     /// The run queue's workers, when a database is configured and `scripts.enabled`.
     pub(crate) run_bridge: Option<Arc<RunBridge>>,
     /// The portal at `/portal`, when `portal.enabled`.

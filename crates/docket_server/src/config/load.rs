@@ -156,6 +156,18 @@ impl Config {
                 redact_url(url)
             ));
         }
+        if self.results.max_bytes < 1024 || self.results.default_bytes < 1024 {
+            problems
+                .push("results.default_bytes and results.max_bytes: must be at least 1KiB".into());
+        }
+        if self.results.default_bytes > self.results.max_bytes {
+            problems.push("results.default_bytes: must not be more than results.max_bytes".into());
+        }
+        if self.results.continuation_ttl < std::time::Duration::from_secs(60)
+            || self.results.continuation_ttl > std::time::Duration::from_secs(24 * 3600)
+        {
+            problems.push("results.continuation_ttl: must be from 1m to 24h".into());
+        }
         if self.exports.default_timeout > self.exports.max_timeout {
             problems.push(
                 "exports.default_timeout: must not be longer than exports.max_timeout".into(),

@@ -45,6 +45,8 @@ pub struct Config {
     pub diagnostics: DiagnosticsConfig,
     /// Limits on exports.
     pub exports: ExportsConfig,
+    /// How much of a result an answer holds, and how long the rest is kept.
+    pub results: ResultsConfig,
     /// Where export assets are stored.
     pub storage: StorageConfig,
     /// When to ask the user before running something expensive.
@@ -458,6 +460,36 @@ impl Default for ExportsConfig {
             max_bytes: 1 << 30,
             default_timeout: Duration::from_secs(5 * 60),
             max_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// The `results:` section: the byte budget of answers that return rows or
+/// bodies, and the spools that keep the rest of a cut answer for its cursor.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default)]
+pub struct ResultsConfig {
+    /// The bytes of rows or body an answer holds when the call names no
+    /// `max_result_bytes`.
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub default_bytes: u64,
+    /// The largest `max_result_bytes` a call may ask for.
+    #[serde(deserialize_with = "deserialize_bytes")]
+    pub max_bytes: u64,
+    /// How long the rest of a cut answer is kept for its cursor.
+    #[serde(deserialize_with = "deserialize_duration")]
+    pub continuation_ttl: Duration,
+    /// How many unread continuations one caller may hold at once.
+    pub max_spools_per_owner: u32,
+}
+
+impl Default for ResultsConfig {
+    fn default() -> Self {
+        Self {
+            default_bytes: 256 << 10,
+            max_bytes: 8 << 20,
+            continuation_ttl: Duration::from_secs(15 * 60),
+            max_spools_per_owner: 20,
         }
     }
 }

@@ -34,6 +34,8 @@ pub(crate) struct Stores {
     /// Sessions, and the answers marked used (consents run once).
     pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
 }
+    /// Where the rest of a cut answer is kept, when spools are configured.
+    pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
 
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
 /// tools when Trino connections exist, the API and GraphQL tools when connections
@@ -55,7 +57,11 @@ pub(crate) fn register_platform_tools(
         trino: trino_connections,
         http: http_connections,
     } = connections;
-    let Stores { assets, sessions } = stores;
+    let Stores {
+        assets,
+        sessions,
+        continuation,
+    } = stores;
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {
             connections: http_connections,
@@ -80,6 +86,8 @@ pub(crate) fn register_platform_tools(
             assets,
             used_answers: sessions,
         };
+            results: config.results.clone(),
+            continuation,
         trino::register(registry, Arc::new(deps))?;
     }
     platform::register(

@@ -22,6 +22,7 @@ use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::assets::asset_result;
+use crate::continuation::PageError;
 use super::exporting::{
     AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
     open_world_write, save_asset, start_export,
@@ -58,6 +59,10 @@ pub(crate) struct TrinoDeps {
 }
 
 impl TrinoDeps {
+    /// The byte budget of answers.
+    pub(crate) results: crate::config::ResultsConfig,
+    /// Where the rest of a cut answer is kept, when spools are configured.
+    pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
     /// The connection a call that names none uses: the one marked default, or
     /// the only one.
     fn default_connection(&self) -> Option<&TrinoConnection> {
@@ -113,12 +118,16 @@ pub(crate) fn register(
         ToolSpec::new(
             "trino_query",
             "Runs one read-only SQL statement (SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN) on Trino and returns \
-             up to `limit` rows (default 1000, at most 10 000) with a flag saying whether more existed.",
+             up to `limit` rows (default 1000, at most 10 000) and at most `max_result_bytes` of them. An answer cut \
+             there says `truncated` and carries a `cursor`: call again with the cursor instead of sql for the next \
+             rows of the same result (the query is not run again).",
             json!({"type": "object", "properties": {
                 "connection": connection,
-                "sql": {"type": "string", "minLength": 1, "maxLength": MAX_SQL_BYTES, "description": "One read-only statement."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_ROWS}
-            }, "required": ["sql"], "additionalProperties": false}),
+                "sql": {"type": "string", "minLength": 1, "maxLength": MAX_SQL_BYTES, "description": "One read-only statement. Leave it out when sending a cursor."},
+                "cursor": {"type": "string", "minLength": 1, "maxLength": crate::continuation::MAX_CURSOR_BYTES, "description": "The cursor of an earlier, cut answer: returns its next rows."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_ROWS},
+                "max_result_bytes": {"type": "integer", "minimum": 1024, "maximum": deps.results.max_bytes, "description": "The most bytes of rows the answer holds."}
+            }, "additionalProperties": false}),
         )
         .with_annotations(read_only())
         .with_default_connection(default.clone())
@@ -451,12 +460,6 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Err(refusal) => return refusal,
     };
     let sql = statement.sql();
-    let limit = call
-        .arguments
-        .get("limit")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_QUERY_ROWS)
-        .min(MAX_QUERY_ROWS);
     let client = match client_for(call, connection, "trino_query") {
         Ok(client) => client,
         Err(refusal) => return refusal,
@@ -465,9 +468,12 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Ok(stream) => stream,
         Err(err) => return trino_failure(&err),
     };
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let mut truncated = false;
-    loop {
+    let mut rows: Vec<Value> = Vec::new();
+    let mut bytes = 0u64;
+    // The rows read past the cut: the start of what a continuation keeps.
+    let mut rest: Option<Vec<Value>> = None;
+    let mut cut_by_bytes = false;
+    while rest.is_none() {
         let page = tokio::select! {
             page = stream.next_page() => page,
             () = call.cancel.cancelled() => {
@@ -477,21 +483,24 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         };
         match page {
             Ok(Some(page)) => {
-                let room = usize::try_from(limit)
-                    .unwrap_or(usize::MAX)
-                    .saturating_sub(rows.len());
-                if page.rows.len() > room {
-                    truncated = true;
+                let mut page_rows = page.rows.into_iter().map(Value::Array);
+                for row in page_rows.by_ref() {
+                    let size = crate::continuation::row_bytes(&row);
+                    if rows.len() >= limit || bytes + size > budget {
+                        cut_by_bytes = rows.len() < limit;
+                        let mut left = vec![row];
+                        left.extend(page_rows.by_ref());
+                        rest = Some(left);
+                        break;
+                    }
+                    bytes += size;
+                    rows.push(row);
                 }
-                rows.extend(page.rows.into_iter().take(room));
                 call.progress.report(
                     rows.len() as u64,
                     None,
                     Some(format!("{} rows read", rows.len())),
                 );
-                if truncated {
-                    break;
-                }
             }
             Ok(None) => break,
             Err(err) => return trino_failure(&err),
@@ -507,17 +516,130 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         })
         .unwrap_or_default();
     let query_id = stream.query_id().to_owned();
-    if truncated {
-        let _ = stream.cancel().await;
-    }
-    CallToolResult::structured(json!({
+    let mut result = json!({
         "connection": connection.name,
         "columns": columns,
-        "rows": rows,
+    let limit = call
+        .arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_QUERY_ROWS)
+        .min(MAX_QUERY_ROWS);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let budget = crate::continuation::budget(&deps.results, &call.arguments);
+    if let Some(cursor) = call.arguments.get("cursor").and_then(Value::as_str) {
+        return next_page(deps, call, cursor, limit, budget).await;
+    }
+    if !call.arguments.contains_key("sql") {
+        return Refusal::InvalidArguments.result(
+            "send sql, or the cursor of an earlier answer",
+            "Send one read-only statement as sql.",
+        );
+    }
         "row_count": rows.len(),
-        "truncated": truncated,
+        "truncated": rest.is_some(),
         "query_id": query_id,
-    }))
+    });
+    if let Some(rest) = rest {
+        let why = if cut_by_bytes {
+            format!("the rows reached max_result_bytes ({budget} bytes)")
+        } else {
+            format!("the rows reached the limit of {limit}")
+        };
+        let kept = match &deps.continuation {
+            Some(continuation) => continuation
+                .keep_rest(
+                    &call.identity.subject,
+                    "trino_query",
+                    &connection.name,
+                    Value::Array(columns),
+                    rest,
+                    Box::new(stream),
+                )
+                .await
+                .map_err(|not_kept| not_kept.to_string()),
+            None => {
+                let _ = stream.cancel().await;
+                Err("this server keeps no continuations".to_owned())
+            }
+        };
+        result["note"] = Value::String(match kept {
+            Ok(cursor) => {
+                result["cursor"] = Value::String(cursor.encode());
+                format!(
+                    "{why}; call trino_query with this cursor (and no sql) for the next rows of the \
+                     same result, or run trino_export for all of them"
+                )
+            }
+            Err(not_kept) => format!("{why}; {not_kept}; run trino_export for all of them"),
+        });
+    }
+    result["rows"] = Value::Array(rows);
+    CallToolResult::structured(result)
+}
+
+/// The page of an earlier answer's result that `cursor` names.
+async fn next_page(
+    deps: &TrinoDeps,
+    call: &ToolCall,
+    cursor: &str,
+    limit: usize,
+    budget: u64,
+) -> CallToolResult {
+    if call.arguments.contains_key("sql") {
+        return Refusal::InvalidArguments.result(
+            "a cursor continues an earlier result: send it without sql",
+            "Send either sql (a new query) or the cursor of an earlier answer.",
+        );
+    }
+    let Some(continuation) = &deps.continuation else {
+        return Refusal::NotConfigured.result(
+            "this server keeps no continuations",
+            "Run the query again, or export it with trino_export.",
+        );
+    };
+    let page = match continuation
+        .page(&call.identity.subject, "trino_query", cursor, limit, budget)
+        .await
+    {
+        Ok(page) => page,
+        Err(error @ (PageError::Unknown | PageError::PastEnd)) => {
+            return Refusal::NotFound.result(&error.to_string(), "Run the query again.");
+        }
+        Err(error @ PageError::RowTooLarge(_)) => {
+            return Refusal::InvalidArguments.result(
+                &error.to_string(),
+                "Raise max_result_bytes, or export the result with trino_export.",
+            );
+        }
+        Err(error @ PageError::Unavailable(_)) => return CallToolResult::error(error.to_string()),
+    };
+    // The persona's reach is checked again: access that ended, ends for the rest
+    // of a result too.
+    if !call.persona.may_use_connection(&page.connection) {
+        return Refusal::NotFound.result(
+            &PageError::Unknown.to_string(),
+            "Run the query again.",
+        );
+    }
+    let mut result = json!({
+        "connection": page.connection,
+        "columns": page.columns,
+        "row_count": page.rows.len(),
+        "truncated": page.next.is_some(),
+    });
+    if let Some(next) = &page.next {
+        result["cursor"] = Value::String(next.encode());
+    }
+    if let Some((rows, bytes)) = page.remaining {
+        result["remaining_rows"] = json!(rows);
+        result["remaining_bytes"] = json!(bytes);
+    }
+    if let Some(note) = page.note {
+        result["note"] = Value::String(note);
+    }
+    result["rows"] = Value::Array(page.rows);
+    CallToolResult::structured(result)
 }
 
 async fn explain(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {

@@ -5,6 +5,7 @@ mod apps;
 mod auth;
 mod bounds;
 mod completions;
+mod continuation;
 mod features;
 mod http;
 mod identity;

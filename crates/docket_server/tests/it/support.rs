@@ -301,6 +301,7 @@ impl StoredServer {
             .sessions(store.session_store())
             .principals(store.principal_store())
             .links(store.link_store())
+            .spools(store.spool_store())
             .retention(store.retention());
         if scripts {
             builder = builder.scripts(store.script_store());

@@ -1,0 +1,207 @@
+//! Results that continue where they were cut (issue 39). When an answer stops at
+//! its row limit or byte budget, the rest of the same result streams on into a
+//! spool (chunks in the asset store, a row in the database) on the replica that
+//! ran it, and the answer carries a [`Cursor`]: calling the tool again with it
+//! returns the next page from the spool, on any replica, without running the
+//! query again. A spool belongs to its caller and its tool, holds at most the
+//! export limits, and is deleted when read to its end or when it expires.
+
+mod cursor;
+mod reader;
+mod writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_catalog::{CatalogError, NewSpool, SpoolStore};
+use docket_export::sink::ObjectSink;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+pub(crate) use cursor::{Cursor, MAX_CURSOR_BYTES};
+pub(crate) use reader::{Page, PageError};
+pub(crate) use writer::RowSource;
+
+use crate::config::{ExportsConfig, ResultsConfig};
+
+/// Rows a chunk holds at most.
+const CHUNK_ROWS: usize = 1000;
+
+/// Bytes a chunk holds at most (it closes at the row that crosses this).
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// The object key of chunk `index` of spool `id`.
+fn chunk_key(id: &str, index: u32) -> String {
+    format!("spools/{id}/{index:08}.jsonl")
+}
+
+/// The bytes a row takes in a page and in a spool: its JSON and a separator.
+pub(crate) fn row_bytes(row: &Value) -> u64 {
+    u64::try_from(row.to_string().len()).unwrap_or(u64::MAX) + 1
+}
+
+/// Spools and what they are kept in, with the limits that bound them.
+pub(crate) struct Continuation {
+    store: Arc<dyn SpoolStore>,
+    sink: Arc<dyn ObjectSink>,
+    results: ResultsConfig,
+    exports: ExportsConfig,
+    /// A filling spool not written for this long lost its replica.
+    stale_after: Duration,
+}
+
+/// Why a cut answer carries no cursor.
+#[derive(Debug)]
+pub(crate) enum NotKept {
+    /// The caller holds as many unread continuations as one caller may.
+    Cap(u32),
+    /// The store refused or is away.
+    Store(CatalogError),
+}
+
+impl std::fmt::Display for NotKept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cap(cap) => write!(
+                f,
+                "you hold {cap} unread continuations, the most one caller may; read one to its end or let it expire"
+            ),
+            Self::Store(error) => write!(f, "the rest could not be kept: {error}"),
+        }
+    }
+}
+
+impl Continuation {
+    /// Spools in `store` with their chunks in `sink`.
+    pub(crate) fn new(
+        store: Arc<dyn SpoolStore>,
+        sink: Arc<dyn ObjectSink>,
+        results: ResultsConfig,
+        exports: ExportsConfig,
+        stale_after: Duration,
+    ) -> Self {
+        Self {
+            store,
+            sink,
+            results,
+            exports,
+            stale_after,
+        }
+    }
+
+    /// Starts keeping the rest of a cut answer of `tool` for `owner`: `first`
+    /// (the rows read past the cut) and then whatever `source` still yields go
+    /// into a new spool, on a task of their own that outlives the request; the
+    /// cursor of its start.
+    ///
+    /// # Errors
+    /// [`NotKept`] when the spool could not be made; `source` is stopped then.
+    pub(crate) async fn keep_rest(
+        &self,
+        owner: &str,
+        tool: &str,
+        connection: &str,
+        columns: Value,
+        first: Vec<Value>,
+        source: Box<dyn RowSource>,
+    ) -> Result<Cursor, NotKept> {
+        let made = async {
+            let id = docket_catalog::generate_id()
+                .map_err(|err| NotKept::Store(CatalogError::Unavailable(err.to_string())))?;
+            let created_at = OffsetDateTime::now_utc();
+            let spool = NewSpool {
+                id: id.clone(),
+                owner: owner.to_owned(),
+                tool: tool.to_owned(),
+                connection: connection.to_owned(),
+                columns,
+                created_at,
+                expires_at: created_at + self.results.continuation_ttl,
+            };
+            match self
+                .store
+                .create_spool(spool, self.results.max_spools_per_owner)
+                .await
+            {
+                Ok(()) => Ok(id),
+                Err(CatalogError::LimitReached(cap)) => Err(NotKept::Cap(cap)),
+                Err(error) => Err(NotKept::Store(error)),
+            }
+        }
+        .await;
+        let id = match made {
+            Ok(id) => id,
+            Err(not_kept) => {
+                source.stop().await;
+                return Err(not_kept);
+            }
+        };
+        let writer = writer::SpoolWriter {
+            store: Arc::clone(&self.store),
+            sink: Arc::clone(&self.sink),
+            id: id.clone(),
+            max_rows: self.exports.max_rows,
+            max_bytes: self.exports.max_bytes,
+            deadline: self.exports.default_timeout,
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(
+            writer.fill(first, source),
+        ));
+        Ok(Cursor::start(id))
+    }
+
+    /// The page of `tool`'s result that `cursor` names, for `owner`: at most
+    /// `max_rows` rows and `max_bytes` bytes. A spool read to its end is deleted.
+    ///
+    /// # Errors
+    /// [`PageError`]: an unknown, foreign or expired cursor (one answer for all
+    /// three), one past the end, or a store that is away.
+    pub(crate) async fn page(
+        &self,
+        owner: &str,
+        tool: &str,
+        cursor: &str,
+        max_rows: usize,
+        max_bytes: u64,
+    ) -> Result<Page, PageError> {
+        reader::read(self, owner, tool, cursor, max_rows, max_bytes).await
+    }
+
+    /// Deletes up to `limit` expired spools and their chunks; how many.
+    ///
+    /// # Errors
+    /// When the store cannot be reached.
+    pub(crate) async fn delete_expired(&self, limit: u32) -> Result<u64, CatalogError> {
+        let expired = self
+            .store
+            .take_expired_spools(OffsetDateTime::now_utc(), limit)
+            .await?;
+        for spool in &expired {
+            self.delete_chunks(&spool.id, spool.progress.chunks).await;
+        }
+        Ok(u64::try_from(expired.len()).unwrap_or(u64::MAX))
+    }
+
+    /// Deletes the chunks of a spool whose row is gone (read to its end, or
+    /// expired). A chunk written after its row was taken (the writer still ran)
+    /// is left to the asset store's own cleanup of stray objects.
+    async fn delete_chunks(&self, id: &str, chunks: u32) {
+        for index in 0..chunks {
+            match self.sink.delete(&chunk_key(id, index)).await {
+                Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(%error, spool = id, "could not delete a spool's chunk");
+                }
+            }
+        }
+    }
+}
+
+/// The byte budget of a call: its `max_result_bytes` (at most
+/// `results.max_bytes`), else `results.default_bytes`.
+pub(crate) fn budget(results: &ResultsConfig, arguments: &docket_protocol::JsonObject) -> u64 {
+    arguments
+        .get("max_result_bytes")
+        .and_then(Value::as_u64)
+        .map_or(results.default_bytes, |asked| asked.min(results.max_bytes))
+}
