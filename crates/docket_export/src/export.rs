@@ -2,13 +2,21 @@
 //! [`Upload`], page by page, with row and byte caps, a timeout and cancellation. Only
 //! a complete export is committed; any failure aborts the upload and cancels the
 //! query, so no partial asset is ever visible.
+//!
+//! A format that writes its bytes only at the end (XLSX, see
+//! [`Format::writes_at_finish`]) finishes on a blocking thread and hands its bytes
+//! over a small bounded channel to the upload as they are made, so the file is never
+//! whole in memory and the async runtime is not held while it is compressed.
 
+use std::io::{self, Write};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::format::{ChunkBuffer, ColumnSpec, Format, FormatError, RowWriter};
+use crate::format::{ChunkBuffer, ColumnSpec, Format, FormatError, FormatReport, RowWriter};
 use crate::sink::{SinkError, Upload};
 use crate::trino::{QueryStream, TrinoClient, TrinoError};
 
@@ -183,7 +191,13 @@ async fn write_all(
     let format_error = |source| ExportError::Format { format, source };
     let stream = slot.insert(client.query(sql).await?);
     let buffer = ChunkBuffer::new();
-    let mut writer = RowWriter::new(format, buffer.clone()).map_err(format_error)?;
+    let (output, piped) = if format.writes_at_finish() {
+        let (sender, receiver) = mpsc::channel(PIPE_CHUNKS);
+        (Output::Pipe(Pipe::new(sender)), Some(receiver))
+    } else {
+        (Output::Buffer(buffer.clone()), None)
+    };
+    let mut writer = RowWriter::new(format, output).map_err(format_error)?;
     let mut columns: Option<Vec<ColumnSpec>> = None;
     while let Some(page) = stream.next_page().await? {
         if columns.is_none()
@@ -226,6 +240,10 @@ async fn write_all(
         }
     };
     let query_id = stream.query_id().to_owned();
+    if let Some(receiver) = piped {
+        let report = finish_piped(writer, receiver, upload, limits, progress).await?;
+        return Ok((report.rows, columns, query_id));
+    }
     let (report, _) = writer.finish().map_err(format_error)?;
     if report.bytes > limits.max_bytes {
         return Err(ExportError::TooLarge {
@@ -239,4 +257,113 @@ async fn write_all(
     }
     progress(report.rows, upload.bytes_written());
     Ok((report.rows, columns, query_id))
+}
+
+/// Chunks in flight between a blocking `finish` and the upload: with [`PIPE_CHUNK_BYTES`]
+/// each, what a piped export holds in memory at most, besides the chunk being uploaded.
+const PIPE_CHUNKS: usize = 2;
+
+/// The size of one chunk sent through the pipe.
+const PIPE_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Finishes `writer` on a blocking thread and uploads its bytes as they come through
+/// `receiver`, counting them against the byte cap as they pass. Returning early (a
+/// cap, an upload error, or the caller dropping this future on cancel or timeout)
+/// drops the receiver, which ends the blocking `finish` at its next write.
+async fn finish_piped(
+    writer: RowWriter<Output>,
+    mut receiver: mpsc::Receiver<Bytes>,
+    upload: &mut dyn Upload,
+    limits: ExportLimits,
+    progress: &(dyn Fn(u64, u64) + Send + Sync),
+) -> Result<FormatReport, ExportError> {
+    let format = writer.format();
+    let format_error = |source| ExportError::Format { format, source };
+    let rows = writer.rows_written();
+    let finishing = tokio::task::spawn_blocking(move || {
+        // The output holds the channel's sender: drop it as soon as the last chunk is
+        // flushed, so the receiving loop below sees the end.
+        writer.finish().map(|(report, _output)| report)
+    });
+    while let Some(chunk) = receiver.recv().await {
+        if upload.bytes_written() + chunk.len() as u64 > limits.max_bytes {
+            return Err(ExportError::TooLarge {
+                limit: limits.max_bytes,
+            });
+        }
+        let span = sink_span("sink write", chunk.len());
+        upload.write(chunk).instrument(span).await?;
+        progress(rows, upload.bytes_written());
+    }
+    finishing
+        .await
+        .map_err(|joined| format_error(FormatError::Io(io::Error::other(joined))))?
+        .map_err(format_error)
+}
+
+/// Where a writer's bytes go: the chunk buffer the page loop drains after every page,
+/// or, for a format that writes at finish, the pipe to the upload.
+enum Output {
+    Buffer(ChunkBuffer),
+    Pipe(Pipe),
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Output::Buffer(buffer) => buffer.write(buf),
+            Output::Pipe(pipe) => pipe.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Output::Buffer(buffer) => buffer.flush(),
+            Output::Pipe(pipe) => pipe.flush(),
+        }
+    }
+}
+
+/// A blocking writer into a bounded channel, in chunks of [`PIPE_CHUNK_BYTES`]. Only
+/// for a writer running on a blocking thread: sending blocks until the upload has
+/// room, which is the back-pressure that bounds memory.
+struct Pipe {
+    sender: mpsc::Sender<Bytes>,
+    pending: BytesMut,
+}
+
+impl Pipe {
+    fn new(sender: mpsc::Sender<Bytes>) -> Self {
+        Self {
+            sender,
+            pending: BytesMut::new(),
+        }
+    }
+
+    fn send_pending(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.pending.split().freeze();
+        self.sender.blocking_send(chunk).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the export stopped before its file was written",
+            )
+        })
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if self.pending.len() >= PIPE_CHUNK_BYTES {
+            self.send_pending()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send_pending()
+    }
 }

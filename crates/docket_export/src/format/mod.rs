@@ -1,10 +1,12 @@
 //! Streaming row writers: an export hands over pages of rows (JSON values, as Trino's
-//! REST protocol gives them) and gets bytes out, in CSV, JSON, JSONL or Parquet,
+//! REST protocol gives them) and gets bytes out, in CSV, JSON, JSONL, Parquet or XLSX,
 //! without ever holding the whole result.
 //!
 //! A [`RowWriter`] writes to any [`std::io::Write`]. The export loop usually gives it a
 //! [`ChunkBuffer`] and, after each page, moves what the buffer holds into the object
-//! sink, so memory stays bounded by one page (and, for Parquet, one row group):
+//! sink, so memory stays bounded by one page (and, for Parquet, one row group; XLSX
+//! keeps its rows in a temporary file and writes the package in `finish`, see
+//! [`Format::writes_at_finish`]):
 //!
 //! ```
 //! use docket_export::format::{ChunkBuffer, ColumnSpec, Format, RowWriter};
@@ -30,8 +32,12 @@ mod json;
 mod parquet;
 mod spec;
 mod trino_type;
+mod xlsx;
 
 pub use spec::{ColumnSpec, Format, FormatError, FormatReport, WriterOptions};
+pub use xlsx::{
+    XLSX_MAX_CELL_CHARS, XLSX_MAX_COLUMNS, XLSX_MAX_SHEET_ROWS, XLSX_TRUNCATION_MARKER,
+};
 
 use std::fmt;
 use std::io::{self, Write};
@@ -148,6 +154,7 @@ enum Encoder<W: Write + Send> {
     Json(json::JsonEncoder<CountingWriter<W>>),
     #[cfg(feature = "parquet")]
     Parquet(Box<parquet::ParquetEncoder<CountingWriter<W>>>),
+    Xlsx(Box<xlsx::XlsxEncoder<CountingWriter<W>>>),
 }
 
 /// Where a writer is in its life.
@@ -249,12 +256,16 @@ impl<W: Write + Send> RowWriter<W> {
     }
 
     /// Bytes encoded but not yet handed to the output: Parquet's estimate of its open
-    /// row group; always 0 for the text formats, which flush after every page.
+    /// row group; XLSX's sheet so far, uncompressed (its package is compressed and
+    /// written only in `finish`, so a byte cap on this refuses a sheet whose stored
+    /// file would have been smaller, but bounds the temporary file); always 0 for the
+    /// text formats, which flush after every page.
     #[must_use]
     pub fn buffered_bytes(&self) -> u64 {
         match &self.state {
             #[cfg(feature = "parquet")]
             State::Writing(Encoder::Parquet(encoder)) => encoder.buffered_bytes(),
+            State::Writing(Encoder::Xlsx(encoder)) => encoder.buffered_bytes(),
             _ => 0,
         }
     }
@@ -264,7 +275,9 @@ impl<W: Write + Send> RowWriter<W> {
     /// # Errors
     ///
     /// [`FormatError::Misuse`] if called twice; [`FormatError::Io`] if the output fails;
-    /// for Parquet, [`FormatError::Parquet`] if the schema cannot be written.
+    /// for Parquet, [`FormatError::Parquet`] if the schema cannot be written; for XLSX,
+    /// [`FormatError::FormatLimit`] for more than 16 384 columns and
+    /// [`FormatError::Xlsx`] if the sheet cannot be started.
     pub fn begin(&mut self, columns: &[ColumnSpec]) -> Result<(), FormatError> {
         let output = match std::mem::replace(&mut self.state, State::Poisoned) {
             State::Ready(output) => output,
@@ -301,6 +314,9 @@ impl<W: Write + Send> RowWriter<W> {
                     format: Format::Parquet,
                 });
             }
+            Format::Xlsx => {
+                Encoder::Xlsx(Box::new(xlsx::XlsxEncoder::begin(output, columns, &names)?))
+            }
         };
         self.state = State::Writing(encoder);
         Ok(())
@@ -313,7 +329,10 @@ impl<W: Write + Send> RowWriter<W> {
     /// [`FormatError::Misuse`] before `begin`; [`FormatError::RowWidth`] for a row of
     /// the wrong width (nothing of that page is written for the text formats);
     /// [`FormatError::Value`] for a value Parquet cannot store in its column's type;
-    /// [`FormatError::Io`] or [`FormatError::Parquet`] if writing fails.
+    /// [`FormatError::FormatLimit`] for the page that would pass XLSX's 1 048 575 rows
+    /// (nothing of it is written);
+    /// [`FormatError::Io`], [`FormatError::Parquet`] or [`FormatError::Xlsx`] if
+    /// writing fails.
     pub fn write_rows(&mut self, rows: &[Vec<Value>]) -> Result<(), FormatError> {
         let State::Writing(encoder) = &mut self.state else {
             return Err(FormatError::Misuse("write_rows called before begin"));
@@ -335,6 +354,7 @@ impl<W: Write + Send> RowWriter<W> {
             Encoder::Json(encoder) => encoder.write_rows(rows)?,
             #[cfg(feature = "parquet")]
             Encoder::Parquet(encoder) => encoder.write_rows(rows, first_row)?,
+            Encoder::Xlsx(encoder) => encoder.write_rows(rows)?,
         }
         self.progress
             .counters
@@ -343,13 +363,13 @@ impl<W: Write + Send> RowWriter<W> {
         Ok(())
     }
 
-    /// Ends the output (the JSON array's closing, the Parquet footer), flushes it, and
-    /// returns what was written along with the output itself.
+    /// Ends the output (the JSON array's closing, the Parquet footer, the whole XLSX
+    /// package), flushes it, and returns what was written along with the output itself.
     ///
     /// # Errors
     ///
-    /// [`FormatError::Misuse`] before `begin`; [`FormatError::Io`] or
-    /// [`FormatError::Parquet`] if writing fails.
+    /// [`FormatError::Misuse`] before `begin`; [`FormatError::Io`],
+    /// [`FormatError::Parquet`] or [`FormatError::Xlsx`] if writing fails.
     pub fn finish(mut self) -> Result<(FormatReport, W), FormatError> {
         let State::Writing(encoder) = std::mem::replace(&mut self.state, State::Poisoned) else {
             return Err(FormatError::Misuse("finish called before begin"));
@@ -359,6 +379,7 @@ impl<W: Write + Send> RowWriter<W> {
             Encoder::Json(encoder) => encoder.finish()?,
             #[cfg(feature = "parquet")]
             Encoder::Parquet(encoder) => encoder.finish()?,
+            Encoder::Xlsx(encoder) => encoder.finish()?,
         };
         output.flush()?;
         let report = FormatReport {

@@ -1,5 +1,5 @@
 //! The types every writer shares: the formats, a result column, the writers'
-//! options and their errors. The writers (`csv`, `json`, `parquet`) and the
+//! options and their errors. The writers (`csv`, `json`, `parquet`, `xlsx`) and the
 //! `RowWriter` that picks one all use them, so they live apart from both.
 
 use std::fmt;
@@ -18,13 +18,23 @@ pub enum Format {
     Jsonl,
     /// Apache Parquet; needs the `parquet` cargo feature (see [`Format::is_available`]).
     Parquet,
+    /// An Excel workbook (Office Open XML) of one sheet: a header row, then one row per
+    /// result row in typed cells; at most 1 048 575 result rows.
+    Xlsx,
 }
 
 impl Format {
     /// Every format, in the order the tool schema lists them.
-    pub const ALL: [Self; 4] = [Self::Csv, Self::Json, Self::Jsonl, Self::Parquet];
+    pub const ALL: [Self; 5] = [
+        Self::Csv,
+        Self::Json,
+        Self::Jsonl,
+        Self::Parquet,
+        Self::Xlsx,
+    ];
 
-    /// The name used in tool arguments and results: `csv`, `json`, `jsonl`, `parquet`.
+    /// The name used in tool arguments and results: `csv`, `json`, `jsonl`, `parquet`,
+    /// `xlsx`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -32,6 +42,7 @@ impl Format {
             Self::Json => "json",
             Self::Jsonl => "jsonl",
             Self::Parquet => "parquet",
+            Self::Xlsx => "xlsx",
         }
     }
 
@@ -43,6 +54,7 @@ impl Format {
             Self::Json => "application/json",
             Self::Jsonl => "application/x-ndjson",
             Self::Parquet => "application/vnd.apache.parquet",
+            Self::Xlsx => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         }
     }
 
@@ -57,8 +69,18 @@ impl Format {
     pub fn is_available(self) -> bool {
         match self {
             Self::Parquet => cfg!(feature = "parquet"),
-            Self::Csv | Self::Json | Self::Jsonl => true,
+            Self::Csv | Self::Json | Self::Jsonl | Self::Xlsx => true,
         }
+    }
+
+    /// Whether the format hands (nearly) all of its bytes to the output in
+    /// [`RowWriter::finish`](super::RowWriter::finish) rather than page by page:
+    /// XLSX, a zip package that can only be assembled once its sheet is complete.
+    /// Run such a `finish` off the async runtime and drain the output while it runs,
+    /// so the file never sits whole in memory.
+    #[must_use]
+    pub fn writes_at_finish(self) -> bool {
+        matches!(self, Self::Xlsx)
     }
 
     /// The formats this build can write.
@@ -150,8 +172,8 @@ impl Default for WriterOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
-    /// The format name is not one of `csv`, `json`, `jsonl`, `parquet`.
-    #[error("unsupported format {name:?} (must be csv, json, jsonl or parquet)")]
+    /// The format name is not one of `csv`, `json`, `jsonl`, `parquet`, `xlsx`.
+    #[error("unsupported format {name:?} (must be csv, json, jsonl, parquet or xlsx)")]
     UnknownFormat {
         /// The name given.
         name: String,
@@ -186,6 +208,20 @@ pub enum FormatError {
         /// What is wrong with the value.
         reason: String,
     },
+    /// The result does not fit the format: an XLSX sheet holds 1 048 575 rows below
+    /// its header and 16 384 columns. Nothing of the page that would pass the limit
+    /// is written.
+    #[error(
+        "an {format} sheet holds at most {limit} {what}; narrow the query, add a LIMIT, or export as csv, jsonl or parquet"
+    )]
+    FormatLimit {
+        /// The format whose limit it is.
+        format: Format,
+        /// The limit.
+        limit: u64,
+        /// What is limited (`columns`, `rows below its header row`).
+        what: &'static str,
+    },
     /// Writing to the output failed.
     #[error("could not write the export output")]
     Io(#[from] io::Error),
@@ -193,4 +229,7 @@ pub enum FormatError {
     #[cfg(feature = "parquet")]
     #[error("could not encode parquet")]
     Parquet(#[source] ::parquet::errors::ParquetError),
+    /// The XLSX writer failed.
+    #[error("could not write the xlsx workbook")]
+    Xlsx(#[source] rust_xlsxwriter::XlsxError),
 }

@@ -1,9 +1,10 @@
 //! Row writers: exact CSV, JSON and JSONL output (escaping, the formula guard), format
-//! names and media types, misuse, bounded buffering on large streams, and Parquet read
-//! back with the parquet crate's own reader.
+//! names and media types, misuse, bounded buffering on large streams, and Parquet and
+//! XLSX read back with independent readers.
 
 #[cfg(feature = "parquet")]
 mod parquet;
+mod xlsx;
 
 use std::io::{self, Write};
 
@@ -51,6 +52,12 @@ fn format_names_types_and_extensions() {
             "application/vnd.apache.parquet",
             "parquet",
         ),
+        (
+            "xlsx",
+            Format::Xlsx,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            "xlsx",
+        ),
     ];
     for (name, format, content_type, extension) in expected {
         assert_eq!(format.as_str(), name);
@@ -68,7 +75,7 @@ fn format_names_types_and_extensions() {
         }
     }
     assert_eq!(Format::Parquet.is_available(), cfg!(feature = "parquet"));
-    for wrong in ["CSV", "xlsx", "", "markdown", " csv"] {
+    for wrong in ["CSV", "XLSX", "xls", "", "markdown", " csv"] {
         let error = wrong.parse::<Format>().expect_err("unknown");
         assert!(
             matches!(error, FormatError::UnknownFormat { .. }),
