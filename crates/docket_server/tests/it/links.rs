@@ -287,6 +287,19 @@ async fn shares_open_for_their_audience_until_revoked(backend: Backend) {
     let public_url = public["url"].as_str().expect("url");
     assert_attachment(f.open(public_url).await, "report.csv").await;
     assert_attachment(f.open(public_url).await, "report.csv").await;
+    // Only the share's own id opens it: no other spelling, no guessed id.
+    let share_id = public["share_id"].as_str().expect("id");
+    for tricked in [
+        format!("{public_url}/"),
+        format!("{public_url}%2F"),
+        format!("{public_url}/.."),
+        public_url.replace(share_id, &share_id.to_uppercase()),
+        public_url.replace(share_id, &docket_catalog::generate_id().expect("id")),
+        public_url.replace(share_id, &asset),
+    ] {
+        let status = f.open(&tricked).await.status();
+        assert!(status == 404 || status == 400, "{tricked}: {status}");
+    }
 
     // Opens are counted on the share and audited.
     let listed = f
