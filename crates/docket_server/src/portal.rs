@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use docket_oauth::OAuthServerConfig;
 use docket_oauth::config::{ConfiguredClient, GrantType};
+use docket_oauth::rate::{Limited as Endpoint, RateLimiter};
 use docket_portal::{Authority, LoginError, Person, Portal, PortalConfig, PortalStore};
 use hmac::{KeyInit, Mac};
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
@@ -117,14 +118,24 @@ pub(crate) fn with_portal_client(
     server_config
 }
 
+/// The portal as the server serves it: the pages, and the per-address limit
+/// on starting logins (each start keeps a row until it expires, so an
+/// address that starts logins without end would fill the cap of logins in
+/// flight for everyone).
+pub(crate) struct ComposedPortal {
+    portal: Arc<Portal>,
+    login_starts: RateLimiter,
+}
+
 /// The portal, when `portal.enabled`, keeping its state in `store` (this
 /// process's memory without one).
 pub(crate) fn build(
     config: &crate::Config,
     store: Option<Arc<dyn PortalStore>>,
-) -> Option<Arc<Portal>> {
+) -> Option<ComposedPortal> {
     let section = &config.portal;
-    if !section.enabled || config.auth.oauth_server.is_none() {
+    let server_config = config.auth.oauth_server.as_ref()?;
+    if !section.enabled {
         return None;
     }
     let mut portal_config = PortalConfig::new(&config.server.base_url(), PORTAL_CLIENT_ID);
@@ -132,7 +143,12 @@ pub(crate) fn build(
     portal_config.sessions_per_person = section.sessions_per_person;
     let store = store
         .unwrap_or_else(|| Arc::new(docket_portal::MemoryStore::new()) as Arc<dyn PortalStore>);
-    Some(Arc::new(Portal::new(portal_config, store)))
+    Some(ComposedPortal {
+        portal: Arc::new(Portal::new(portal_config, store)),
+        // The same per-address budget as the authorization server's
+        // `/oauth/authorize`, which each login goes on to.
+        login_starts: RateLimiter::new(server_config.rate_limits.clone()),
+    })
 }
 
 /// The authority a portal request logs in with: the app's authorization
@@ -224,7 +240,7 @@ impl Authority for ServerAuthority<'_> {
 /// Answers one request to the portal.
 pub(crate) async fn answer<B>(
     app: &App,
-    portal: &Portal,
+    portal: &ComposedPortal,
     parts: http::request::Parts,
     body: B,
     peer: IpAddr,
@@ -233,6 +249,21 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    if parts.method == http::Method::GET
+        && parts.uri.path() == "/portal/login"
+        && let Err(wait) = portal.login_starts.check(Endpoint::Authorize, peer)
+    {
+        let mut response = plain(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many logins started from this address; try again shortly\n",
+        );
+        if let Ok(value) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, value);
+        }
+        return response;
+    }
     let body_timeout = app.config().server.body_timeout;
     let collected = tokio::time::timeout(
         body_timeout,
@@ -252,7 +283,10 @@ where
         }
     };
     let request = http::Request::from_parts(parts, bytes);
-    portal.handle(request, &ServerAuthority { app, peer }).await
+    portal
+        .portal
+        .handle(request, &ServerAuthority { app, peer })
+        .await
 }
 
 fn plain(status: StatusCode, text: &'static str) -> http::Response<Bytes> {
@@ -272,7 +306,7 @@ impl App {
         let Some(portal) = &self.state.portal else {
             return 0;
         };
-        match portal.sweep(time::OffsetDateTime::now_utc()).await {
+        match portal.portal.sweep(time::OffsetDateTime::now_utc()).await {
             Ok(swept) => swept.sessions + swept.logins,
             Err(error) => {
                 tracing::warn!(%error, "the portal's sweep failed");

@@ -82,7 +82,7 @@ pub(crate) struct AppState {
     /// The run queue's workers, when a database is configured and `scripts.enabled`.
     pub(crate) run_bridge: Option<Arc<RunBridge>>,
     /// The portal at `/portal`, when `portal.enabled`.
-    pub(crate) portal: Option<Arc<docket_portal::Portal>>,
+    pub(crate) portal: Option<crate::portal::ComposedPortal>,
 }
 
 impl App {

@@ -264,3 +264,61 @@ async fn a_person_without_a_persona_gets_no_portal_session(backend: Backend) {
         303
     );
 }
+
+/// Starting logins spends the address's budget of the authorization server's
+/// `/oauth/authorize`: each start keeps a row until it expires, so an address
+/// starting them without end is told to wait instead of filling the cap of
+/// logins in flight for everyone. Nothing is contacted to start one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_logins_from_one_address_is_rate_limited() {
+    let yaml = format!(
+        "server: {{ public_base_url: \"{PUBLIC_BASE}\" }}\n\
+         auth:\n  oauth_server:\n    upstream: {{ issuer: \"https://login.example.com\", \
+         client_id: docket, client_secret: \"{PROVIDER_SECRET}\" }}\n    \
+         rate_limits: {{ authorize: 3 }}\n\
+         portal: {{ enabled: true }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }} }}\n"
+    );
+    let config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    let app = docket_server::App::builder(config).build().expect("app");
+    let server = crate::support::TestServer::start(app).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let answer = http
+            .get(server.url("/portal/login"))
+            .send()
+            .await
+            .expect("GET");
+        statuses.push(answer.status().as_u16());
+        if answer.status().as_u16() == 429 {
+            assert!(answer.headers().contains_key("retry-after"));
+        }
+    }
+    assert_eq!(statuses, [303, 303, 303, 429]);
+}
+
+/// `portal.enabled` without `auth.oauth_server`, or with bounds out of range,
+/// is a configuration problem, named.
+#[test]
+fn the_portal_section_is_checked() {
+    let problems = Config::from_yaml(
+        "portal: { enabled: true, session_ttl: 1m, sessions_per_person: 0 }\n",
+        &|_| None,
+    )
+    .expect_err("problems")
+    .problems;
+    for expected in [
+        "portal.enabled: needs auth.oauth_server",
+        "portal.session_ttl: must be 5m to 30d",
+        "portal.sessions_per_person: must be at least 1",
+    ] {
+        assert!(
+            problems.iter().any(|problem| problem.starts_with(expected)),
+            "{expected} not in {problems:?}"
+        );
+    }
+}
