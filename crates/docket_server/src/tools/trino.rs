@@ -195,7 +195,7 @@ pub(crate) fn register(
         registry.register(
             ToolSpec::new(
                 "trino_export",
-                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet) and \
+                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet, or xlsx: a spreadsheet of at most 1 048 575 rows) and \
                  returns the asset's metadata and download URL, not the data. Validate the query with trino_query \
                  and a small LIMIT first. Runs as a task when the client declares the tasks extension.",
                 json!({"type": "object", "properties": {
@@ -802,7 +802,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Some(Ok(format)) if format.is_available() => format,
         _ => {
             return Refusal::InvalidArguments
-                .result("unsupported format", "Use csv, json, jsonl or parquet.");
+                .result("unsupported format", "Use csv, json, jsonl, parquet or xlsx.");
         }
     };
     let connection = match deps.connection(arguments) {

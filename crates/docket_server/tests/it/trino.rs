@@ -301,6 +301,73 @@ async fn a_direct_export_writes_an_asset_only_its_owner_can_download(backend: Ba
     assert!(record.success);
 }
 
+/// An XLSX export is a workbook a real reader opens: a header, one row per result
+/// row in typed cells, served with the spreadsheet media type and file name.
+#[tokio::test]
+async fn an_xlsx_export_is_a_workbook_with_every_row() {
+    use calamine::{Data, Reader as _, Xlsx, open_workbook_from_rs};
+
+    let f = fixture(u64::MAX, 1_000_000).await;
+    let (_, body) = f
+        .call(
+            "alice",
+            "trino_export",
+            json!({"sql": "SELECT * FROM memory.default.orders ORDER BY orderkey", "format": "xlsx", "name": "orders"}),
+            json!({}),
+        )
+        .await;
+    let result = &body["result"]["structuredContent"];
+    assert_eq!(result["row_count"], 50, "{body}");
+    assert_eq!(result["format"], "xlsx");
+    assert_eq!(
+        result["content_type"],
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    );
+    let asset_id = result["asset_id"].as_str().expect("asset id");
+    let response = f.download("alice", asset_id).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        response.headers()["content-disposition"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("attachment; filename=\"orders.xlsx")
+    );
+    let bytes = response.bytes().await.expect("body");
+    assert_eq!(result["size_bytes"], bytes.len());
+    let mut workbook: Xlsx<_> =
+        open_workbook_from_rs(std::io::Cursor::new(bytes.to_vec())).expect("an xlsx file");
+    let sheet = workbook.worksheet_range("export").expect("the sheet");
+    assert_eq!(sheet.height(), 51, "a header and 50 rows");
+    let header: Vec<&Data> = sheet.rows().next().expect("a header").iter().collect();
+    assert_eq!(
+        header,
+        [
+            "orderkey",
+            "custkey",
+            "orderstatus",
+            "totalprice",
+            "orderdate",
+            "comment"
+        ]
+        .map(|name| Data::String(name.to_owned()))
+        .iter()
+        .collect::<Vec<_>>()
+    );
+    let first = sheet.rows().nth(1).expect("the first order");
+    assert_eq!(first[0], Data::Float(1.0));
+    assert!(matches!(first[2], Data::String(_)), "{:?}", first[2]);
+    assert!(
+        matches!(first[3], Data::Float(_)),
+        "a decimal is a number: {:?}",
+        first[3]
+    );
+    assert!(
+        matches!(first[4], Data::DateTime(_)),
+        "a date is a date: {:?}",
+        first[4]
+    );
+}
+
 async fn exported_assets_are_their_owners_resources(backend: Backend) {
     let Some(f) = fixture_on(backend, u64::MAX, 1_000_000, "").await else {
         return;
