@@ -12,7 +12,7 @@ use crate::columns::{Columns, StoredValue};
 /// The columns a spool is read by, in [`SpoolRow`]'s order.
 macro_rules! spool_columns {
     () => {
-        "id, owner, tool, connection, columns, chunks, row_count, byte_count, state, error, \
+        "id, owner, tool, connection, columns, source_id, chunks, row_count, byte_count, state, error, \
          created_at, updated_at, expires_at"
     };
 }
@@ -31,6 +31,8 @@ pub(crate) struct SpoolRow<C: Columns> {
     connection: String,
     #[diesel(sql_type = Text)]
     columns: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    source_id: Option<String>,
     #[diesel(sql_type = BigInt)]
     chunks: i64,
     #[diesel(sql_type = BigInt)]
@@ -83,6 +85,7 @@ impl<C: Columns> SpoolRow<C> {
             owner: self.owner,
             tool: self.tool,
             connection: self.connection,
+            source_id: self.source_id,
             created_at: self.created_at.value()?,
             expires_at: self.expires_at.value()?,
         })

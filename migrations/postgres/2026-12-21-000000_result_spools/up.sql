@@ -8,6 +8,7 @@ CREATE TABLE result_spools (
     tool text NOT NULL CHECK (octet_length(tool) BETWEEN 1 AND 128),
     connection text NOT NULL CHECK (octet_length(connection) <= 128),
     columns text NOT NULL CHECK (octet_length(columns) <= 262144),
+    source_id text CHECK (octet_length(source_id) <= 256),
     chunks bigint NOT NULL DEFAULT 0 CHECK (chunks >= 0),
     row_count bigint NOT NULL DEFAULT 0 CHECK (row_count >= 0),
     byte_count bigint NOT NULL DEFAULT 0 CHECK (byte_count >= 0),

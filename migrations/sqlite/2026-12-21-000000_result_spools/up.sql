@@ -7,6 +7,7 @@ CREATE TABLE result_spools (
     tool TEXT NOT NULL CHECK (length(CAST(tool AS BLOB)) BETWEEN 1 AND 128),
     connection TEXT NOT NULL CHECK (length(CAST(connection AS BLOB)) <= 128),
     columns TEXT NOT NULL CHECK (length(CAST(columns AS BLOB)) <= 262144),
+    source_id TEXT CHECK (length(CAST(source_id AS BLOB)) <= 256),
     chunks INTEGER NOT NULL DEFAULT 0 CHECK (chunks >= 0),
     row_count INTEGER NOT NULL DEFAULT 0 CHECK (row_count >= 0),
     byte_count INTEGER NOT NULL DEFAULT 0 CHECK (byte_count >= 0),

@@ -54,6 +54,7 @@ impl SpoolStore for MemorySpools {
                 tool: spool.tool,
                 connection: spool.connection,
                 columns: spool.columns,
+                source_id: spool.source_id,
                 created_at: spool.created_at,
                 expires_at: spool.expires_at,
             },

@@ -20,6 +20,8 @@ pub const MAX_SPOOL_OWNER_BYTES: usize = 512;
 pub const MAX_SPOOL_NAME_BYTES: usize = 128;
 /// The longest column description (JSON text) a spool keeps.
 pub const MAX_SPOOL_COLUMNS_BYTES: usize = 256 * 1024;
+/// The longest upstream id a spool keeps.
+pub const MAX_SPOOL_SOURCE_ID_BYTES: usize = 256;
 /// The longest error message a spool keeps.
 pub const MAX_SPOOL_ERROR_BYTES: usize = 1024;
 
@@ -36,6 +38,9 @@ pub struct NewSpool {
     pub connection: String,
     /// The result's columns (a JSON array), as the first page named them.
     pub columns: Value,
+    /// The upstream's id of what it reads (Trino's query id), for every page to
+    /// name, when the upstream gave one (at most 256 bytes).
+    pub source_id: Option<String>,
     /// When it was made.
     pub created_at: OffsetDateTime,
     /// When it is deleted, read or not.
@@ -65,6 +70,12 @@ impl NewSpool {
         require(
             self.columns.is_array() && self.columns.to_string().len() <= MAX_SPOOL_COLUMNS_BYTES,
             "a spool's columns are a JSON array of at most 256 KiB",
+        )?;
+        require(
+            self.source_id
+                .as_ref()
+                .is_none_or(|id| id.len() <= MAX_SPOOL_SOURCE_ID_BYTES),
+            "a spool's source id must be at most 256 bytes",
         )?;
         require(
             self.expires_at > self.created_at,
@@ -147,6 +158,8 @@ pub struct Spool {
     pub connection: String,
     /// The result's columns.
     pub columns: Value,
+    /// The upstream's id of what it reads.
+    pub source_id: Option<String>,
     /// How far it is.
     pub progress: SpoolProgress,
     /// When it was made.

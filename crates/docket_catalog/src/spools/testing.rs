@@ -23,6 +23,7 @@ pub fn new_spool(owner: &str, made: i64, lives: i64) -> NewSpool {
         tool: "trino_query".to_owned(),
         connection: "warehouse".to_owned(),
         columns: json!([{"name": "n", "type": "bigint"}, {"name": "s", "type": "varchar"}]),
+        source_id: Some("20261206_052800_00042_abcde".to_owned()),
         created_at,
         expires_at: created_at + Duration::seconds(lives),
     }
@@ -42,6 +43,7 @@ pub async fn spools_read_back_and_record_progress(store: Arc<dyn SpoolStore>) {
         (&read.owner, &read.tool, &read.connection, &read.columns),
         (&made.owner, &made.tool, &made.connection, &made.columns)
     );
+    assert_eq!(read.source_id, made.source_id);
     assert_eq!(
         (read.created_at, read.expires_at),
         (made.created_at, made.expires_at)

@@ -102,6 +102,7 @@ impl Continuation {
         tool: &str,
         connection: &str,
         columns: Value,
+        source_id: Option<String>,
         first: Vec<Value>,
         source: Box<dyn RowSource>,
     ) -> Result<Cursor, NotKept> {
@@ -115,6 +116,7 @@ impl Continuation {
                 tool: tool.to_owned(),
                 connection: connection.to_owned(),
                 columns,
+                source_id,
                 created_at,
                 expires_at: created_at + self.results.continuation_ttl,
             };

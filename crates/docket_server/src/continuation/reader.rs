@@ -27,6 +27,8 @@ pub(crate) struct Page {
     pub connection: String,
     /// The result's columns.
     pub columns: Value,
+    /// The upstream's id of the query, when it gave one.
+    pub source_id: Option<String>,
     /// The rows.
     pub rows: Vec<Value>,
     /// Where the next page starts, while more may follow.
@@ -184,6 +186,7 @@ pub(super) async fn read(
     Ok(Page {
         connection: spool.connection,
         columns: spool.columns,
+        source_id: spool.source_id,
         rows,
         next,
         remaining,

@@ -33,9 +33,9 @@ pub(crate) struct Stores {
     pub(crate) assets: Option<Assets>,
     /// Sessions, and the answers marked used (consents run once).
     pub(crate) sessions: Arc<dyn docket_catalog::SessionStore>,
-}
     /// Where the rest of a cut answer is kept, when spools are configured.
     pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
+}
 
 /// Registers the platform's tools: `platform_info`, `list_connections`, the Trino
 /// tools when Trino connections exist, the API and GraphQL tools when connections
@@ -85,9 +85,9 @@ pub(crate) fn register_platform_tools(
             exports: config.exports.clone(),
             assets,
             used_answers: sessions,
-        };
             results: config.results.clone(),
             continuation,
+        };
         trino::register(registry, Arc::new(deps))?;
     }
     platform::register(

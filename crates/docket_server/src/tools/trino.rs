@@ -56,13 +56,13 @@ pub(crate) struct TrinoDeps {
     /// Where a consent is marked used, so each runs its statement once on any
     /// replica (the sessions' store, which every replica shares).
     pub(crate) used_answers: Arc<dyn docket_catalog::SessionStore>,
-}
-
-impl TrinoDeps {
     /// The byte budget of answers.
     pub(crate) results: crate::config::ResultsConfig,
     /// Where the rest of a cut answer is kept, when spools are configured.
     pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
+}
+
+impl TrinoDeps {
     /// The connection a call that names none uses: the one marked default, or
     /// the only one.
     fn default_connection(&self) -> Option<&TrinoConnection> {
@@ -195,7 +195,7 @@ pub(crate) fn register(
         registry.register(
             ToolSpec::new(
                 "trino_export",
-                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet, or xlsx: a spreadsheet of at most 1 048 575 rows) and \
+                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet) and \
                  returns the asset's metadata and download URL, not the data. Validate the query with trino_query \
                  and a small LIMIT first. Runs as a task when the client declares the tasks extension.",
                 json!({"type": "object", "properties": {
@@ -451,6 +451,23 @@ impl ToolHandler for QueryTool {
 }
 
 async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
+    let limit = call
+        .arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_QUERY_ROWS)
+        .min(MAX_QUERY_ROWS);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let budget = crate::continuation::budget(&deps.results, &call.arguments);
+    if let Some(cursor) = call.arguments.get("cursor").and_then(Value::as_str) {
+        return next_page(deps, call, cursor, limit, budget).await;
+    }
+    if !call.arguments.contains_key("sql") {
+        return Refusal::InvalidArguments.result(
+            "send sql, or the cursor of an earlier answer",
+            "Send one read-only statement as sql.",
+        );
+    }
     let connection = match deps.connection(&call.arguments) {
         Ok(connection) => connection,
         Err(refusal) => return refusal,
@@ -519,26 +536,9 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     let mut result = json!({
         "connection": connection.name,
         "columns": columns,
-    let limit = call
-        .arguments
-        .get("limit")
-        .and_then(Value::as_u64)
-        .unwrap_or(DEFAULT_QUERY_ROWS)
-        .min(MAX_QUERY_ROWS);
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let budget = crate::continuation::budget(&deps.results, &call.arguments);
-    if let Some(cursor) = call.arguments.get("cursor").and_then(Value::as_str) {
-        return next_page(deps, call, cursor, limit, budget).await;
-    }
-    if !call.arguments.contains_key("sql") {
-        return Refusal::InvalidArguments.result(
-            "send sql, or the cursor of an earlier answer",
-            "Send one read-only statement as sql.",
-        );
-    }
         "row_count": rows.len(),
         "truncated": rest.is_some(),
-        "query_id": query_id,
+        "query_id": &query_id,
     });
     if let Some(rest) = rest {
         let why = if cut_by_bytes {
@@ -553,6 +553,7 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
                     "trino_query",
                     &connection.name,
                     Value::Array(columns),
+                    Some(query_id),
                     rest,
                     Box::new(stream),
                 )
@@ -627,6 +628,7 @@ async fn next_page(
         "columns": page.columns,
         "row_count": page.rows.len(),
         "truncated": page.next.is_some(),
+        "query_id": page.source_id.unwrap_or_default(),
     });
     if let Some(next) = &page.next {
         result["cursor"] = Value::String(next.encode());
@@ -802,7 +804,7 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         Some(Ok(format)) if format.is_available() => format,
         _ => {
             return Refusal::InvalidArguments
-                .result("unsupported format", "Use csv, json, jsonl, parquet or xlsx.");
+                .result("unsupported format", "Use csv, json, jsonl or parquet.");
         }
     };
     let connection = match deps.connection(arguments) {

@@ -197,6 +197,10 @@ async fn a_cut_answer_reads_on_from_another_replica(backend: Backend) {
     assert_eq!(last["truncated"], false);
     assert_eq!(last["remaining_rows"], 0, "{last}");
     assert_eq!(
+        last["query_id"], first["query_id"],
+        "every page names the query"
+    );
+    assert_eq!(
         runs(),
         queries_before + 1,
         "the rest came from the spool, not from running the query again"

@@ -26,8 +26,9 @@ impl SpoolStore for PgStore {
         // may pass the cap by the spools it makes at the same instant, never more.
         let inserted = statement(
             "INSERT INTO result_spools \
-                 (id, owner, tool, connection, columns, created_at, updated_at, expires_at) \
-             SELECT $1, $2, $3, $4, $5, $6, $6, $7 \
+                 (id, owner, tool, connection, columns, created_at, updated_at, expires_at, \
+                  source_id) \
+             SELECT $1, $2, $3, $4, $5, $6, $6, $7, $9 \
               WHERE (SELECT count(*) FROM result_spools \
                       WHERE owner = $2 AND expires_at > $6) < $8 \
              ON CONFLICT (id) DO NOTHING \
@@ -41,6 +42,7 @@ impl SpoolStore for PgStore {
         .bind::<Timestamptz, _>(spool.created_at)
         .bind::<Timestamptz, _>(spool.expires_at)
         .bind::<BigInt, _>(i64::from(per_owner))
+        .bind::<Nullable<Text>, _>(spool.source_id.as_deref())
         .execute(&mut *self.catalog_conn().await?)
         .await
         .map_err(catalog_query_error)?;

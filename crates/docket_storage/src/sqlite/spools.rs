@@ -43,8 +43,8 @@ impl SpoolStore for SqliteStore {
                     let inserted = statement(
                         "INSERT INTO result_spools \
                              (id, owner, tool, connection, columns, created_at, updated_at, \
-                              expires_at) \
-                         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7 \
+                              expires_at, source_id) \
+                         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?9 \
                           WHERE (SELECT count(*) FROM result_spools \
                                   WHERE owner = ?2 AND expires_at > ?6) < ?8",
                     )
@@ -56,6 +56,7 @@ impl SpoolStore for SqliteStore {
                     .bind::<Text, _>(&created_at)
                     .bind::<Text, _>(&expires_at)
                     .bind::<BigInt, _>(i64::from(per_owner))
+                    .bind::<Nullable<Text>, _>(spool.source_id.as_deref())
                     .execute(conn)?;
                     Ok((inserted == 0).then_some(Refused::Cap))
                 })
