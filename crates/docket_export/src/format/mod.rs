@@ -171,7 +171,8 @@ enum State<W: Write + Send> {
 /// `write_rows` for every page, then `finish`.
 ///
 /// Bytes reach the output as they are encoded: after each `write_rows` everything for
-/// the text formats, and every completed row group for Parquet.
+/// the text formats, every completed row group for Parquet, and for XLSX nothing until
+/// `finish`, which writes the whole package (see [`Format::writes_at_finish`]).
 pub struct RowWriter<W: Write + Send> {
     format: Format,
     #[cfg_attr(
