@@ -5,7 +5,7 @@
 //! `structuredContent: {error: {code, category, message, hint}}`.
 
 use docket_protocol::tools::{CallToolResult, ContentBlock};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// What kind of refusal or failure a tool result reports.
 #[non_exhaustive]
@@ -131,9 +131,91 @@ impl Refusal {
     }
 }
 
+/// The JSON Schema of a refusal's `structuredContent`: `{error: {code, category,
+/// message, hint}}`. The error object may carry more (a patch's `edit`, a
+/// script's `line`); `code` is open because script patches have codes of their
+/// own (`PATCH_*`). Besides `error` a GraphQL export's failure carries the
+/// endpoint's `errors`.
+pub(crate) fn error_schema() -> Value {
+    let text = |what: &str| json!({"type": "string", "description": what});
+    json!({
+        "type": "object",
+        "description": "A refusal or failure (isError: true).",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": text("What went wrong, stable for programs (e.g. not_found)."),
+                    "category": {
+                        "type": "string",
+                        "description": "Who can do something about it.",
+                        "enum": [
+                            "authorization_denied", "rate_limited", "client_input", "not_found",
+                            "feature_unavailable", "user_declined", "tool_error", "upstream",
+                            "internal"
+                        ]
+                    },
+                    "message": text("What went wrong, for people."),
+                    "hint": text("What to do next."),
+                },
+                "required": ["code", "category", "message", "hint"]
+            },
+            "errors": {
+                "type": "array",
+                "description": "A GraphQL endpoint's errors, as it sent them."
+            }
+        },
+        "required": ["error"]
+    })
+}
+
+/// A tool's `outputSchema` from the shape of its successful `structuredContent`:
+/// that shape, or a refusal's ([`error_schema`]), since any call can be refused.
+pub(crate) fn output_schema(success: Value) -> Value {
+    json!({
+        "type": "object",
+        "anyOf": [success, error_schema()]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_refusal_conforms_to_the_error_schema() {
+        let validator = jsonschema::draft202012::new(&error_schema()).expect("compiles");
+        for refusal in [
+            Refusal::Unauthorized,
+            Refusal::NotAllowed,
+            Refusal::RateLimited,
+            Refusal::InvalidArguments,
+            Refusal::ConnectionRequired,
+            Refusal::InvalidQuery,
+            Refusal::InvalidScript,
+            Refusal::ReadOnly,
+            Refusal::AlreadyExists,
+            Refusal::LimitReached,
+            Refusal::NotFound,
+            Refusal::NotConfigured,
+            Refusal::UserDeclined,
+            Refusal::QueryFailed,
+            Refusal::ExportFailed,
+            Refusal::ToolError,
+            Refusal::UpstreamFailed,
+            Refusal::UpstreamTimeout,
+            Refusal::TooLarge,
+            Refusal::GraphqlErrors,
+            Refusal::Unavailable,
+            Refusal::Busy,
+            Refusal::StorageFailed,
+            Refusal::Internal,
+        ] {
+            let result = refusal.result("no", "Do something else.");
+            let structured = result.structured_content.expect("structured");
+            assert!(validator.is_valid(&structured), "{refusal:?}: {structured}");
+        }
+    }
 
     #[test]
     fn a_refusal_carries_its_code_and_category_in_text_and_structure() {

@@ -49,7 +49,11 @@ pub struct ToolSpec {
     /// validated against it before the handler runs; to refuse unknown arguments, a
     /// schema says `additionalProperties: false`, as every Docket tool does.
     pub input_schema: Value,
-    /// The JSON Schema of its `structuredContent`, if it has one.
+    /// The JSON Schema (2020-12, `type: object` at the root) of its
+    /// `structuredContent`, if it declares one: what
+    /// [`ToolSpec::with_output_schema`] made of the success shape, so that it also
+    /// admits the `{error: {code, category, message, hint}}` of every refusal the
+    /// pipeline or the tool answers with.
     pub output_schema: Option<Value>,
     /// Behaviour hints.
     pub annotations: Option<ToolAnnotations>,
@@ -87,6 +91,19 @@ impl ToolSpec {
             rate_limited: true,
             ui_resource: None,
         }
+    }
+
+    /// Declares the shape of the tool's `structuredContent` on success (a JSON
+    /// Schema 2020-12 with `type: object` at its root). The declared
+    /// `outputSchema` is that shape or a refusal's (`{error: {code, category,
+    /// message, hint}}`, [`crate::refusal::Refusal`]): the pipeline can refuse any
+    /// call (persona, rate limit) before the tool runs, and the specification asks
+    /// every `structuredContent` of a tool with an output schema to conform to it,
+    /// errors included. Optional: a tool without one (an embedder's) answers
+    /// with whatever `structuredContent` it likes.
+    pub fn with_output_schema(mut self, success: Value) -> Self {
+        self.output_schema = Some(crate::refusal::output_schema(success));
+        self
     }
 
     /// Shows the tool's results in the view at `uri` (a `ui://` resource) in hosts
@@ -433,6 +450,22 @@ fn walk_schema(schema: &Value, at: &mut String, found: &mut Vec<String>) {
     }
 }
 
+/// Checks that `schema` can be a tool's `outputSchema`: an object schema
+/// (`type: object` at the root, which revisions 2025-06-18 and 2025-11-25 require)
+/// that is valid under the JSON Schema 2020-12 meta-schema and compiles.
+///
+/// # Errors
+/// Why it cannot, in words.
+pub fn check_output_schema(schema: &Value) -> Result<(), String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("the root must have type: object".into());
+    }
+    jsonschema::draft202012::meta::validate(schema).map_err(|err| err.to_string())?;
+    jsonschema::draft202012::new(schema)
+        .map(drop)
+        .map_err(|err| err.to_string())
+}
+
 /// Why a tool could not be registered.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
@@ -446,6 +479,16 @@ pub enum RegistryError {
     /// The input schema does not compile or is not an object schema.
     #[error("the input schema of tool {name:?} is invalid: {reason}")]
     BadSchema {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The output schema is not a JSON Schema 2020-12 with `type: object` at its
+    /// root (the earlier protocol revisions that carry output schemas accept
+    /// only object schemas).
+    #[error("the output schema of tool {name:?} is invalid: {reason}")]
+    BadOutputSchema {
         /// The tool.
         name: String,
         /// Why.
@@ -498,6 +541,12 @@ impl ToolRegistry {
                 reason: err.to_string(),
             }
         })?;
+        if let Some(schema) = &spec.output_schema {
+            check_output_schema(schema).map_err(|reason| RegistryError::BadOutputSchema {
+                name: name.clone(),
+                reason,
+            })?;
+        }
         self.tools.insert(
             name,
             RegisteredTool {
@@ -653,5 +702,58 @@ impl Logger {
         // A closed channel means the response stream is gone; the call's cancel
         // token fires for that.
         let _ = sender.send(notification);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn answer(_: ToolCall) -> std::future::Ready<ToolOutcome> {
+        std::future::ready(ToolOutcome::Result(CallToolResult::text("ok")))
+    }
+
+    #[test]
+    fn a_declared_output_schema_also_admits_refusals_and_is_a_2020_12_schema() {
+        let spec = ToolSpec::new("typed", "A typed tool.", json!({"type": "object"}))
+            .with_output_schema(json!({
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+                "additionalProperties": false
+            }));
+        let schema = spec.output_schema.clone().expect("declared");
+        check_output_schema(&schema).expect("valid");
+        jsonschema::draft7::meta::validate(&schema).expect("draft-07 reads it too");
+        let validator = jsonschema::draft202012::new(&schema).expect("compiles");
+        assert!(validator.is_valid(&json!({"n": 1})));
+        let refusal = crate::refusal::Refusal::NotFound.result("no", "Look elsewhere.");
+        assert!(validator.is_valid(&refusal.structured_content.expect("structured")));
+        assert!(!validator.is_valid(&json!({"n": "one"})));
+        assert!(!validator.is_valid(&json!({"error": "a string is no refusal"})));
+        let mut registry = ToolRegistry::new();
+        registry.register(spec, answer).expect("registers");
+    }
+
+    #[test]
+    fn an_output_schema_that_is_not_an_object_schema_or_not_a_schema_is_refused() {
+        for schema in [
+            json!({"type": "array"}),
+            json!({"type": "object", "properties": {"n": {"type": "integer-ish"}}}),
+            json!({"type": "object", "required": "n"}),
+        ] {
+            let mut spec = ToolSpec::new("typed", "A typed tool.", json!({"type": "object"}));
+            spec.output_schema = Some(schema.clone());
+            let mut registry = ToolRegistry::new();
+            assert!(
+                matches!(
+                    registry.register(spec, answer),
+                    Err(RegistryError::BadOutputSchema { .. })
+                ),
+                "{schema}"
+            );
+        }
     }
 }

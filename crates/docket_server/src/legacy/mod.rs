@@ -451,6 +451,11 @@ async fn serve(
                 _ if with_tasks => tasks::serve(app, &context, method, request.params).await,
                 other => Err(McpError::MethodNotFound(other.to_owned())),
             };
+            let reply = match method {
+                "tools/list" | "tools/call" => reply
+                    .and_then(|reply| shape::typed_output_for(&session.protocol_version, reply)),
+                _ => reply,
+            };
             match reply {
                 Ok(reply) => Ok(reply),
                 // A tool that runs only as a task, called without `task`.

@@ -7,8 +7,14 @@ use docket_protocol::error::ErrorObject;
 use docket_protocol::legacy::SESSION_NOT_FOUND;
 use http::StatusCode;
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use crate::error::McpError;
+use crate::reply::{Reply, StreamItem};
+
+/// The revision whose tools have no typed output: `Tool` has no `outputSchema`
+/// and `CallToolResult` no `structuredContent` (both came with 2025-06-18).
+const UNTYPED_REVISION: &str = "2025-03-26";
 
 /// Why an earlier-era request gets no answer of its method: an HTTP status with
 /// the JSON-RPC error to send.
@@ -67,6 +73,53 @@ impl Refusal {
 pub(crate) fn result_shape(mut result: Value) -> Value {
     if let Value::Object(object) = &mut result {
         object.remove("resultType");
+    }
+    result
+}
+
+/// A `tools/list` or `tools/call` answer for a session of `version`: in revision
+/// 2025-03-26, which has no typed tool output, without the tools' `outputSchema`
+/// and the results' `structuredContent` (the text block carries the same JSON);
+/// later revisions keep both. A streamed answer is reshaped as it passes; a client
+/// that goes away drops the stream, and with it the call's.
+pub(crate) fn typed_output_for(version: &str, reply: Reply) -> Result<Reply, McpError> {
+    if version != UNTYPED_REVISION {
+        return Ok(reply);
+    }
+    match reply {
+        Reply::Json(result) => Ok(Reply::Json(untyped(result))),
+        Reply::Encoded(bytes) => serde_json::from_slice(&bytes)
+            .map(|result| Reply::Json(untyped(result)))
+            .map_err(|err| McpError::Internal(format!("could not read back a result: {err}"))),
+        Reply::Stream(mut items) => {
+            let (reshaped, receiver) = mpsc::channel(16);
+            tokio::spawn(async move {
+                while let Some(item) = items.recv().await {
+                    let item = match item {
+                        StreamItem::Result(result) => StreamItem::Result(untyped(result)),
+                        other => other,
+                    };
+                    if reshaped.send(item).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            Ok(Reply::Stream(receiver))
+        }
+    }
+}
+
+/// `result` without typed output (see [`typed_output_for`]).
+fn untyped(mut result: Value) -> Value {
+    if let Value::Object(object) = &mut result {
+        object.remove("structuredContent");
+        if let Some(Value::Array(tools)) = object.get_mut("tools") {
+            for tool in tools {
+                if let Value::Object(tool) = tool {
+                    tool.remove("outputSchema");
+                }
+            }
+        }
     }
     result
 }

@@ -246,6 +246,75 @@ pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
         "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
         "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
     });
+/// What `api_invoke_endpoint` answers ([`describe_response`]); a body cut at the
+/// connection's cap may carry the continuation fields.
+fn invoke_schema() -> Value {
+    use super::output::{any, boolean, continuation, count, object, string, string_or_null};
+    let mut properties = json!({
+        "connection": string("The connection it called."),
+        "method": string("The HTTP method sent."),
+        "path": string("The path sent, below the connection's base URL."),
+        "status": {"type": "integer", "description": "The HTTP status."},
+        "ok": boolean("Whether the status is 2xx."),
+        "content_type": string_or_null("The response's media type."),
+        "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "The response headers (no Set-Cookie), repeated ones joined by commas."},
+        "size_bytes": count("How many bytes of the body were read."),
+        "truncated": boolean("Whether the body was cut at the connection's inline cap."),
+        "body": any("The body: parsed JSON, text, or null when empty or binary."),
+        "pagination": {
+            "type": ["object", "null"],
+            "description": "A hint that there is a next page (Link rel=next or a cursor field); never followed.",
+            "properties": {
+                "has_more": boolean("Whether there is more."),
+                "next_url": string_or_null("The next page's URL, when the hint is a link."),
+                "next_cursor": any("The next page's cursor, when the hint is a field."),
+                "source": string("Where the hint came from."),
+            }
+        },
+        "binary": object(json!({
+            "content_type": string_or_null("The binary body's media type."),
+            "size_bytes": count("Its size."),
+            "note": string("Why it is not inlined."),
+        }), &["content_type", "size_bytes", "note"]),
+        "note": string("Why the body was cut, and what to do."),
+    });
+    continuation(&mut properties);
+    object(
+        properties,
+        &[
+            "connection",
+            "method",
+            "path",
+            "status",
+            "ok",
+            "content_type",
+            "headers",
+            "size_bytes",
+            "truncated",
+            "body",
+            "pagination",
+        ],
+    )
+}
+
+/// What `api_export` answers: an export's result, with the upstream's status and
+/// the content type it declared when that differs from what was stored.
+fn export_output_schema() -> Value {
+    let mut schema = super::assets::export_schema();
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.insert(
+            "upstream_status".into(),
+            json!({"type": "integer", "description": "The HTTP status the API answered with."}),
+        );
+        properties.insert(
+            "declared_content_type".into(),
+            super::output::string("The content type the API declared."),
+        );
+    }
+    schema
+}
+
     properties.as_object().cloned().unwrap_or_default()
 }
 
@@ -266,7 +335,8 @@ pub(crate) fn register(
              pages or redirects.",
             request_schema(false),
         )
-        .with_annotations(open_world_write()),
+        .with_annotations(open_world_write())
+        .with_output_schema(invoke_schema()),
         HttpTool {
             deps: Arc::clone(&deps),
             run: |deps, call| Box::pin(invoke(deps, call)),
@@ -285,7 +355,8 @@ pub(crate) fn register(
             )
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
-            .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
+            .with_ui_resource(crate::apps::RESULTS_VIEW_URI)
+            .with_output_schema(export_output_schema()),
             HttpTool {
                 deps,
                 run: |deps, call| Box::pin(export_call(deps, call)),

@@ -32,6 +32,43 @@ pub(crate) async fn asset_json(deps: &Assets, asset: &Asset) -> Value {
     })
 }
 
+/// The shape of [`asset_json`]: one asset as `get_asset` and `list_assets` show it.
+pub(crate) fn asset_schema() -> Value {
+    use super::output::{array, count, count_or_null, record, string, string_or_null, time};
+    record(json!({
+        "asset_id": string("The asset's id."),
+        "name": string("Its name, also the download file name."),
+        "description": string_or_null("What it holds."),
+        "tags": array(string("A tag."), "Its tags."),
+        "format": string("The file format (csv, json, jsonl, parquet, ...)."),
+        "content_type": string("The media type of its bytes."),
+        "row_count": count_or_null("How many rows it holds, when it has rows."),
+        "size_bytes": count("Its size in bytes."),
+        "connection": string_or_null("The connection it was exported from."),
+        "tool": string("The tool that wrote it."),
+        "owner": string("Whose it is."),
+        "created_at": time("When it was written (RFC 3339)."),
+        "download_url": string("A signed URL that opens in a browser with no header."),
+    }))
+}
+
+/// The shape of [`asset_result`]: what every export answers.
+pub(crate) fn export_schema() -> Value {
+    use super::output::{count, count_or_null, record, string, string_or_null};
+    record(json!({
+        "asset_id": string("The asset the export wrote."),
+        "name": string("Its name, also the download file name."),
+        "format": string("The file format (csv, json, jsonl, parquet, ...)."),
+        "content_type": string("The media type of its bytes."),
+        "row_count": count_or_null("How many rows it holds, when it has rows."),
+        "size_bytes": count("Its size in bytes."),
+        "download_url": string("A signed URL that opens in a browser with no header."),
+        "resource_uri": string("The asset as a resource (resources/read)."),
+        "message": string("What happened, in a sentence."),
+        "call_id": string_or_null("The call that wrote it, in the call catalog."),
+    }))
+}
+
 /// An export's result: `{asset_id, name, format, content_type, row_count,
 /// size_bytes, download_url, resource_uri, message, call_id}` as JSON text and
 /// structured content, and a `resource_link` block to the asset; the
@@ -84,7 +121,11 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), 
                 "cursor": {"type": "string", "maxLength": 512, "description": "next_cursor from the previous page"}
             }, "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_output_schema(super::output::record(json!({
+            "assets": super::output::array(asset_schema(), "The assets, newest first."),
+            "next_cursor": super::output::string_or_null("Pass it as `cursor` for the next page."),
+        }))),
         move |call: ToolCall| {
             let deps = list_deps.clone();
             async move { ToolOutcome::Result(list(&deps, &call).await) }
@@ -97,7 +138,8 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), 
             json!({"type": "object", "properties": {"asset_id": {"type": "string", "minLength": 1, "maxLength": 64}},
                    "required": ["asset_id"], "additionalProperties": false}),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_output_schema(asset_schema()),
         move |call: ToolCall| {
             let deps = deps.clone();
             async move { ToolOutcome::Result(get(&deps, &call).await) }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
+use crate::refusal::Refusal;
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
 /// The tool's name.
@@ -33,7 +34,10 @@ pub(super) fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError>
         open_world_hint: Some(false),
         ..ToolAnnotations::default()
     })
-    .with_task_support(TaskSupport::Optional);
+    .with_task_support(TaskSupport::Optional)
+    .with_output_schema(super::output::record(json!({
+        "slept_seconds": {"type": "number", "minimum": 0, "description": "How long it waited."}
+    })));
     registry.register(spec, |call: ToolCall| async move {
         let seconds = call.arguments.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
         let total = Duration::from_secs_f64(seconds);
@@ -53,7 +57,10 @@ pub(super) fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError>
                 _ = ticker.tick() => {}
                 () = tokio::time::sleep(total.saturating_sub(elapsed)) => {}
                 () = call.cancel.cancelled() => {
-                    return ToolOutcome::Result(CallToolResult::error("stopped before the time was up"));
+                    return ToolOutcome::Result(Refusal::ToolError.result(
+                        "stopped before the time was up",
+                        "The call was cancelled; call it again to wait.",
+                    ));
                 }
             }
         }

@@ -95,7 +95,8 @@ pub(crate) fn register(
             idempotent_hint: Some(true),
             open_world_hint: Some(true),
             ..ToolAnnotations::default()
-        }),
+        })
+        .with_output_schema(query_schema()),
         HttpTool {
             deps: Arc::clone(&deps),
             run: |deps, call| Box::pin(query(deps, call)),
@@ -114,7 +115,8 @@ pub(crate) fn register(
             )
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
-            .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
+            .with_ui_resource(crate::apps::RESULTS_VIEW_URI)
+            .with_output_schema(export_output_schema()),
             HttpTool {
                 deps,
                 run: |deps, call| Box::pin(export_call(deps, call)),
@@ -131,6 +133,41 @@ struct Prepared<'a> {
     operation: Operation,
     request: GraphqlRequest,
     pagination: Option<Pagination>,
+/// What `graphql_query` answers, also when it is an error (no data, or a status
+/// that is not 2xx): the data, the GraphQL errors when there are any, and the
+/// continuation fields when a cut answer carries them.
+fn query_schema() -> Value {
+    use super::output::{any, array, continuation, object, string, string_or_null};
+    let mut properties = json!({
+        "connection": string("The connection it ran on."),
+        "operation": string_or_null("The operation run, when the document names it."),
+        "status": {"type": "integer", "description": "The HTTP status of the endpoint's answer."},
+        "data": any("The answer's data, as the endpoint sent it (null when it sent none)."),
+        "errors": array(any("One GraphQL error, as sent."), "The answer's GraphQL errors."),
+        "message": string("The errors, summarized."),
+        "extensions": any("The answer's extensions, as sent."),
+    });
+    continuation(&mut properties);
+    object(properties, &["connection", "operation", "status", "data"])
+}
+
+/// What `graphql_export` answers: an export's result with the pages read and
+/// whether more exist beyond `max_pages` (absent on an idempotent replay).
+fn export_output_schema() -> Value {
+    let mut schema = super::assets::export_schema();
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.insert(
+            "pages".into(),
+            super::output::count("How many pages were read."),
+        );
+        properties.insert(
+            "has_more".into(),
+            super::output::boolean("Whether more pages exist beyond max_pages."),
+        );
+    }
+    schema
+}
+
 }
 
 fn prepare<'a>(

@@ -6,6 +6,7 @@ mod assets;
 mod diagnostics;
 mod exporting;
 mod graphql;
+mod output;
 mod platform;
 pub(crate) mod prompts;
 pub(crate) mod script_host;

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
+use super::output::{array, boolean, record, string, string_or_null};
 use crate::config::ConnectionConfig;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
 
@@ -43,6 +44,7 @@ pub(super) fn register(
             no_arguments.clone(),
         )
         .with_annotations(read_only())
+        .with_output_schema(platform_info_schema())
         // A caller can always find out who it is, rate limited or not.
         .without_rate_limit(),
         move |call: ToolCall| {
@@ -65,7 +67,14 @@ pub(super) fn register(
                 "additionalProperties": false
             }),
         )
-        .with_annotations(read_only()),
+        .with_annotations(read_only())
+        .with_output_schema(record(json!({
+            "connections": array(record(json!({
+                "name": string("Pass it as `connection`."),
+                "kind": {"type": "string", "enum": ["trino", "api", "graphql"]},
+                "description": string_or_null("What the connection reaches."),
+            })), "The connections the caller may use."),
+        }))),
         move |call: ToolCall| {
             let connections = Arc::clone(&connections);
             async move {
@@ -76,6 +85,32 @@ pub(super) fn register(
         },
     )?;
     Ok(())
+}
+
+/// What `platform_info` answers.
+fn platform_info_schema() -> Value {
+    record(json!({
+        "server": record(json!({
+            "name": string("The server's name."),
+            "version": string("Docket's version."),
+            "protocol_version": string("The current protocol revision."),
+        })),
+        "identity": record(json!({
+            "subject": string("Who the caller is, as Docket knows it."),
+            "name": string_or_null("A display name."),
+            "email": string_or_null("An e-mail address."),
+            "roles": array(string("A role."), "The caller's roles."),
+            "auth_type": string("How the caller authenticated."),
+        })),
+        "persona": string("The persona that decides what the caller may do."),
+        "is_admin": boolean("Whether the persona is the administrators'."),
+        "tools": array(string("A tool name."), "The tools the caller may call."),
+        "tasks": record(json!({
+            "enabled": boolean("Whether long calls may become tasks."),
+            "extension": string("The extension to declare to get tasks."),
+            "note": string("What that means for the caller."),
+        })),
+    }))
 }
 
 fn platform_info(call: &ToolCall, tool_names: &[String], tasks_enabled: bool) -> CallToolResult {

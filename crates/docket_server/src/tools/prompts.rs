@@ -76,7 +76,8 @@ pub(crate) fn register(
                 "cursor": {"type": "string", "maxLength": 512,
                            "description": "list: next_cursor from the previous page"}
             }, "required": ["command"], "additionalProperties": false}),
-        ),
+        )
+        .with_output_schema(output_schema()),
         move |call: ToolCall| {
             let deps = Arc::clone(&deps);
             async move { ToolOutcome::Result(manage(&deps, &call).await) }
@@ -348,6 +349,39 @@ fn name_taken(name: &str) -> CallToolResult {
         &format!("the prompt name {name:?} is not available"),
         "Choose another name; to change a prompt of yours, use update.",
     )
+}
+
+/// What `manage_prompt` answers: a prompt (create, update, get), the name of the
+/// one deleted, or a page of the listing.
+fn output_schema() -> Value {
+    use super::output::{array, boolean, object, record, string, string_or_null, time};
+    let names = |what: &str| array(string("A name."), what);
+    let prompt = record(json!({
+        "name": string("The prompt's name."),
+        "owner": string("Whose it is."),
+        "description": string("What it is for."),
+        "template": string("Its text, with {{argument}} placeholders."),
+        "arguments": array(object(json!({
+            "name": string("The argument's name."),
+            "description": string_or_null("What to give."),
+            "required": boolean("Whether it must be given."),
+        }), &["name"]), "Its arguments."),
+        "scripts": names("Scripts it is meant to run with."),
+        "shared_with": names("The personas it is shared with (* for everyone)."),
+        "created_at": time("When it was created (RFC 3339)."),
+        "updated_at": time("When it last changed (RFC 3339)."),
+    }));
+    let listing = record(json!({
+        "prompts": array(record(json!({
+            "name": string("The prompt's name."),
+            "owner": string("Whose it is."),
+            "description": string("What it is for."),
+            "shared_with": names("The personas it is shared with."),
+        })), "The prompts the caller may see, newest first."),
+        "next_cursor": string_or_null("Pass it as `cursor` for the next page."),
+    }));
+    let deleted = record(json!({"deleted": string("The name of the prompt deleted.")}));
+    json!({"type": "object", "anyOf": [prompt, listing, deleted]})
 }
 
 fn prompt_json(prompt: &LibraryPrompt) -> Value {

@@ -62,6 +62,34 @@ fn share_json(deps: &Assets, share: &Share) -> Value {
     })
 }
 
+/// The shape of [`share_json`].
+fn share_schema() -> Value {
+    use super::output::{array, boolean, count, record, string, time, time_or_null};
+    record(json!({
+        "share_id": string("The share's id (revoke names it)."),
+        "url": string("The link that opens the asset."),
+        "asset_id": string("The asset it opens."),
+        "owner": string("Who made it."),
+        "audience": {"type": "string", "enum": ["people", "signed_in", "public"]},
+        "people": array(string("A subject."), "Who may open it, for audience people."),
+        "created_at": time("When it was made (RFC 3339)."),
+        "expires_at": time("When it stops opening (RFC 3339)."),
+        "revoked_at": time_or_null("When it was revoked, if it was."),
+        "open_count": count("How often it was opened."),
+        "last_opened_at": time_or_null("When it was last opened."),
+        "live": boolean("Whether it opens now."),
+    }))
+}
+
+/// What `share_asset` answers: a share (create, revoke) or the caller's shares
+/// (list).
+fn output_schema() -> Value {
+    let listing = super::output::record(json!({
+        "shares": super::output::array(share_schema(), "The shares, newest first."),
+    }));
+    json!({"type": "object", "anyOf": [share_schema(), listing]})
+}
+
 /// Registers `share_asset`.
 pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), RegistryError> {
     let max_ttl_seconds = deps.links.shares.max_ttl.as_secs().max(60);
@@ -95,7 +123,8 @@ pub(crate) fn register(registry: &mut ToolRegistry, deps: Assets) -> Result<(), 
             idempotent_hint: Some(false),
             open_world_hint: Some(false),
             ..ToolAnnotations::default()
-        }),
+        })
+        .with_output_schema(output_schema()),
         move |call: ToolCall| {
             let deps = deps.clone();
             async move {

@@ -27,6 +27,9 @@ use super::exporting::{
     AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
     open_world_write, save_asset, start_export,
 };
+use super::output::{
+    any, array, boolean, continuation, count, count_or_null, object, record, string,
+};
 use crate::assets::Assets;
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
@@ -131,7 +134,8 @@ pub(crate) fn register(
         )
         .with_annotations(read_only())
         .with_default_connection(default.clone())
-        .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
+        .with_ui_resource(crate::apps::RESULTS_VIEW_URI)
+        .with_output_schema(query_schema()),
         QueryTool(Arc::clone(&deps)),
     )?;
     let explain_deps = Arc::clone(&deps);
@@ -145,7 +149,11 @@ pub(crate) fn register(
             }, "required": ["sql"], "additionalProperties": false}),
         )
         .with_annotations(read_only())
-        .with_default_connection(default.clone()),
+        .with_default_connection(default.clone())
+        .with_output_schema(record(json!({
+            "plan": string("Trino's plan, as EXPLAIN prints it."),
+            "estimated_rows": count_or_null("The plan's estimate of the rows the statement returns, when Trino gives one."),
+        }))),
         move |call: ToolCall| {
             let deps = Arc::clone(&explain_deps);
             async move { ToolOutcome::Result(explain(&deps, &call).await) }
@@ -163,7 +171,8 @@ pub(crate) fn register(
             }, "additionalProperties": false}),
         )
         .with_annotations(read_only())
-        .with_default_connection(default.clone()),
+        .with_default_connection(default.clone())
+        .with_output_schema(browse_schema()),
         move |call: ToolCall| {
             let deps = Arc::clone(&browse_deps);
             async move { ToolOutcome::Result(browse(&deps, &call).await) }
@@ -180,7 +189,17 @@ pub(crate) fn register(
             }, "required": ["table"], "additionalProperties": false}),
         )
         .with_annotations(read_only())
-        .with_default_connection(default.clone()),
+        .with_default_connection(default.clone())
+        .with_output_schema(record(json!({
+            "connection": string("The connection it ran on."),
+            "table": string("The table, as asked."),
+            "columns": array(record(json!({
+                "name": any("The column's name."),
+                "type": any("Its Trino type."),
+                "extra": any("Trino's extra information."),
+                "comment": any("Its comment."),
+            })), "The table's columns, in order."),
+        }))),
         move |call: ToolCall| {
             let deps = Arc::clone(&describe_deps);
             async move { ToolOutcome::Result(describe(&deps, &call).await) }
@@ -213,11 +232,64 @@ pub(crate) fn register(
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
             .with_default_connection(default)
-            .with_ui_resource(crate::apps::RESULTS_VIEW_URI),
+            .with_ui_resource(crate::apps::RESULTS_VIEW_URI)
+            .with_output_schema(super::assets::export_schema()),
             ExportTool(deps),
         )?;
     }
     Ok(())
+}
+
+/// What `trino_query` answers: the columns with their Trino types, the rows as
+/// arrays in column order, and whether the limit cut the result; a cut result may
+/// carry the continuation fields.
+fn query_schema() -> Value {
+    let mut properties = json!({
+        "connection": string("The connection it ran on."),
+        "columns": array(record(json!({
+            "name": string("The column's name."),
+            "type": string("Its Trino type."),
+        })), "The result's columns, in order."),
+        "rows": array(
+            array(any("A value, as Trino sent it."), "One row, in column order."),
+            "The rows read, at most `limit`.",
+        ),
+        "row_count": count("How many rows are here."),
+        "truncated": boolean("Whether more rows existed than were returned."),
+        "query_id": string("Trino's id of the query, for its own records."),
+    });
+    continuation(&mut properties);
+    object(
+        properties,
+        &[
+            "connection",
+            "columns",
+            "rows",
+            "row_count",
+            "truncated",
+            "query_id",
+        ],
+    )
+}
+
+/// What `trino_browse` answers: the names at the level asked for, under one of
+/// `catalogs`, `schemas` or `tables`.
+fn browse_schema() -> Value {
+    let names = |what: &str| array(any("A name."), what);
+    let level = |key: &str, what: &str| {
+        let mut properties = serde_json::Map::new();
+        properties.insert("connection".into(), string("The connection it ran on."));
+        properties.insert(key.into(), names(what));
+        record(Value::Object(properties))
+    };
+    json!({
+        "type": "object",
+        "anyOf": [
+            level("catalogs", "The catalogs."),
+            level("schemas", "The schemas of the catalog."),
+            level("tables", "The tables of the schema."),
+        ]
+    })
 }
 
 fn sql_argument(arguments: &JsonObject) -> &str {
@@ -495,7 +567,10 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
             page = stream.next_page() => page,
             () = call.cancel.cancelled() => {
                 let _ = stream.cancel().await;
-                return CallToolResult::error("the query was cancelled");
+                return Refusal::QueryFailed.result(
+                    "the query was cancelled",
+                    "The call was cancelled; call it again to run the query.",
+                );
             }
         };
         match page {

@@ -26,4 +26,5 @@ mod tasks;
 mod telemetry;
 mod telemetry_sdk;
 mod trino;
+mod typed_output;
 mod upstream;

@@ -143,6 +143,69 @@ pub(super) fn run_json(run: &Run) -> Value {
     value
 }
 
+/// The shape of [`run_json`] and of what `get_run`, `cancel_run` and
+/// `run_script` add to it: the summary every run has, and what an ended, failed,
+/// scheduled or read-in-full run adds.
+pub(super) fn run_schema() -> Value {
+    use crate::tools::output::{
+        any, boolean, count, object, string, string_or_null, time, time_or_null,
+    };
+    object(
+        json!({
+            "name": string("The script's name."),
+            "script_id": string("The script's id."),
+            "run_id": string("The run's id (its task id, when it runs as a task)."),
+            "status": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
+            "version": count("The script version it runs."),
+            "trigger": string("What started it (manual, schedule, ...)."),
+            "attempt": count("How many times a worker has started it."),
+            "tool_calls": count("The platform calls it made."),
+            "queries": any("How many queries it ran."),
+            "outputs": any("What it returned (its outputs)."),
+            "started_at": time_or_null("When it started (RFC 3339)."),
+            "finished_at": time_or_null("When it ended (RFC 3339)."),
+            "fire_time": time("The schedule's fire time, for a scheduled run."),
+            "duration_ms": count("How long it ran."),
+            "log": string("What it printed."),
+            "log_truncated": boolean("Whether the log was cut at its limit."),
+            "error": string_or_null("Why it failed."),
+            "retryable": boolean("Whether running it again could end otherwise."),
+            "message": string("What to do next."),
+            "requested_by": string("Who started it."),
+            "params": any("The arguments it runs with."),
+            "steps": any("How many interpreter steps it took."),
+            "created_at": time("When it was queued (RFC 3339)."),
+        }),
+        &[
+            "name",
+            "script_id",
+            "run_id",
+            "status",
+            "version",
+            "trigger",
+            "attempt",
+            "tool_calls",
+            "queries",
+            "outputs",
+            "started_at",
+            "finished_at",
+        ],
+    )
+}
+
+/// The shape of a listing of runs (`list_runs`, `manage_script runs`).
+pub(super) fn run_list_schema() -> Value {
+    use crate::tools::output::{array, count, object, string};
+    object(
+        json!({
+            "name": string("The script, when the listing is one script's."),
+            "count": count("How many runs are listed."),
+            "runs": array(run_schema(), "The runs, newest first."),
+        }),
+        &["count", "runs"],
+    )
+}
+
 /// The `CallToolResult` of a run: ended runs as `tasks/get` shows them too.
 pub(super) fn run_result(run: &Run) -> CallToolResult {
     text_result(run_json(run), run.status == RunStatus::Failed)

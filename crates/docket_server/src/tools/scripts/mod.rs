@@ -38,7 +38,7 @@ pub(crate) use run_tasks::RunTasks;
 use std::sync::Arc;
 
 use docket_protocol::tools::ToolAnnotations;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSpec};
 
@@ -61,6 +61,25 @@ fn annotations(read_only: bool, destructive: bool) -> ToolAnnotations {
 /// (`Limits::max_source_bytes`, configurable) is checked where it is parsed, with
 /// its message; this is the outer bound that holds whatever it is set to.
 const MAX_SOURCE_INPUT_BYTES: usize = 4 * 1024 * 1024;
+
+/// What `manage_script` answers. Each command answers its own object (a script,
+/// a listing, a diff, a run, a schedule, the help), so the schema names the
+/// fields the commands share and leaves the rest open; the text block carries the
+/// same JSON.
+fn manage_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Depends on the command: create, update, get, patch and validate answer a script \
+                        (id, name, owner, version, ...) or a check; list answers {count, scripts}; runs \
+                        answers {name, count, runs}; get_run and run_draft a run; diff, outline and stats \
+                        their reports; schedule_* a schedule or {count, schedules}; help the commands.",
+        "properties": {
+            "name": {"type": "string", "description": "The script the answer is about."},
+            "count": {"type": "integer", "minimum": 0, "description": "How many items a listing holds."},
+            "message": {"type": "string", "description": "What happened, or what to do next."}
+        }
+    })
+}
 
 /// Registers the script tools.
 pub(crate) fn register(
@@ -117,7 +136,8 @@ pub(crate) fn register(
                 "timezone": {"type": "string", "maxLength": 64, "description": "schedule_set: an IANA time zone (default UTC)."}
             }, "required": ["command"], "additionalProperties": false}),
         )
-        .with_annotations(annotations(false, true)),
+        .with_annotations(annotations(false, true))
+        .with_output_schema(manage_schema()),
         handler(&deps, |deps, call| Box::pin(async move { manage(&deps, call).await })),
     )?;
     registry.register(
@@ -134,6 +154,7 @@ pub(crate) fn register(
             }, "required": ["name"], "additionalProperties": false}),
         )
         .with_annotations(annotations(false, false))
+        .with_output_schema(answers::run_schema())
         // A task when the request declares the extension; the run is then its own
         // task (`RunScript::start_own_task`).
         .with_task_support(TaskSupport::Optional),
@@ -150,7 +171,8 @@ pub(crate) fn register(
             "Reads one script run: status, result, log and error.",
             run_id.clone(),
         )
-        .with_annotations(annotations(true, false)),
+        .with_annotations(annotations(true, false))
+        .with_output_schema(answers::run_schema()),
         handler(&deps, |deps, call| {
             Box::pin(async move { get_run(&deps, &call).await })
         }),
@@ -166,7 +188,8 @@ pub(crate) fn register(
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST}
             }, "additionalProperties": false}),
         )
-        .with_annotations(annotations(true, false)),
+        .with_annotations(annotations(true, false))
+        .with_output_schema(answers::run_list_schema()),
         handler(&deps, |deps, call| Box::pin(async move { list_runs(&deps, call).await })),
     )?;
     registry.register(
@@ -176,7 +199,8 @@ pub(crate) fn register(
              already ended keeps its outcome.",
             run_id,
         )
-        .with_annotations(annotations(false, true)),
+        .with_annotations(annotations(false, true))
+        .with_output_schema(answers::run_schema()),
         handler(&deps, |deps, call| Box::pin(async move { cancel_run(&deps, call).await })),
     )
 }
