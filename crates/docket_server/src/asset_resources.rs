@@ -270,24 +270,7 @@ mod tests {
     /// reads, and carries the signed download URL in its `_meta`.
     #[test]
     fn a_resource_link_carries_the_signed_download_url() {
-        let asset = docket_catalog::Asset {
-            id: "0123456789abcdef0123456789abcdef".into(),
-            owner: "alice".into(),
-            name: "orders".into(),
-            description: None,
-            tags: Vec::new(),
-            format: "csv".into(),
-            content_type: "text/csv".into(),
-            storage_key: "k".into(),
-            size_bytes: 3,
-            row_count: None,
-            connection: None,
-            tool: "trino_export".into(),
-            idempotency_key: None,
-            task_id: None,
-            call_id: None,
-            created_at: time::OffsetDateTime::UNIX_EPOCH,
-        };
+        let asset = crate::assets::sample_asset("orders", "csv");
         let url = "http://127.0.0.1:8080/assets/0123456789abcdef0123456789abcdef/content?expires=1";
         let ContentBlock::ResourceLink(link) = resource_link(&asset, url) else {
             panic!("a resource link");

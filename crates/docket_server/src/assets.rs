@@ -62,3 +62,27 @@ pub(crate) async fn visible_asset(
         Err(err) => Err(err.to_string()),
     }
 }
+
+/// A recorded asset for unit tests: `name` in `format`, owned by `alice`, with
+/// a fixed id and nothing else set.
+#[cfg(test)]
+pub(crate) fn sample_asset(name: &str, format: &str) -> Asset {
+    Asset {
+        id: "0123456789abcdef0123456789abcdef".into(),
+        owner: "alice".into(),
+        name: name.into(),
+        description: None,
+        tags: Vec::new(),
+        format: format.into(),
+        content_type: "text/csv".into(),
+        storage_key: "k".into(),
+        size_bytes: 0,
+        row_count: None,
+        connection: None,
+        tool: "trino_export".into(),
+        idempotency_key: None,
+        task_id: None,
+        call_id: None,
+        created_at: time::OffsetDateTime::UNIX_EPOCH,
+    }
+}

@@ -340,24 +340,7 @@ mod tests {
     use super::*;
 
     fn asset(name: &str, format: &str) -> Asset {
-        Asset {
-            id: "0123456789abcdef0123456789abcdef".into(),
-            owner: "alice".into(),
-            name: name.into(),
-            description: None,
-            tags: Vec::new(),
-            format: format.into(),
-            content_type: "text/csv".into(),
-            storage_key: "k".into(),
-            size_bytes: 0,
-            row_count: None,
-            connection: None,
-            tool: "trino_export".into(),
-            idempotency_key: None,
-            task_id: None,
-            call_id: None,
-            created_at: OffsetDateTime::UNIX_EPOCH,
-        }
+        crate::assets::sample_asset(name, format)
     }
 
     #[test]
