@@ -688,7 +688,9 @@ async fn next_page(
                 "Raise max_result_bytes, or export the result with trino_export.",
             );
         }
-        Err(error @ PageError::Unavailable(_)) => return CallToolResult::error(error.to_string()),
+        Err(error @ PageError::Unavailable(_)) => {
+            return Refusal::Unavailable.result(&error.to_string(), "Try again in a moment.");
+        }
     };
     // The persona's reach is checked again: access that ended, ends for the rest
     // of a result too.

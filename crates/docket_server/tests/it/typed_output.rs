@@ -16,7 +16,7 @@ use docket_storage::test_db::TestDatabase;
 use docket_trino_double::TrinoDouble;
 use serde_json::{Value, json};
 
-use crate::support::{StoredServer, TestServer, key_of, users};
+use crate::support::{StoredServer, TASKS, TestServer, key_of, users};
 use crate::upstream::Upstream;
 
 /// The server with every kind of tool registered, and what it stands on.
@@ -219,6 +219,12 @@ impl<'a> Checker<'a> {
             .era
             .request("tools/call", json!({"name": tool, "arguments": arguments}))
             .await;
+        self.check(tool, &result)
+    }
+
+    /// Checks one `CallToolResult` of `tool` (a direct answer, or a task's
+    /// result) and returns its `structuredContent`.
+    fn check(&mut self, tool: &str, result: &Value) -> Value {
         let era = self.era.name();
         let structured = result
             .get("structuredContent")
@@ -297,6 +303,14 @@ async fn exercise(checker: &mut Checker<'_>, suffix: &str) {
         .call("trino_query", json!({"sql": orders, "limit": 2}))
         .await;
     assert_eq!(cut["truncated"], true, "{cut}");
+    // The next page of the same result, read by its cursor.
+    let cursor = cut["cursor"]
+        .as_str()
+        .expect("a cut answer carries a cursor");
+    let next = checker
+        .call("trino_query", json!({"cursor": cursor, "limit": 2}))
+        .await;
+    assert_eq!(next["rows"][0][0], 3, "{next}");
     let refused = checker
         .call(
             "trino_query",
@@ -431,6 +445,24 @@ async fn every_tool_answers_what_its_output_schema_declares_in_both_eras() {
 
     let mut current = Checker::new(Era::Current(&f.server)).await;
     exercise(&mut current, "current").await;
+    // An export that runs as a task ends with the same result, held to the same
+    // schema, inside tasks/get.
+    let (_, created) = f
+        .server
+        .rpc(
+            "tools/call",
+            json!({"name": "trino_export", "arguments": {
+                "sql": "SELECT orderkey FROM memory.default.orders ORDER BY orderkey LIMIT 3",
+                "format": "json", "name": "orders-task"}}),
+        )
+        .capabilities(json!({"extensions": {TASKS: {}}}))
+        .header("x-api-key", &key_of("alice"))
+        .send()
+        .await;
+    let task_id = created["result"]["taskId"].as_str().expect("a task");
+    let task = f.server.wait_task_as("alice", task_id, "completed").await;
+    let exported = current.check("trino_export", &task["result"]);
+    assert_eq!(exported["row_count"], 3, "{exported}");
     current.every_tool_was_exercised();
 
     let session = Era::session(&f.server, "2025-11-25").await;
