@@ -456,7 +456,7 @@ where
             std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             |peer| peer.0.ip(),
         );
-        let (parts, bytes) = crate::portal::answer(app, portal, parts, body, peer)
+        let (parts, bytes) = crate::portal_routes::answer(app, portal, parts, body, peer)
             .await
             .into_parts();
         return hyper::Response::from_parts(parts, BodyExt::boxed_unsync(Full::new(bytes)));

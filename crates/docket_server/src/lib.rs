@@ -33,6 +33,7 @@ mod links;
 mod listen;
 mod oauth;
 mod portal;
+mod portal_routes;
 mod opener;
 mod reply;
 mod request;
