@@ -47,6 +47,8 @@ pub(crate) struct HttpDeps {
     pub(crate) exports: ExportsConfig,
     /// Where exports go, when assets are configured.
     pub(crate) assets: Option<Assets>,
+    /// The byte budget of inline answers (`max_result_bytes`).
+    pub(crate) results: crate::config::ResultsConfig,
 }
 
 impl HttpDeps {
@@ -210,7 +212,7 @@ pub(crate) fn scrubbed(connection: &HttpConnection, value: &Value) -> CallToolRe
     CallToolResult::structured(value)
 }
 
-fn request_schema(export: bool) -> Value {
+fn request_schema(export: bool, max_result_bytes: u64) -> Value {
     let mut properties = json!({
         "connection": {"type": "string", "minLength": 1, "maxLength": 128, "description": "An api connection (list_connections)."},
         "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]},
@@ -233,19 +235,17 @@ fn request_schema(export: bool) -> Value {
             );
         }
         required.push("name");
+    } else if let Some(properties) = properties.as_object_mut() {
+        properties.insert(
+            "max_result_bytes".into(),
+            json!({"type": "integer", "minimum": 1024, "maximum": max_result_bytes,
+                   "description": "The most bytes of body the answer holds (at most the connection's inline cap)."}),
+        );
     }
     json!({"type": "object", "properties": properties, "required": required,
            "additionalProperties": false})
 }
 
-/// The asset properties every export tool takes.
-pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
-    let properties = json!({
-        "name": {"type": "string", "minLength": 1, "maxLength": 128, "description": "Also the download file name."},
-        "description": {"type": "string", "maxLength": 2000},
-        "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
-        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
-    });
 /// What `api_invoke_endpoint` answers ([`describe_response`]); a body cut at the
 /// connection's cap may carry the continuation fields.
 fn invoke_schema() -> Value {
@@ -315,6 +315,14 @@ fn export_output_schema() -> Value {
     schema
 }
 
+/// The asset properties every export tool takes.
+pub(crate) fn export_properties() -> serde_json::Map<String, Value> {
+    let properties = json!({
+        "name": {"type": "string", "minLength": 1, "maxLength": 128, "description": "Also the download file name."},
+        "description": {"type": "string", "maxLength": 2000},
+        "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 50}},
+        "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 200}
+    });
     properties.as_object().cloned().unwrap_or_default()
 }
 
@@ -333,7 +341,7 @@ pub(crate) fn register(
              (JSON parsed, text inlined up to the connection's cap, binary bodies described, not \
              inlined), with pagination hints from Link rel=next or cursor fields. It never follows \
              pages or redirects.",
-            request_schema(false),
+            request_schema(false, deps.results.max_bytes),
         )
         .with_annotations(open_world_write())
         .with_output_schema(invoke_schema()),
@@ -351,7 +359,7 @@ pub(crate) fn register(
                  asset file, whatever the status (reported as upstream_status), and returns the asset's \
                  metadata and download URL, not the data. Runs as a task when the client declares the \
                  tasks extension.",
-                request_schema(true),
+                request_schema(true, deps.results.max_bytes),
             )
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
@@ -659,7 +667,7 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     );
     let response = match connection
         .client
-        .fetch(&request, connection.max_response_bytes, &call.cancel)
+        .fetch(&request, inline_cap(deps, connection, call), &call.cancel)
         .await
     {
         Ok(response) => response,
@@ -674,16 +682,29 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     recorder.finish(Ok(Some(response.status))).await;
     scrubbed(
         connection,
-        &describe_response(connection, &request, &response),
+        &describe_response(
+            connection,
+            &request,
+            &response,
+            inline_cap(deps, connection, call),
+        ),
     )
 }
 
 /// The inline answer: status, headers (no `Set-Cookie`), the body parsed as JSON,
 /// as text, or described when binary, and a pagination hint.
+/// The most body bytes an inline answer holds: the call's byte budget
+/// (`max_result_bytes`, else `results.default_bytes`), never past the connection's
+/// inline cap.
+fn inline_cap(deps: &HttpDeps, connection: &HttpConnection, call: &ToolCall) -> u64 {
+    crate::continuation::budget(&deps.results, &call.arguments).min(connection.max_response_bytes)
+}
+
 fn describe_response(
     connection: &HttpConnection,
     request: &ApiRequest,
     response: &ApiResponse,
+    cap: u64,
 ) -> Value {
     let mut headers = serde_json::Map::new();
     for (name, value) in &response.headers {
@@ -748,7 +769,7 @@ fn describe_response(
     }
     if response.truncated {
         result["note"] = Value::String(format!(
-            "the body is longer than the connection's inline cap of {} bytes and was cut there; use api_export for the whole body",
+            "the body is longer than the {cap} bytes an answer holds (max_result_bytes, at most the connection's inline cap of {} bytes) and was cut there; use api_export for the whole body",
             connection.max_response_bytes
         ));
     }

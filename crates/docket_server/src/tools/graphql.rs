@@ -38,7 +38,7 @@ use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSp
 /// The most pages `graphql_export` follows.
 const MAX_PAGES: u64 = 10_000;
 
-fn schema(export: bool) -> Value {
+fn schema(export: bool, max_result_bytes: u64) -> Value {
     let mut properties = json!({
         "connection": {"type": "string", "minLength": 1, "maxLength": 128, "description": "A graphql connection (list_connections)."},
         "query": {"type": "string", "minLength": 1, "maxLength": 100000, "description": "A GraphQL document: queries (and fragments) only."},
@@ -69,6 +69,12 @@ fn schema(export: bool) -> Value {
             );
         }
         required.extend(["name", "format"]);
+    } else if let Some(properties) = properties.as_object_mut() {
+        properties.insert(
+            "max_result_bytes".into(),
+            json!({"type": "integer", "minimum": 1024, "maximum": max_result_bytes,
+                   "description": "The most bytes of response the answer may hold (at most the connection's cap); a larger one is refused."}),
+        );
     }
     json!({"type": "object", "properties": properties, "required": required,
            "additionalProperties": false})
@@ -87,7 +93,7 @@ pub(crate) fn register(
             "graphql_query",
             "Runs one GraphQL query (no mutations or subscriptions) on a graphql connection and returns \
              its data and any GraphQL errors.",
-            schema(false),
+            schema(false, deps.results.max_bytes),
         )
         .with_annotations(ToolAnnotations {
             read_only_hint: Some(true),
@@ -111,7 +117,7 @@ pub(crate) fn register(
                  optionally following Relay cursor pagination (paginate) and writing the connection's \
                  nodes of every page; returns the asset's metadata and download URL, not the data. \
                  Runs as a task when the client declares the tasks extension.",
-                schema(true),
+                schema(true, deps.results.max_bytes),
             )
             .with_annotations(open_world_write())
             .with_task_support(TaskSupport::Optional)
@@ -127,12 +133,6 @@ pub(crate) fn register(
     Ok(())
 }
 
-/// A checked call: the connection, the operation, the request and the pagination.
-struct Prepared<'a> {
-    connection: &'a HttpConnection,
-    operation: Operation,
-    request: GraphqlRequest,
-    pagination: Option<Pagination>,
 /// What `graphql_query` answers, also when it is an error (no data, or a status
 /// that is not 2xx): the data, the GraphQL errors when there are any, and the
 /// continuation fields when a cut answer carries them.
@@ -168,6 +168,12 @@ fn export_output_schema() -> Value {
     schema
 }
 
+/// A checked call: the connection, the operation, the request and the pagination.
+struct Prepared<'a> {
+    connection: &'a HttpConnection,
+    operation: Operation,
+    request: GraphqlRequest,
+    pagination: Option<Pagination>,
 }
 
 fn prepare<'a>(
@@ -312,14 +318,12 @@ async fn query(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         call_record(call, &prepared, "graphql_query"),
     );
     let connection = prepared.connection;
-    let response = match execute(
-        &connection.client,
-        &prepared.request,
-        connection.max_response_bytes,
-        &call.cancel,
-    )
-    .await
-    {
+    // The call's byte budget, never past the connection's cap: a GraphQL response is
+    // one JSON document that means something only whole, so one larger than the
+    // budget is refused (TooLarge), not cut.
+    let cap = crate::continuation::budget(&deps.results, &call.arguments)
+        .min(connection.max_response_bytes);
+    let response = match execute(&connection.client, &prepared.request, cap, &call.cancel).await {
         Ok(response) => response,
         Err(err) => {
             fail(recorder, connection, &err).await;

@@ -68,6 +68,7 @@ pub(crate) fn register_platform_tools(
             connections: http_connections,
             exports: config.exports.clone(),
             assets: assets.clone(),
+            results: config.results.clone(),
         });
         api::register(registry, Arc::clone(&deps))?;
         graphql::register(registry, deps)?;

@@ -386,6 +386,20 @@ async fn pagination_hints_binary_bodies_and_the_inline_cap(backend: Backend) {
             .as_str()
             .is_some_and(|b| b.starts_with("0123456789abcdef,"))
     );
+
+    // A call's own byte budget cuts it shorter, as the cap does, and says so.
+    let mut budgeted = call("/big", json!({"bytes": 500_000}));
+    budgeted["max_result_bytes"] = json!(2048);
+    let small = f.result("alice", "api_invoke_endpoint", budgeted).await;
+    let small = structured(&small);
+    assert_eq!(small["truncated"], true, "{small}");
+    assert_eq!(small["size_bytes"], 2048);
+    assert!(
+        small["note"]
+            .as_str()
+            .is_some_and(|note| note.contains("max_result_bytes")),
+        "{small}"
+    );
 }
 
 async fn hostile_paths_and_caller_credentials_are_refused_before_any_request(backend: Backend) {
@@ -906,6 +920,20 @@ async fn graphql_queries_report_errors_and_documents_are_checked_before_io(backe
         structured(&hello)["data"],
         json!({"hello": "world"}),
         "{hello}"
+    );
+    // A response larger than the call's byte budget is refused whole, never cut: a
+    // GraphQL document means something only whole.
+    let many: String = (0..200).map(|n| format!(" a{n}: hello")).collect();
+    let too_large = f
+        .result(
+            "alice",
+            "graphql_query",
+            query(&format!("{{{many} }}"), json!({"max_result_bytes": 1024})),
+        )
+        .await;
+    assert!(
+        error_message(&too_large).contains("larger than 1024 bytes"),
+        "{too_large}"
     );
     assert_eq!(
         f.upstream.seen()[0].header("authorization"),
