@@ -177,7 +177,9 @@ impl Config {
             problems.push("storage.bucket: required when storage.kind is s3".into());
         }
         if self.storage.link_ttl.is_zero() || self.storage.link_ttl > super::schema::MAX_LINK_TTL {
-            problems.push("storage.link_ttl: must be longer than zero and at most 7d".into());
+            problems.push(
+                "storage.link_ttl: must be longer than zero and at most 168h (7 days)".into(),
+            );
         }
         let shares = &self.storage.shares;
         if shares.default_ttl.is_zero() || shares.max_ttl.is_zero() {
@@ -192,7 +194,7 @@ impl Config {
             );
         }
         if shares.max_ttl > super::schema::MAX_SHARE_TTL {
-            problems.push("storage.shares.max_ttl: must be at most 365d".into());
+            problems.push("storage.shares.max_ttl: must be at most 8760h (365 days)".into());
         }
         problems.extend(self.portal.problems(self.auth.oauth_server.is_some()));
         if self.server.max_connections == 0 {
@@ -685,6 +687,38 @@ mod tests {
             err.problems.iter().any(|p| p.starts_with("storage.bucket")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn link_lifetimes_are_bounded() {
+        let env = |_: &str| None;
+        let config = Config::from_yaml("{}\n", &env).expect("defaults");
+        assert_eq!(config.storage.link_ttl, Duration::from_secs(3600));
+        assert!(config.storage.shares.default_ttl <= config.storage.shares.max_ttl);
+        let config = Config::from_yaml(
+            "storage: { link_ttl: 168h, shares: { default_ttl: 1h, max_ttl: 8760h } }\n",
+            &env,
+        )
+        .expect("at the bounds");
+        assert_eq!(config.storage.link_ttl, MAX_LINK_TTL);
+        for (yaml, key) in [
+            ("storage: { link_ttl: 169h }\n", "storage.link_ttl"),
+            ("storage: { link_ttl: 0s }\n", "storage.link_ttl"),
+            (
+                "storage: { shares: { default_ttl: 240h, max_ttl: 24h } }\n",
+                "storage.shares.default_ttl",
+            ),
+            (
+                "storage: { shares: { max_ttl: 8761h } }\n",
+                "storage.shares.max_ttl",
+            ),
+        ] {
+            let err = Config::from_yaml(yaml, &env).expect_err(yaml);
+            assert!(
+                err.problems.iter().any(|problem| problem.starts_with(key)),
+                "{yaml}: {err}"
+            );
+        }
     }
 
     #[test]
