@@ -85,6 +85,9 @@ pub(super) struct XlsxEncoder<W: Write + Send> {
     sheet_bytes: u64,
     /// Reused for every cell that needs formatting.
     cell: String,
+    /// Set when the writer panicked: the workbook may be half-written and is not
+    /// touched again.
+    broken: bool,
 }
 
 impl<W: Write + Send> XlsxEncoder<W> {
@@ -127,6 +130,7 @@ impl<W: Write + Send> XlsxEncoder<W> {
             next_row: 1,
             sheet_bytes,
             cell: String::new(),
+            broken: false,
         })
     }
 
@@ -144,7 +148,16 @@ impl<W: Write + Send> XlsxEncoder<W> {
                 what: "rows below its header row",
             });
         }
-        guard(AssertUnwindSafe(|| self.write_rows_unguarded(rows)))
+        if self.broken {
+            return Err(FormatError::Misuse("the xlsx writer failed earlier"));
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.write_rows_unguarded(rows))) {
+            Ok(written) => written,
+            Err(_) => {
+                self.broken = true;
+                Err(panicked())
+            }
+        }
     }
 
     fn write_rows_unguarded(&mut self, rows: &[Vec<Value>]) -> Result<(), FormatError> {
@@ -182,28 +195,27 @@ impl<W: Write + Send> XlsxEncoder<W> {
     /// Assembles the package (the sheet copied from its temporary file, compressed)
     /// and writes all of it to the output.
     pub(super) fn finish(mut self) -> Result<W, FormatError> {
+        if self.broken {
+            return Err(FormatError::Misuse("the xlsx writer failed earlier"));
+        }
         let Self {
             workbook, output, ..
         } = &mut self;
-        guard(AssertUnwindSafe(|| {
+        catch_unwind(AssertUnwindSafe(|| {
             workbook.save_to_writer(&mut *output).map_err(xlsx_error)
-        }))?;
+        }))
+        .unwrap_or_else(|_| Err(panicked()))?;
         Ok(self.output)
     }
 }
 
-/// Runs `write`, turning a panic into an error: `rust_xlsxwriter` panics when its
-/// temporary file cannot be written (a full disk), and one export's failure must not
-/// unwind through the server. The workbook is not used again after an error: the
-/// writer is poisoned.
-fn guard<T>(
-    write: AssertUnwindSafe<impl FnOnce() -> Result<T, FormatError>>,
-) -> Result<T, FormatError> {
-    catch_unwind(write).unwrap_or_else(|_| {
-        Err(FormatError::Io(std::io::Error::other(
-            "the xlsx writer failed (its temporary file could not be written)",
-        )))
-    })
+/// The error for a panic inside the writer. `rust_xlsxwriter` panics when its
+/// temporary file cannot be written (a full disk); the panic is caught, so that one
+/// export's failure ends that export and does not unwind through the server.
+fn panicked() -> FormatError {
+    FormatError::Io(std::io::Error::other(
+        "the xlsx writer failed (its temporary file could not be written)",
+    ))
 }
 
 fn xlsx_error(error: XlsxError) -> FormatError {
