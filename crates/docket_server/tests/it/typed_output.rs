@@ -411,6 +411,26 @@ async fn exercise(checker: &mut Checker<'_>, suffix: &str) {
         .call("run_script", json!({"name": script, "wait_seconds": -1}))
         .await;
     assert!(queued["run_id"].is_string(), "{queued}");
+    let gone = format!("{script}-gone");
+    each(
+        checker,
+        vec![
+            manage(json!({"command": "update", "name": script, "description": "Typed."})),
+            manage(json!({"command": "patch", "name": script, "dry_run": true,
+                          "edits": [{"find": "print(", "replace": "print("}]})),
+            manage(json!({"command": "diff", "name": script, "from_version": 1, "to_version": 2})),
+            manage(json!({"command": "stats", "name": script})),
+            manage(json!({"command": "runs", "name": script})),
+            manage(json!({"command": "get_run", "run_id": run_id})),
+            manage(json!({"command": "schedule_set", "name": script, "cron": "@daily"})),
+            manage(json!({"command": "schedule_list"})),
+            manage(json!({"command": "schedule_disable", "name": script})),
+            manage(json!({"command": "schedule_enable", "name": script})),
+            manage(json!({"command": "create", "name": gone, "source": "print(3)"})),
+            manage(json!({"command": "delete", "name": gone})),
+        ],
+    )
+    .await;
 
     // The prompt library, and the reads of the run.
     let prompt = format!("typed-{suffix}");

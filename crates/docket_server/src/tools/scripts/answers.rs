@@ -231,6 +231,68 @@ pub(super) fn syntax_refusal(error: &docket_script::SyntaxError) -> ToolOutcome 
     ToolOutcome::Result(result)
 }
 
+/// The properties of [`script_json`]; `source` only when asked for.
+fn script_properties() -> Value {
+    use crate::tools::output::{any, boolean, count, string, time};
+    json!({
+        "id": string("The script's id."),
+        "name": string("Its name, unique per owner."),
+        "owner": string("Whose it is."),
+        "description": string("What it does."),
+        "params": any("Its declared parameters."),
+        "status": {"type": "string", "enum": ["active", "deprecated"]},
+        "enabled": boolean("Whether it may run."),
+        "version": count("Its newest version."),
+        "created_at": time("When it was created (RFC 3339)."),
+        "updated_at": time("When it last changed (RFC 3339)."),
+        "source": string("Its Starlark source (get)."),
+    })
+}
+
+/// What `manage_script` answers. Each command answers its own object, so this
+/// names and types the fields the commands answer (a script's, for `get`; the
+/// saved script, version and author for `create`, `update` and `patch`; the
+/// listings; a check) and leaves the rest (diffs, outlines, schedules, help) to
+/// the command; the text block carries the same JSON.
+pub(super) fn manage_schema() -> Value {
+    use crate::tools::output::{array, boolean, count, object, string};
+    let script = object(
+        script_properties(),
+        &["id", "name", "owner", "status", "enabled", "version"],
+    );
+    let mut properties = script_properties();
+    if let Some(properties) = properties.as_object_mut() {
+        properties.extend(
+            json!({
+                "script": script.clone(),
+                "author": string("Whose roles the saved version's runs act with."),
+                "message": string("What happened, or what to do next."),
+                "count": count("How many items the listing holds."),
+                "scripts": array(script, "The scripts, by name."),
+                "runs": array(run_schema(), "The runs, newest first."),
+                "deleted": boolean("Whether the script was deleted."),
+                "valid": boolean("Whether the source passed the checks."),
+                "checked": array(string("A check."), "What was checked."),
+                "not_checked": string("What only a run checks."),
+                "bytes": count("The source's size."),
+                "lines": count("The source's lines."),
+                // A script's status for the script commands, a run's for
+                // run_draft and get_run.
+                "status": string("The script's status (active, deprecated) or the run's."),
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        );
+    }
+    json!({
+        "type": "object",
+        "description": "Depends on the command; the fields named here have these types wherever \
+                        a command answers them.",
+        "properties": properties
+    })
+}
+
 pub(super) fn script_json(script: &Script, source: Option<&str>) -> Value {
     let mut value = json!({
         "id": script.id,

@@ -38,7 +38,7 @@ pub(crate) use run_tasks::RunTasks;
 use std::sync::Arc;
 
 use docket_protocol::tools::ToolAnnotations;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::registry::{RegistryError, TaskSupport, ToolCall, ToolRegistry, ToolSpec};
 
@@ -61,25 +61,6 @@ fn annotations(read_only: bool, destructive: bool) -> ToolAnnotations {
 /// (`Limits::max_source_bytes`, configurable) is checked where it is parsed, with
 /// its message; this is the outer bound that holds whatever it is set to.
 const MAX_SOURCE_INPUT_BYTES: usize = 4 * 1024 * 1024;
-
-/// What `manage_script` answers. Each command answers its own object (a script,
-/// a listing, a diff, a run, a schedule, the help), so the schema names the
-/// fields the commands share and leaves the rest open; the text block carries the
-/// same JSON.
-fn manage_schema() -> Value {
-    json!({
-        "type": "object",
-        "description": "Depends on the command: create, update, get, patch and validate answer a script \
-                        (id, name, owner, version, ...) or a check; list answers {count, scripts}; runs \
-                        answers {name, count, runs}; get_run and run_draft a run; diff, outline and stats \
-                        their reports; schedule_* a schedule or {count, schedules}; help the commands.",
-        "properties": {
-            "name": {"type": "string", "description": "The script the answer is about."},
-            "count": {"type": "integer", "minimum": 0, "description": "How many items a listing holds."},
-            "message": {"type": "string", "description": "What happened, or what to do next."}
-        }
-    })
-}
 
 /// Registers the script tools.
 pub(crate) fn register(
@@ -137,7 +118,7 @@ pub(crate) fn register(
             }, "required": ["command"], "additionalProperties": false}),
         )
         .with_annotations(annotations(false, true))
-        .with_output_schema(manage_schema()),
+        .with_output_schema(answers::manage_schema()),
         handler(&deps, |deps, call| Box::pin(async move { manage(&deps, call).await })),
     )?;
     registry.register(
