@@ -3,8 +3,8 @@
 // sent through Docket's authorization server to the team's OpenID provider (the real npm
 // oidc-provider of testing/oidc-provider), signs in with its login form, approves Docket's consent
 // page for the portal, and lands on the portal signed in. Then: the session cookie is HttpOnly
-// (no script sees it) and SameSite=Lax; a form another site posts to /portal/logout changes
-// nothing; the portal's own logout button ends the session, and /portal asks for a login again.
+// (no script sees it) and SameSite=Lax; a form another site posts to /portal/logout is refused
+// and changes nothing; the portal's own logout button ends the session, and /portal asks for a login again.
 // Screenshots of each step go to the artefacts folder.
 //
 //   node check.mjs DOCKET_BASE_URL ARTEFACTS_DIR
@@ -111,19 +111,18 @@ try {
   const visible = await page.evaluate(() => document.cookie);
   check(!visible.includes('docket_portal'), 'a script sees the session cookie');
 
-  // Another site's page posts a logout form (with a made-up token) to the portal. Its POST
-  // carries no session cookie (SameSite=Lax) and no valid token, so it logs nobody out: the
-  // session it aimed at still opens the portal. (The portal then sends that browser to log in,
-  // which the provider and the authorization server may grant at once: that is a new session of
-  // the browser's own, not the old one ended.)
+  // Another site's page posts a logout form (with a made-up token) to the portal: refused for
+  // its origin (and it carries no session cookie, SameSite=Lax, nor a valid token), and the session
+  // it aimed at still opens the portal.
   const other = await context.newPage();
   await other.setContent(
     `<form method="post" action="${base}/portal/logout"><input name="csrf" value="forged"></form>`,
   );
-  await Promise.all([
+  const [refused] = await Promise.all([
     other.waitForNavigation({ waitUntil: 'load', timeout: PAGE_TIMEOUT_MS }),
     other.locator('form').evaluate((form) => form.submit()),
   ]);
+  check(refused && refused.status() === 403, `the foreign form was answered ${refused && refused.status()}`);
   await shot(other, '4-after-foreign-form');
   await other.close();
   const still = await fetch(`${base}/portal`, {

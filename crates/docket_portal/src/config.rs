@@ -43,6 +43,17 @@ impl PortalConfig {
         format!("{}/portal/callback", self.base_url)
     }
 
+    /// The origin of the base URL (`scheme://host[:port]`), which a form
+    /// the portal served posts from.
+    #[must_use]
+    pub fn origin(&self) -> &str {
+        let after_scheme = self.base_url.find("://").map_or(0, |at| at + 3);
+        match self.base_url[after_scheme..].find('/') {
+            Some(slash) => &self.base_url[..after_scheme + slash],
+            None => &self.base_url,
+        }
+    }
+
     /// Whether cookies may go without `Secure`: only for plain http on a
     /// loopback host, where browsers would not send a `Secure` cookie back.
     #[must_use]

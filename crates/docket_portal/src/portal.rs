@@ -60,6 +60,22 @@ impl Portal {
         let (parts, body) = request.into_parts();
         let path = parts.uri.path();
         let query = parts.uri.query().unwrap_or_default();
+        // A POST from a page of another origin is refused before anything is
+        // read, whatever it carries: the CSRF token already stops it, and this
+        // says so without touching the session (browsers send `Origin` on
+        // every POST; one without it is not a browser's form).
+        if parts.method == Method::POST
+            && parts
+                .headers
+                .get(http::header::ORIGIN)
+                .is_some_and(|origin| origin.as_bytes() != state.config.origin().as_bytes())
+        {
+            return message(
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "This form was sent from another site.",
+            );
+        }
         match (&parts.method, path) {
             (&Method::GET, "/portal/login") => login::handle(state, query, now).await,
             (&Method::GET, "/portal/callback") => {

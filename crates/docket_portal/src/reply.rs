@@ -31,7 +31,10 @@ fn secured(mut reply: Reply) -> Reply {
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends
+    // `Origin: null` with the portal's own forms, which the origin check
+    // would refuse; other sites still get no referrer.
+    headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     reply
 }

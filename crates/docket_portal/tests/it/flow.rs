@@ -489,3 +489,43 @@ async fn unknown_paths_and_malformed_cookies_are_not_found_or_sent_to_log_in() {
         StatusCode::SEE_OTHER
     );
 }
+
+#[tokio::test]
+async fn a_post_from_another_origin_is_refused_even_with_the_token() {
+    let harness = Harness::new("https://docket.example/");
+    let session = harness.log_in(person("alice")).await;
+    let token = csrf_of(&body(&harness.get("/portal", &[&session]).await));
+    let post = |origin: &'static str| {
+        let request = Request::post("/portal/logout")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("cookie", session.clone())
+            .header("origin", origin)
+            .body(Bytes::from(format!("csrf={token}")))
+            .expect("request");
+        harness.portal.handle(request, &harness.server)
+    };
+    for origin in [
+        "https://evil.example",
+        "null",
+        "https://docket.example.evil.example",
+        "http://docket.example",
+    ] {
+        assert_eq!(
+            post(origin).await.status(),
+            StatusCode::FORBIDDEN,
+            "{origin}"
+        );
+        assert_eq!(
+            harness.get("/portal", &[&session]).await.status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        post("https://docket.example").await.status(),
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(
+        harness.get("/portal", &[&session]).await.status(),
+        StatusCode::SEE_OTHER
+    );
+}
