@@ -758,16 +758,53 @@ impl ApiClient {
         }
     }
 
+    /// [`ApiClient::fetch`], but a body longer than `cap` is not dropped past the
+    /// cut: what follows is handed back as a [`BodyRest`] to read on, unscrubbed
+    /// (the caller scrubs it, as it scrubs the cut part). Only the exchange up to
+    /// the cut runs within the call timeout; the reader of the rest sets its own.
+    ///
+    /// # Errors
+    /// As [`ApiClient::fetch`].
+    pub async fn fetch_continuing(
+        &self,
+        request: &ApiRequest,
+        cap: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(ApiResponse, Option<BodyRest>), ApiError> {
+        let exchange = async {
+            let response = self.send(request, cancel).await?;
+            self.read_capped_keeping_rest(response, cap, cancel).await
+        };
+        match tokio::time::timeout(self.call_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(ApiError::Timeout {
+                after: self.call_timeout,
+            }),
+        }
+    }
+
     pub(crate) async fn read_capped(
+        &self,
+        response: reqwest::Response,
+        cap: u64,
+        cancel: &CancellationToken,
+    ) -> Result<ApiResponse, ApiError> {
+        // The rest, when there is one, is dropped with its connection.
+        self.read_capped_keeping_rest(response, cap, cancel)
+            .await
+            .map(|(response, _)| response)
+    }
+
+    async fn read_capped_keeping_rest(
         &self,
         mut response: reqwest::Response,
         cap: u64,
         cancel: &CancellationToken,
-    ) -> Result<ApiResponse, ApiError> {
+    ) -> Result<(ApiResponse, Option<BodyRest>), ApiError> {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let mut body = BytesMut::new();
-        let mut truncated = false;
+        let mut rest = None;
         let cap = usize::try_from(cap).unwrap_or(usize::MAX);
         loop {
             let chunk = tokio::select! {
@@ -779,17 +816,53 @@ impl ApiClient {
             let room = cap.saturating_sub(body.len());
             if chunk.len() > room {
                 body.extend_from_slice(&chunk[..room]);
-                truncated = true;
+                rest = Some(BodyRest {
+                    pending: Some(chunk.slice(room..)),
+                    response,
+                    client: self.clone(),
+                });
                 break;
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(ApiResponse {
+        let response = ApiResponse {
             status,
             headers,
             body: body.freeze(),
-            truncated,
-        })
+            truncated: rest.is_some(),
+        };
+        Ok((response, rest))
+    }
+}
+
+/// The rest of a response body past the cut [`ApiClient::fetch_continuing`] made,
+/// read on chunk by chunk. Dropping it closes the connection.
+pub struct BodyRest {
+    response: reqwest::Response,
+    /// The part of the chunk that crossed the cut.
+    pending: Option<Bytes>,
+    client: ApiClient,
+}
+
+impl fmt::Debug for BodyRest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodyRest").finish_non_exhaustive()
+    }
+}
+
+impl BodyRest {
+    /// The next bytes of the body, `None` at its end.
+    ///
+    /// # Errors
+    /// [`ApiError::Transport`] when the body breaks off.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
+        if let Some(pending) = self.pending.take() {
+            return Ok(Some(pending));
+        }
+        self.response
+            .chunk()
+            .await
+            .map_err(|error| self.client.transport(&error))
     }
 }
 

@@ -6,6 +6,8 @@
 //! query again. A spool belongs to its caller and its tool, holds at most the
 //! export limits, and is deleted when read to its end or when it expires.
 
+mod body;
+mod chunks;
 mod cursor;
 mod reader;
 mod writer;
@@ -18,22 +20,12 @@ use docket_export::sink::ObjectSink;
 use serde_json::Value;
 use time::OffsetDateTime;
 
+pub(crate) use body::{BodySource, text_and_carry};
 pub(crate) use cursor::{Cursor, MAX_CURSOR_BYTES};
 pub(crate) use reader::{Page, PageError};
 pub(crate) use writer::RowSource;
 
 use crate::config::{ExportsConfig, ResultsConfig};
-
-/// Rows a chunk holds at most.
-const CHUNK_ROWS: usize = 1000;
-
-/// Bytes a chunk holds at most (it closes at the row that crosses this).
-const CHUNK_BYTES: usize = 1 << 20;
-
-/// The object key of chunk `index` of spool `id`.
-fn chunk_key(id: &str, index: u32) -> String {
-    format!("spools/{id}/{index:08}.jsonl")
-}
 
 /// The bytes a row takes in a page and in a spool: its JSON and a separator.
 pub(crate) fn row_bytes(row: &Value) -> u64 {
@@ -166,7 +158,12 @@ impl Continuation {
         max_rows: usize,
         max_bytes: u64,
     ) -> Result<Page, PageError> {
-        reader::read(self, owner, tool, cursor, max_rows, max_bytes).await
+        let spools = reader::Spools {
+            store: self.store.as_ref(),
+            sink: self.sink.as_ref(),
+            stale_after: self.stale_after,
+        };
+        reader::read(&spools, owner, tool, cursor, max_rows, max_bytes).await
     }
 
     /// Deletes up to `limit` expired spools and their chunks; how many.
@@ -179,23 +176,9 @@ impl Continuation {
             .take_expired_spools(OffsetDateTime::now_utc(), limit)
             .await?;
         for spool in &expired {
-            self.delete_chunks(&spool.id, spool.progress.chunks).await;
+            chunks::delete_chunks(self.sink.as_ref(), &spool.id, spool.progress.chunks).await;
         }
         Ok(u64::try_from(expired.len()).unwrap_or(u64::MAX))
-    }
-
-    /// Deletes the chunks of a spool whose row is gone (read to its end, or
-    /// expired). A chunk written after its row was taken (the writer still ran)
-    /// is left to the asset store's own cleanup of stray objects.
-    async fn delete_chunks(&self, id: &str, chunks: u32) {
-        for index in 0..chunks {
-            match self.sink.delete(&chunk_key(id, index)).await {
-                Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
-                Err(error) => {
-                    tracing::warn!(%error, spool = id, "could not delete a spool's chunk");
-                }
-            }
-        }
     }
 }
 

@@ -7,7 +7,19 @@ use futures_util::StreamExt as _;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{Continuation, Cursor, chunk_key};
+use docket_catalog::SpoolStore;
+use docket_export::sink::ObjectSink;
+
+use super::chunks::{chunk_key, delete_chunks};
+use super::cursor::Cursor;
+
+/// The spools a read reaches.
+pub(super) struct Spools<'a> {
+    pub(super) store: &'a dyn SpoolStore,
+    pub(super) sink: &'a dyn ObjectSink,
+    /// A filling spool not written for this long lost its replica.
+    pub(super) stale_after: Duration,
+}
 
 /// How long a read waits for rows a spool is still being filled with before it
 /// answers with what it has (possibly nothing) and the same cursor.
@@ -60,7 +72,7 @@ pub(crate) enum PageError {
 }
 
 pub(super) async fn read(
-    continuation: &Continuation,
+    continuation: &Spools<'_>,
     owner: &str,
     tool: &str,
     cursor: &str,
@@ -134,9 +146,7 @@ pub(super) async fn read(
         (true, SpoolState::Complete) => {
             // Read to its end: nobody needs it any more.
             if let Ok(Some(gone)) = continuation.store.delete_spool(&spool.id).await {
-                continuation
-                    .delete_chunks(&gone.id, gone.progress.chunks)
-                    .await;
+                delete_chunks(continuation.sink, &gone.id, gone.progress.chunks).await;
             }
             (None, None)
         }
@@ -195,7 +205,7 @@ pub(super) async fn read(
 }
 
 /// The spool `id`, or the one answer for every cursor that reaches nothing.
-async fn find(continuation: &Continuation, id: &str) -> Result<Spool, PageError> {
+async fn find(continuation: &Spools<'_>, id: &str) -> Result<Spool, PageError> {
     continuation
         .store
         .spool(id, OffsetDateTime::now_utc())
@@ -205,14 +215,14 @@ async fn find(continuation: &Continuation, id: &str) -> Result<Spool, PageError>
 }
 
 /// Whether the spool is still being filled by a replica that is there.
-fn filling(continuation: &Continuation, spool: &Spool) -> bool {
+fn filling(continuation: &Spools<'_>, spool: &Spool) -> bool {
     spool.progress.state == SpoolState::Filling
         && OffsetDateTime::now_utc() - spool.progress.updated_at < continuation.stale_after
 }
 
 /// The lines of chunk `index` of spool `id`.
 async fn read_chunk(
-    continuation: &Continuation,
+    continuation: &Spools<'_>,
     id: &str,
     index: u32,
 ) -> Result<Vec<String>, PageError> {

@@ -13,7 +13,7 @@ use docket_export::sink::ObjectSink;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::{CHUNK_BYTES, CHUNK_ROWS, chunk_key};
+use super::chunks::{CHUNK_BYTES, CHUNK_ROWS, chunk_key};
 
 /// How often a filling spool's row is stamped while no chunk is written.
 pub(super) const BEAT: Duration = Duration::from_secs(5);

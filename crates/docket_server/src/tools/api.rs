@@ -49,6 +49,8 @@ pub(crate) struct HttpDeps {
     pub(crate) assets: Option<Assets>,
     /// The byte budget of inline answers (`max_result_bytes`).
     pub(crate) results: crate::config::ResultsConfig,
+    /// Where the rest of a cut body is kept, when spools are configured.
+    pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
 }
 
 impl HttpDeps {
@@ -236,6 +238,14 @@ fn request_schema(export: bool, max_result_bytes: u64) -> Value {
         }
         required.push("name");
     } else if let Some(properties) = properties.as_object_mut() {
+        // With a cursor, a call reads on in a body already fetched: it names the
+        // connection, and the method and path are the first call's.
+        required.retain(|key| *key == "connection");
+        properties.insert(
+            "cursor".into(),
+            json!({"type": "string", "minLength": 1, "maxLength": crate::continuation::MAX_CURSOR_BYTES,
+                   "description": "The cursor of an earlier, cut answer: returns what follows in its body. Send it with the connection only."}),
+        );
         properties.insert(
             "max_result_bytes".into(),
             json!({"type": "integer", "minimum": 1024, "maximum": max_result_bytes,
@@ -348,7 +358,14 @@ pub(crate) fn register(
         HttpTool {
             deps: Arc::clone(&deps),
             run: |deps, call| Box::pin(invoke(deps, call)),
-            check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
+            // A cursor continues a body already fetched: its route is checked
+            // again when its page is read.
+            check: |deps, arguments, persona| {
+                if arguments.contains_key("cursor") {
+                    return None;
+                }
+                prepare(deps, arguments, persona).err()
+            },
         },
     )?;
     if deps.assets.is_some() {
@@ -446,6 +463,12 @@ fn prepare<'a>(
 }
 
 fn request_from(arguments: &JsonObject) -> Result<ApiRequest, CallToolResult> {
+    if !(arguments.contains_key("method") && arguments.contains_key("path")) {
+        return Err(Refusal::InvalidArguments.result(
+            "send method and path, or the cursor of an earlier answer",
+            "Name the endpoint with method and path.",
+        ));
+    }
     let text = |key: &str| {
         arguments
             .get(key)
@@ -653,6 +676,9 @@ async fn write_record(assets: &Assets, mut record: NewCallRecord) {
 }
 
 async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
+    if let Some(cursor) = call.arguments.get("cursor").and_then(Value::as_str) {
+        return next_body_page(deps, call, cursor).await;
+    }
     let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
@@ -665,12 +691,22 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         deps.assets.as_ref(),
         call_record(call, connection, "api_invoke_endpoint", statement(&request)),
     );
-    let response = match connection
-        .client
-        .fetch(&request, inline_cap(deps, connection, call), &call.cancel)
-        .await
-    {
-        Ok(response) => response,
+    let cap = inline_cap(deps, connection, call);
+    let fetched = match &deps.continuation {
+        Some(_) => {
+            connection
+                .client
+                .fetch_continuing(&request, cap, &call.cancel)
+                .await
+        }
+        None => connection
+            .client
+            .fetch(&request, cap, &call.cancel)
+            .await
+            .map(|response| (response, None)),
+    };
+    let (mut response, rest) = match fetched {
+        Ok(fetched) => fetched,
         Err(err) => {
             recorder
                 .fail(matches!(err, ApiError::Cancelled), err.to_string())
@@ -680,19 +716,147 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     };
     recorder.row.bytes = i64::try_from(response.body.len()).ok();
     recorder.finish(Ok(Some(response.status))).await;
-    scrubbed(
-        connection,
-        &describe_response(
-            connection,
-            &request,
-            &response,
-            inline_cap(deps, connection, call),
-        ),
-    )
+    let textual = response.content_type().as_deref().is_none_or(is_textual);
+    let kept = match (rest, &deps.continuation) {
+        (Some(rest), Some(continuation)) if textual => {
+            // One scrub over the cut part and the rest, so a secret split between
+            // them is found; the part answered ends at a whole character.
+            let mut scrubber = connection.client.scrubber().stream();
+            let settled = scrubber.push(&response.body);
+            let (text, carry) = crate::continuation::text_and_carry(&settled);
+            response.body = bytes::Bytes::from(text);
+            let head = describe_response(connection, &request, &response, cap);
+            let head = json!([{
+                "method": head["method"], "path": head["path"], "status": head["status"],
+                "ok": head["ok"], "content_type": head["content_type"], "headers": head["headers"],
+            }]);
+            Some(
+                continuation
+                    .keep_rest(
+                        &call.identity.subject,
+                        "api_invoke_endpoint",
+                        &connection.name,
+                        head,
+                        None,
+                        Vec::new(),
+                        Box::new(crate::continuation::BodySource::new(rest, scrubber, carry)),
+                    )
+                    .await,
+            )
+        }
+        _ => None,
+    };
+    let mut result = describe_response(connection, &request, &response, cap);
+    match kept {
+        Some(Ok(cursor)) => {
+            result["cursor"] = Value::String(cursor.encode());
+            result["note"] = Value::String(format!(
+                "the body is longer than the {cap} bytes an answer holds (max_result_bytes) and was cut \
+                 there; call \
+                 api_invoke_endpoint with this cursor (and the connection) for what follows, \
+                 or use api_export for the whole body"
+            ));
+        }
+        Some(Err(not_kept)) => {
+            result["note"] = Value::String(format!(
+                "the body is longer than the {cap} bytes an answer holds (max_result_bytes) and was cut \
+                 there; \
+                 {not_kept}; use api_export for the whole body"
+            ));
+        }
+        None => {}
+    }
+    scrubbed(connection, &result)
 }
 
-/// The inline answer: status, headers (no `Set-Cookie`), the body parsed as JSON,
-/// as text, or described when binary, and a pagination hint.
+/// What follows a cut body, from the spool its cursor names.
+async fn next_body_page(deps: &HttpDeps, call: &ToolCall, cursor: &str) -> CallToolResult {
+    let Some(continuation) = &deps.continuation else {
+        return Refusal::NotConfigured.result(
+            "this server keeps no continuations",
+            "Call the endpoint again, or use api_export for the whole body.",
+        );
+    };
+    let connection = match deps.connection(&call.arguments, ConnectionKind::Api) {
+        Ok(connection) => connection,
+        Err(refusal) => return refusal,
+    };
+    let budget = inline_cap(deps, connection, call);
+    let unknown = || {
+        Refusal::NotFound.result(
+            &crate::continuation::PageError::Unknown.to_string(),
+            "Call the endpoint again.",
+        )
+    };
+    let page = match continuation
+        .page(
+            &call.identity.subject,
+            "api_invoke_endpoint",
+            cursor,
+            usize::MAX,
+            budget,
+        )
+        .await
+    {
+        Ok(page) => page,
+        Err(
+            error @ (crate::continuation::PageError::Unknown
+            | crate::continuation::PageError::PastEnd),
+        ) => {
+            return Refusal::NotFound.result(&error.to_string(), "Call the endpoint again.");
+        }
+        Err(error @ crate::continuation::PageError::RowTooLarge(_)) => {
+            return Refusal::InvalidArguments.result(
+                &error.to_string(),
+                "Raise max_result_bytes, or use api_export for the whole body.",
+            );
+        }
+        Err(error) => {
+            return Refusal::Unavailable.result(&error.to_string(), "Try again in a moment.");
+        }
+    };
+    let head = &page.columns[0];
+    // The connection named must be the body's, and the persona's reach is checked
+    // again: access that ended, ends for the rest of a body too.
+    let still_allowed = page.connection == connection.name
+        && call.persona.may_use_connection(&page.connection)
+        && call
+            .persona
+            .check_api_route(
+                &page.connection,
+                head["method"].as_str().unwrap_or_default(),
+                head["path"].as_str().unwrap_or_default(),
+            )
+            .is_ok();
+    if !still_allowed {
+        return unknown();
+    }
+    let body: String = page.rows.iter().filter_map(Value::as_str).collect();
+    let mut result = json!({
+        "connection": page.connection,
+        "method": head["method"],
+        "path": head["path"],
+        "status": head["status"],
+        "ok": head["ok"],
+        "content_type": head["content_type"],
+        "headers": head["headers"],
+        "size_bytes": body.len(),
+        "truncated": page.next.is_some(),
+        "body": body,
+        "pagination": null,
+    });
+    if let Some(next) = &page.next {
+        result["cursor"] = Value::String(next.encode());
+    }
+    if let Some((_, bytes)) = page.remaining {
+        result["remaining_bytes"] = json!(bytes);
+    }
+    if let Some(note) = page.note {
+        result["note"] = Value::String(note.replace("trino_export", "api_export"));
+    }
+    scrubbed(connection, &result)
+}
+
 /// The most body bytes an inline answer holds: the call's byte budget
 /// (`max_result_bytes`, else `results.default_bytes`), never past the connection's
 /// inline cap.
@@ -700,6 +864,8 @@ fn inline_cap(deps: &HttpDeps, connection: &HttpConnection, call: &ToolCall) -> 
     crate::continuation::budget(&deps.results, &call.arguments).min(connection.max_response_bytes)
 }
 
+/// The inline answer: status, headers (no `Set-Cookie`), the body parsed as JSON,
+/// as text, or described when binary, and a pagination hint.
 fn describe_response(
     connection: &HttpConnection,
     request: &ApiRequest,

@@ -69,6 +69,7 @@ pub(crate) fn register_platform_tools(
             exports: config.exports.clone(),
             assets: assets.clone(),
             results: config.results.clone(),
+            continuation: continuation.clone(),
         });
         api::register(registry, Arc::clone(&deps))?;
         graphql::register(registry, deps)?;

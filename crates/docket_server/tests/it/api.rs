@@ -380,7 +380,11 @@ async fn pagination_hints_binary_bodies_and_the_inline_cap(backend: Backend) {
         .await;
     let big = structured(&big);
     assert_eq!(big["truncated"], true, "{big}");
-    assert_eq!(big["size_bytes"], 64 * 1024);
+    // Up to the cap, less what the scrub holds back for the rest (a secret split at
+    // the cut is found whole there): the rest is read on by the cursor.
+    let size = big["size_bytes"].as_u64().expect("a size");
+    assert!((64 * 1024 - 64..=64 * 1024).contains(&size), "{size}");
+    assert!(big["cursor"].is_string(), "{big}");
     assert!(
         big["body"]
             .as_str()
@@ -393,7 +397,8 @@ async fn pagination_hints_binary_bodies_and_the_inline_cap(backend: Backend) {
     let small = f.result("alice", "api_invoke_endpoint", budgeted).await;
     let small = structured(&small);
     assert_eq!(small["truncated"], true, "{small}");
-    assert_eq!(small["size_bytes"], 2048);
+    let size = small["size_bytes"].as_u64().expect("a size");
+    assert!((2048 - 64..=2048).contains(&size), "{size}");
     assert!(
         small["note"]
             .as_str()

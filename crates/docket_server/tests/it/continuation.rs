@@ -348,3 +348,78 @@ proptest! {
         });
     }
 }
+
+/// A secret of the API connection that the upstream echoes back.
+const SECRET: &str = "Zq7WvX3kPm9TnB2rLs4Y";
+
+/// An `api_invoke_endpoint` body cut at its byte budget reads on by its cursor on
+/// another replica; the pages put together are the body, and the connection's
+/// secret is scrubbed wherever the cuts fall, even one through the secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_body_reads_on_and_no_secret_crosses_a_cut() {
+    let upstream = crate::upstream::Upstream::start().await;
+    let database = Backend::Sqlite.database().await.expect("SQLite");
+    let yaml = format!(
+        "connections:\n  keyed: {{ kind: api, base_url: \"{}\", auth: {{ api_key: {{ header: X-API-Key, value: \"{SECRET}\" }} }} }}\n\
+         personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
+        upstream.url("/v1")
+    );
+    let mut config = Config::from_yaml(&yaml, &|_| None).expect("config");
+    config.auth = users(&[("alice", &["analyst"]), ("bob", &["analyst"])]);
+    let files = std::env::temp_dir().join(format!(
+        "docket-spools-{}",
+        docket_catalog::generate_id().expect("id")
+    ));
+    let a = replica(&config, &database, &files).await;
+    let b = replica(&config, &database, &files).await;
+    let call = |server: &TestServer, arguments: Value| {
+        let request = server
+            .rpc(
+                "tools/call",
+                json!({"name": "api_invoke_endpoint", "arguments": arguments}),
+            )
+            .header("x-api-key", &key_of("alice"));
+        async move {
+            let (status, body) = request.send().await;
+            assert_eq!(status, 200, "{body}");
+            assert!(body["result"]["isError"] != true, "{body}");
+            body["result"]["structuredContent"].clone()
+        }
+    };
+    // Headers are echoed sorted by name: the padding puts the secret near the end.
+    let echo = |budget: u64| {
+        json!({"connection": "keyed", "method": "GET", "path": "/echo",
+               "headers": {"A-Pad": "p".repeat(1500)}, "max_result_bytes": budget})
+    };
+    let whole = call(&a, echo(1_000_000)).await;
+    assert_eq!(whole["truncated"], false);
+    assert!(!whole.to_string().contains(SECRET));
+    // The body is about 1.6 KiB with the secret near its end: the cuts fall before
+    // it, through it and after it.
+    let size = whole["size_bytes"].as_u64().expect("a size");
+    for budget in (size - 260..size - 4).step_by(7) {
+        let first = call(&a, echo(budget)).await;
+        assert_eq!(first["truncated"], true, "{first}");
+        let mut pages = vec![first["body"].as_str().expect("text").to_owned()];
+        let mut next = first["cursor"].as_str().map(str::to_owned);
+        while let Some(cursor) = next {
+            let page = call(
+                &b,
+                json!({"connection": "keyed", "cursor": cursor, "max_result_bytes": budget}),
+            )
+            .await;
+            assert_eq!(page["status"], 200);
+            pages.push(page["body"].as_str().expect("text").to_owned());
+            next = page["cursor"].as_str().map(str::to_owned);
+        }
+        for page in &pages {
+            for window in SECRET.as_bytes().windows(4) {
+                let window = std::str::from_utf8(window).expect("ascii");
+                assert!(!page.contains(window), "a piece of the secret in {page}");
+            }
+        }
+        let body: Value = serde_json::from_str(&pages.concat()).expect("the pages are the body");
+        assert_eq!(body, whole["body"], "budget {budget}");
+    }
+    let _ = std::fs::remove_dir_all(&files);
+}
