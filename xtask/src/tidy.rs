@@ -27,7 +27,12 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_catalog", &[]),
     (
         "docket_storage",
-        &["docket_task", "docket_catalog", "docket_oauth", "docket_portal"],
+        &[
+            "docket_task",
+            "docket_catalog",
+            "docket_oauth",
+            "docket_portal",
+        ],
     ),
     // The Trino double is a dev-dependency only (see DEV_ONLY_PACKAGES).
     ("docket_export", &["docket_trino_double"]),

@@ -32,9 +32,9 @@ mod legacy;
 mod links;
 mod listen;
 mod oauth;
+mod opener;
 mod portal;
 mod portal_routes;
-mod opener;
 mod reply;
 mod request;
 mod retention;
@@ -56,10 +56,10 @@ pub use features::{
     ResourceReader, ResourceSpec, ResourceTemplateSpec,
 };
 pub use http::{Background, Body, MCP_PATH, McpService, serve};
+pub use portal::{PORTAL_CLIENT_ID, PortalSection};
 pub use registry::{
     InputRound, Logger, Progress, TaskSupport, ToolCall, ToolError, ToolOutcome, ToolSpec,
 };
-pub use portal::{PORTAL_CLIENT_ID, PortalSection};
 pub use retention::{RetentionAges, RetentionReport};
 pub use state::{App, SERVER_NAME};
 pub use tasks::{CALL_TASK_IDS, FoundTask, TaskSource};

@@ -11,17 +11,17 @@ mod database_url;
 mod error;
 mod links;
 mod oauth;
-#[cfg(any(feature = "postgres", feature = "sqlite"))]
-mod portal;
-mod spools;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+mod portal;
 #[cfg(all(feature = "testing", feature = "postgres"))]
 pub mod probe;
 mod retention;
 mod rows;
 mod scripts;
 mod shared;
+mod spools;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(all(feature = "testing", feature = "sqlite"))]

@@ -39,7 +39,11 @@ pub(super) fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError>
         "slept_seconds": {"type": "number", "minimum": 0, "description": "How long it waited."}
     })));
     registry.register(spec, |call: ToolCall| async move {
-        let seconds = call.arguments.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+        let seconds = call
+            .arguments
+            .get("seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
         let total = Duration::from_secs_f64(seconds);
         let started = tokio::time::Instant::now();
         let mut ticker = tokio::time::interval(Duration::from_millis(250));
@@ -64,6 +68,8 @@ pub(super) fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError>
                 }
             }
         }
-        ToolOutcome::Result(CallToolResult::structured(json!({ "slept_seconds": seconds })))
+        ToolOutcome::Result(CallToolResult::structured(
+            json!({ "slept_seconds": seconds }),
+        ))
     })
 }

@@ -15,12 +15,12 @@ mod listen;
 mod migrations;
 mod oauth;
 mod portal;
-mod spools;
 mod principals;
 mod prompts;
 mod schedules;
 mod scripts;
 mod sessions;
+mod spools;
 mod tasks;
 
 use std::time::Duration;

@@ -26,12 +26,12 @@ mod links;
 mod migrations;
 mod oauth;
 mod portal;
-mod spools;
 mod principals;
 mod prompts;
 mod schedules;
 mod scripts;
 mod sessions;
+mod spools;
 mod sql;
 mod tasks;
 
