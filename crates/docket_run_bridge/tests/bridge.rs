@@ -550,10 +550,14 @@ async fn a_run_starts_only_with_what_its_owner_still_holds(h: Harness) {
     let gone = h.queue(&idle, "ok").await;
     let reclaimed = h.queue(&idle, "ok").await;
     // A worker takes the second run and dies with it while the owner still exists.
+    // It takes the first on the way (the oldest due run comes first); its lease is
+    // long enough that the first is not due again while the loop runs, however
+    // loaded the machine (a short one had it reclaimed over and over, past the
+    // reclaim limit), and short enough for the survivor to take both soon after.
     patiently("the dead worker's claim", async {
         while h
             .store
-            .claim("dead-replica/w0", Duration::from_millis(20), u32::MAX)
+            .claim("dead-replica/w0", Duration::from_secs(3), u32::MAX)
             .await
             .expect("claim")
             .is_none_or(|claimed| claimed.id != reclaimed.id)
