@@ -97,6 +97,38 @@ impl Traced {
         }
     }
 
+    /// Waits until `mcp.server.session.duration` has arrived with one session of
+    /// `version` in a point.
+    async fn session_ended_once(&self, version: &str) {
+        let metrics = self
+            .collector
+            .wait_for_metrics(
+                |metrics| {
+                    metrics
+                        .iter()
+                        .any(|metric| metric.name == "mcp.server.session.duration")
+                },
+                ARRIVAL,
+            )
+            .await
+            .expect("mcp.server.session.duration arrives");
+        let sessions = metrics
+            .iter()
+            .find(|metric| metric.name == "mcp.server.session.duration")
+            .expect("the metric");
+        assert!(
+            sessions.points.iter().any(|point| {
+                point
+                    .attributes
+                    .get("mcp.protocol.version")
+                    .and_then(OtlpValue::as_str)
+                    == Some(version)
+                    && point.count == Some(1)
+            }),
+            "{sessions:?}"
+        );
+    }
+
     /// Sends what is left and stops.
     async fn stop(mut self) {
         if let Some(telemetry) = self.telemetry.take() {
@@ -960,30 +992,7 @@ async fn an_earlier_era_session_is_named_by_digest_and_its_duration_recorded() {
             assert!(!format!("{value:?}").contains(&session), "{span:?}");
         }
     }
-    let metrics = traced
-        .collector
-        .wait_for_metrics(
-            |metrics| {
-                metrics
-                    .iter()
-                    .any(|metric| metric.name == "mcp.server.session.duration")
-            },
-            ARRIVAL,
-        )
-        .await
-        .expect("mcp.server.session.duration arrives");
-    let sessions = metrics
-        .iter()
-        .find(|metric| metric.name == "mcp.server.session.duration")
-        .expect("the metric");
-    assert!(sessions.points.iter().any(|point| {
-        point
-            .attributes
-            .get("mcp.protocol.version")
-            .and_then(OtlpValue::as_str)
-            == Some("2025-11-25")
-            && point.count == Some(1)
-    }));
+    traced.session_ended_once("2025-11-25").await;
     traced.stop().await;
 }
 
@@ -1013,33 +1022,7 @@ async fn a_session_ended_by_the_idle_sweep_records_its_duration() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(a.server.app.end_idle_sessions().await, 1);
     assert_eq!(a.server.app.end_idle_sessions().await, 0, "ended once");
-    let metrics = traced
-        .collector
-        .wait_for_metrics(
-            |metrics| {
-                metrics
-                    .iter()
-                    .any(|metric| metric.name == "mcp.server.session.duration")
-            },
-            ARRIVAL,
-        )
-        .await
-        .expect("mcp.server.session.duration arrives");
-    let sessions = metrics
-        .iter()
-        .find(|metric| metric.name == "mcp.server.session.duration")
-        .expect("the metric");
-    assert!(
-        sessions.points.iter().any(|point| {
-            point
-                .attributes
-                .get("mcp.protocol.version")
-                .and_then(OtlpValue::as_str)
-                == Some("2025-06-18")
-                && point.count == Some(1)
-        }),
-        "{sessions:?}"
-    );
+    traced.session_ended_once("2025-06-18").await;
     traced.stop().await;
 }
 
