@@ -138,8 +138,20 @@ impl Continuation {
             max_bytes: self.exports.max_bytes,
             deadline: self.exports.default_timeout,
         };
-        tokio::spawn(tracing::Instrument::in_current_span(
+        // A span of its own that follows from the request, never a child of it: a
+        // child would hold the request's span open (and unexported) for as long as
+        // the spool fills, which may be long after the answer left.
+        let span = tracing::info_span!(
+            parent: None,
+            "spool_fill",
+            otel.name = "result spool fill",
+            otel.kind = "internal",
+            "docket.spool.tool" = tool,
+        );
+        span.follows_from(tracing::Span::current());
+        tokio::spawn(tracing::Instrument::instrument(
             writer.fill(first, source),
+            span,
         ));
         Ok(Cursor::start(id))
     }
