@@ -22,7 +22,6 @@ use docket_protocol::tools::{CallToolResult, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::assets::asset_result;
-use crate::continuation::PageError;
 use super::exporting::{
     AssetFields, ExportIds, ExportStart, begin_upload, configured, file_name, human_bytes,
     open_world_write, save_asset, start_export,
@@ -33,6 +32,7 @@ use super::output::{
 use crate::assets::Assets;
 use crate::config::ExportsConfig;
 use crate::connections::{ConsentMode, TrinoConnection};
+use crate::continuation::PageError;
 use crate::refusal::Refusal;
 use crate::registry::{
     Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
@@ -214,7 +214,7 @@ pub(crate) fn register(
         registry.register(
             ToolSpec::new(
                 "trino_export",
-                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet) and \
+                "Exports the result of one read-only statement to an asset file (csv, json, jsonl, parquet, or xlsx: a spreadsheet of at most 1 048 575 rows) and \
                  returns the asset's metadata and download URL, not the data. Validate the query with trino_query \
                  and a small LIMIT first. Runs as a task when the client declares the tasks extension.",
                 json!({"type": "object", "properties": {
@@ -695,10 +695,7 @@ async fn next_page(
     // The persona's reach is checked again: access that ended, ends for the rest
     // of a result too.
     if !call.persona.may_use_connection(&page.connection) {
-        return Refusal::NotFound.result(
-            &PageError::Unknown.to_string(),
-            "Run the query again.",
-        );
+        return Refusal::NotFound.result(&PageError::Unknown.to_string(), "Run the query again.");
     }
     let mut result = json!({
         "connection": page.connection,
@@ -880,8 +877,10 @@ async fn export(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
     {
         Some(Ok(format)) if format.is_available() => format,
         _ => {
-            return Refusal::InvalidArguments
-                .result("unsupported format", "Use csv, json, jsonl or parquet.");
+            return Refusal::InvalidArguments.result(
+                "unsupported format",
+                "Use csv, json, jsonl, parquet or xlsx.",
+            );
         }
     };
     let connection = match deps.connection(arguments) {
