@@ -43,6 +43,7 @@ async fn replicas(backend: Backend, extra: &str) -> Option<Replicas> {
     let yaml = format!(
         "connections:\n  warehouse: {{ kind: trino, url: \"{}\", user: docket, catalog: synthetic, schema: big }}\n\
          consent: {{ trino: {{ row_threshold: 1000000000000 }} }}\n\
+         rate_limit: {{ requests_per_minute: 1000000, burst: 100000 }}\n\
          personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n{extra}",
         double.url()
     );
@@ -320,7 +321,7 @@ proptest! {
     fn pages_concatenated_are_the_whole_result(
         rows_in_result in 1u64..1500,
         first_limit in 1u64..200,
-        page_limit in 1u64..400,
+        page_limit in 10u64..400,
         budget in prop::option::of(1024u64..20_000),
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -361,6 +362,7 @@ async fn a_cut_body_reads_on_and_no_secret_crosses_a_cut() {
     let database = Backend::Sqlite.database().await.expect("SQLite");
     let yaml = format!(
         "connections:\n  keyed: {{ kind: api, base_url: \"{}\", auth: {{ api_key: {{ header: X-API-Key, value: \"{SECRET}\" }} }} }}\n\
+         rate_limit: {{ requests_per_minute: 1000000, burst: 100000 }}\n\
          personas:\n  analyst: {{ roles: [analyst], tools: {{ allow: [\"*\"] }}, connections: {{ allow: [\"*\"] }} }}\n",
         upstream.url("/v1")
     );
