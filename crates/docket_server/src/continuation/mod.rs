@@ -32,6 +32,20 @@ pub(crate) fn row_bytes(row: &Value) -> u64 {
     u64::try_from(row.to_string().len()).unwrap_or(u64::MAX) + 1
 }
 
+/// The answer whose rest a spool keeps.
+pub(crate) struct CutAnswer<'a> {
+    /// Who may read it: the caller.
+    pub(crate) owner: &'a str,
+    /// The tool whose answer it continues.
+    pub(crate) tool: &'static str,
+    /// The connection the call used.
+    pub(crate) connection: &'a str,
+    /// What every page repeats: a query's columns, a response's head.
+    pub(crate) columns: Value,
+    /// The upstream's id of the query, when it gave one.
+    pub(crate) source_id: Option<String>,
+}
+
 /// Spools and what they are kept in, with the limits that bound them.
 pub(crate) struct Continuation {
     store: Arc<dyn SpoolStore>,
@@ -81,7 +95,7 @@ impl Continuation {
         }
     }
 
-    /// Starts keeping the rest of a cut answer of `tool` for `owner`: `first`
+    /// Starts keeping the rest of the `cut` answer for its caller: `first`
     /// (the rows read past the cut) and then whatever `source` still yields go
     /// into a new spool, on a task of their own that outlives the request; the
     /// cursor of its start.
@@ -90,11 +104,7 @@ impl Continuation {
     /// [`NotKept`] when the spool could not be made; `source` is stopped then.
     pub(crate) async fn keep_rest(
         &self,
-        owner: &str,
-        tool: &str,
-        connection: &str,
-        columns: Value,
-        source_id: Option<String>,
+        cut: CutAnswer<'_>,
         first: Vec<Value>,
         source: Box<dyn RowSource>,
     ) -> Result<Cursor, NotKept> {
@@ -104,11 +114,11 @@ impl Continuation {
             let created_at = OffsetDateTime::now_utc();
             let spool = NewSpool {
                 id: id.clone(),
-                owner: owner.to_owned(),
-                tool: tool.to_owned(),
-                connection: connection.to_owned(),
-                columns,
-                source_id,
+                owner: cut.owner.to_owned(),
+                tool: cut.tool.to_owned(),
+                connection: cut.connection.to_owned(),
+                columns: cut.columns,
+                source_id: cut.source_id,
                 created_at,
                 expires_at: created_at + self.results.continuation_ttl,
             };
@@ -146,7 +156,7 @@ impl Continuation {
             "spool_fill",
             otel.name = "result spool fill",
             otel.kind = "internal",
-            "docket.spool.tool" = tool,
+            "docket.spool.tool" = cut.tool,
         );
         span.follows_from(tracing::Span::current());
         tokio::spawn(tracing::Instrument::instrument(

@@ -733,11 +733,13 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
             Some(
                 continuation
                     .keep_rest(
-                        &call.identity.subject,
-                        "api_invoke_endpoint",
-                        &connection.name,
-                        head,
-                        None,
+                        crate::continuation::CutAnswer {
+                            owner: &call.identity.subject,
+                            tool: "api_invoke_endpoint",
+                            connection: &connection.name,
+                            columns: head,
+                            source_id: None,
+                        },
                         Vec::new(),
                         Box::new(crate::continuation::BodySource::new(rest, scrubber, carry)),
                     )

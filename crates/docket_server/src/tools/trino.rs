@@ -624,11 +624,13 @@ async fn query(deps: &TrinoDeps, call: &ToolCall) -> CallToolResult {
         let kept = match &deps.continuation {
             Some(continuation) => continuation
                 .keep_rest(
-                    &call.identity.subject,
-                    "trino_query",
-                    &connection.name,
-                    Value::Array(columns),
-                    Some(query_id),
+                    crate::continuation::CutAnswer {
+                        owner: &call.identity.subject,
+                        tool: "trino_query",
+                        connection: &connection.name,
+                        columns: Value::Array(columns),
+                        source_id: Some(query_id),
+                    },
                     rest,
                     Box::new(stream),
                 )
