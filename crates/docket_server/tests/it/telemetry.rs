@@ -129,6 +129,21 @@ impl Traced {
         );
     }
 
+    /// Waits until the SERVER spans of the requests with JSON-RPC ids `ids` have all
+    /// arrived; every span so far.
+    async fn request_spans(&self, ids: &[i64]) -> Vec<ReceivedSpan> {
+        self.collector
+            .wait_for_spans(
+                |spans| {
+                    ids.iter()
+                        .all(|id| spans.iter().any(|span| request_id(span) == Some(*id)))
+                },
+                ARRIVAL,
+            )
+            .await
+            .expect("the requests' spans")
+    }
+
     /// Sends what is left and stops.
     async fn stop(mut self) {
         if let Some(telemetry) = self.telemetry.take() {
@@ -165,6 +180,19 @@ fn names(spans: &[ReceivedSpan]) -> Vec<(String, String)> {
         .iter()
         .map(|span| (span.name.clone(), span.trace_id.clone()))
         .collect()
+}
+
+/// The JSON-RPC id of the request a SERVER span is of.
+fn request_id(span: &ReceivedSpan) -> Option<i64> {
+    attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64)
+}
+
+/// The span of the request with JSON-RPC id `id` (the test fails on none).
+fn spans_of_request(spans: &[ReceivedSpan], id: i64) -> &ReceivedSpan {
+    spans
+        .iter()
+        .find(|span| request_id(span) == Some(id))
+        .expect("the request's span")
 }
 
 fn parent_of(span: &ReceivedSpan) -> Option<&str> {
@@ -593,29 +621,8 @@ async fn malformed_and_oversized_traceparents_are_ignored() {
         assert_eq!(status, 200, "{body}");
         assert!(body["result"]["isError"] != true, "{body}");
     }
-    let spans = traced
-        .collector
-        .wait_for_spans(
-            |spans| {
-                (11..=14).all(|id| {
-                    spans.iter().any(|span| {
-                        attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64)
-                            == Some(id)
-                    })
-                })
-            },
-            ARRIVAL,
-        )
-        .await
-        .expect("the four requests' spans");
-    let of = |id: i64| {
-        spans
-            .iter()
-            .find(|span| {
-                attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64) == Some(id)
-            })
-            .expect("the request's span")
-    };
+    let spans = traced.request_spans(&[11, 12, 13, 14]).await;
+    let of = |id: i64| spans_of_request(&spans, id);
     let malformed_meta = of(11);
     assert_eq!(malformed_meta.name, "tools/call platform_info");
     assert_eq!(malformed_meta.trace_id, header_trace);
@@ -670,29 +677,8 @@ async fn a_streamed_answer_ends_its_span_with_its_last_message() {
         let body = response.text().await.expect("the whole stream");
         assert!(body.contains("\"result\""), "{body}");
     }
-    let spans = traced
-        .collector
-        .wait_for_spans(
-            |spans| {
-                [21, 22].iter().all(|id| {
-                    spans.iter().any(|span| {
-                        attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64)
-                            == Some(*id)
-                    })
-                })
-            },
-            ARRIVAL,
-        )
-        .await
-        .expect("both requests' spans");
-    let of = |id: i64| {
-        spans
-            .iter()
-            .find(|span| {
-                attribute(span, "jsonrpc.request.id").and_then(OtlpValue::as_i64) == Some(id)
-            })
-            .expect("the request's span")
-    };
+    let spans = traced.request_spans(&[21, 22]).await;
+    let of = |id: i64| spans_of_request(&spans, id);
     let rows = of(21);
     assert_eq!(rows.name, "tools/call trino_query");
     assert!(
