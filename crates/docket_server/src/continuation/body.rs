@@ -10,8 +10,9 @@ use serde_json::Value;
 use super::writer::RowSource;
 
 /// The most bytes of text one row holds: small, so a page's byte budget cuts a
-/// body finely.
-const PIECE_BYTES: usize = 512;
+/// body finely, and so small that a piece stays within the smallest budget
+/// (1 KiB) even as JSON escapes it (a control character takes six bytes).
+const PIECE_BYTES: usize = 128;
 
 /// A cut body's rest, read on.
 pub(crate) struct BodySource {
@@ -145,6 +146,14 @@ mod tests {
                 joined.push_str(part);
             }
             prop_assert_eq!(joined, text);
+        }
+    }
+
+    #[test]
+    fn a_piece_fits_the_smallest_budget_however_it_escapes() {
+        let worst = "\u{1}".repeat(PIECE_BYTES * 2);
+        for piece in pieces(&worst) {
+            assert!(crate::continuation::row_bytes(&piece) <= 1024, "{piece}");
         }
     }
 
