@@ -5,17 +5,15 @@ use askama::Template;
 use http::StatusCode;
 use time::format_description::well_known::Rfc3339;
 
-use crate::csrf;
+use crate::nav::Nav;
 use crate::reply::{Reply, message, page};
 use crate::session::SignedIn;
 
 #[derive(Template)]
 #[template(path = "home.html")]
 struct HomePage<'a> {
-    display_name: &'a str,
+    nav: Nav,
     subject: &'a str,
-    administrator: bool,
-    csrf: String,
     expires_at: String,
 }
 
@@ -24,10 +22,8 @@ pub(crate) fn handle(signed_in: &SignedIn) -> Reply {
     page(
         StatusCode::OK,
         &HomePage {
-            display_name: &session.display_name,
+            nav: Nav::of(signed_in),
             subject: &session.subject,
-            administrator: session.administrator,
-            csrf: csrf::token(&signed_in.id),
             expires_at: session
                 .expires_at
                 .format(&Rfc3339)

@@ -6,13 +6,14 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use time::OffsetDateTime;
 
-use crate::authority::Authority;
+use crate::authority::{Authority, Person};
 use crate::config::PortalConfig;
+use crate::desk::Desk;
 use crate::reply::{Reply, message, not_found, redirect};
-use crate::session::signed_in;
+use crate::session::{SignedIn, signed_in};
 use crate::state::State;
 use crate::store::{PortalStore, StoreError, Swept};
-use crate::{callback, home, login, logout};
+use crate::{admin, callback, exports, form, home, library, login, logout, nav, work};
 
 /// How many rows one sweep batch removes.
 const SWEEP_BATCH: u32 = 500;
@@ -48,12 +49,24 @@ impl Portal {
         path == "/portal" || path.starts_with("/portal/")
     }
 
+    /// The person the request's session cookie belongs to, if it names a
+    /// live session: for the routes the composing server answers itself (the
+    /// live events of the work page).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the sessions cannot be read.
+    pub async fn person(&self, headers: &http::HeaderMap) -> Result<Option<Person>, StoreError> {
+        let found = signed_in(self.state.store.as_ref(), headers, OffsetDateTime::now_utc()).await?;
+        Ok(found.as_ref().map(nav::person))
+    }
+
     /// Answers one request (a path [`Self::answers`]), asking `authority` to
-    /// turn a login's code into a person.
+    /// turn a login's code into a person and `desk` for what the pages show.
     pub async fn handle(
         &self,
         request: Request<Bytes>,
         authority: &dyn Authority,
+        desk: &dyn Desk,
     ) -> Response<Bytes> {
         let state = self.state.as_ref();
         let now = OffsetDateTime::now_utc();
@@ -85,12 +98,25 @@ impl Portal {
             (&Method::POST, "/portal/logout") => {
                 logout::handle(state, &parts.headers, &body, now).await
             }
-            (&Method::GET, "/portal" | "/portal/") => {
-                match signed_in(state.store.as_ref(), &parts.headers, now).await {
-                    Ok(Some(signed_in)) => home::handle(&signed_in),
-                    Ok(None) => to_login(path),
-                    Err(error) => unavailable(&error),
+            (&Method::GET, "/portal/static/work.js") => work::script(),
+            (&Method::GET | &Method::POST, _) => {
+                let signed_in = match signed_in(state.store.as_ref(), &parts.headers, now).await {
+                    Ok(Some(signed_in)) => signed_in,
+                    Ok(None) if parts.method == Method::GET && is_page(path) => {
+                        return to_login(path);
+                    }
+                    Ok(None) if parts.method == Method::GET => return not_found(),
+                    Ok(None) => return redirect("/portal/login", &[]),
+                    Err(error) => return unavailable(&error),
+                };
+                if parts.method == Method::POST {
+                    // The token is checked before anything else is read.
+                    return match form::checked(&signed_in, &body) {
+                        Ok(form) => post(&signed_in, desk, path, &form).await,
+                        Err(refused) => refused.reply(),
+                    };
                 }
+                get(&signed_in, desk, path, query).await
             }
             _ => not_found(),
         }
@@ -113,6 +139,56 @@ impl Portal {
         }
         Ok(total)
     }
+}
+
+/// A signed-in GET.
+async fn get(signed_in: &SignedIn, desk: &dyn Desk, path: &str, query: &str) -> Reply {
+    let path = path.trim_end_matches('/');
+    match path {
+        "/portal" => home::handle(signed_in),
+        "/portal/work" => work::show(signed_in, desk, query).await,
+        "/portal/exports" => exports::list(signed_in, desk, query).await,
+        "/portal/scripts" => library::scripts(signed_in, desk).await,
+        "/portal/prompts" => library::prompts(signed_in, desk).await,
+        "/portal/admin" => admin::show(signed_in, desk, query).await,
+        _ => match segments(path).as_slice() {
+            ["exports", id] => exports::show(signed_in, desk, id, query).await,
+            ["scripts", name] => library::script(signed_in, desk, name, query).await,
+            _ => not_found(),
+        },
+    }
+}
+
+/// A signed-in POST whose CSRF token was the session's.
+async fn post(
+    signed_in: &SignedIn,
+    desk: &dyn Desk,
+    path: &str,
+    form: &form::CheckedForm,
+) -> Reply {
+    match segments(path).as_slice() {
+        ["work", "cancel"] => work::cancel(signed_in, desk, form).await,
+        ["work", "cancel-run"] => work::cancel(signed_in, desk, form).await,
+        ["exports", id, "share"] => exports::share(signed_in, desk, id, form).await,
+        ["exports", id, "revoke"] => exports::revoke(signed_in, desk, id, form).await,
+        _ => not_found(),
+    }
+}
+
+/// Whether `path` is under one of the portal's pages (a browser without a
+/// session is sent to log in for these; anything else is not found).
+fn is_page(path: &str) -> bool {
+    matches!(
+        segments(path.trim_end_matches('/')).first().copied(),
+        None | Some("work" | "exports" | "scripts" | "prompts" | "admin")
+    )
+}
+
+/// The segments of `path` after `/portal/`.
+fn segments(path: &str) -> Vec<&str> {
+    path.strip_prefix("/portal/")
+        .map(|rest| rest.split('/').collect())
+        .unwrap_or_default()
 }
 
 /// A browser without a session goes to the login, coming back here after.

@@ -49,6 +49,7 @@ pub use docket_oauth::OAuthStore;
 /// The portal's store trait, so a crate that opens a store can name what
 /// [`Store::portal_store`] returns.
 pub use docket_portal::PortalStore;
+pub use docket_task::oversight::Oversight;
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
@@ -215,6 +216,17 @@ impl Store {
             Store::Postgres(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
             #[cfg(feature = "sqlite")]
             Store::Sqlite(store) => Arc::clone(store) as Arc<dyn OAuthStore>,
+        }
+    }
+
+    /// The store as administrators read across everyone: the audit log and
+    /// the replicas.
+    pub fn oversight(&self) -> Arc<dyn Oversight> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(store) => Arc::clone(store) as Arc<dyn Oversight>,
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(store) => Arc::clone(store) as Arc<dyn Oversight>,
         }
     }
 

@@ -10,6 +10,7 @@ use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
 
 use docket_catalog::{Asset, CallRecord, CatalogError, EndedSession, Session};
 use docket_task::model::TaskRecord;
+use docket_task::oversight::{AuditRecord, ReplicaBeat};
 use docket_task::store::{AuditContext, AuditEntry};
 use docket_task::{NewTask, StoreError, TaskId, TaskTrace};
 use serde_json::{Map, Value};
@@ -461,6 +462,63 @@ pub(crate) fn audit_entries<C: Columns>(
     rows: Vec<AuditRow<C>>,
 ) -> Result<Vec<AuditEntry>, StoreError> {
     rows.into_iter().map(AuditEntry::try_from).collect()
+}
+
+/// An audit row with when it was written (`created_at, <audit_columns!>`).
+#[derive(QueryableByName)]
+pub(crate) struct AuditRecordRow<C: Columns> {
+    #[diesel(sql_type = C::TimeSql)]
+    created_at: C::Time,
+    #[diesel(embed)]
+    row: AuditRow<C>,
+}
+
+/// Rows read into audit records.
+pub(crate) fn audit_records<C: Columns>(
+    rows: Vec<AuditRecordRow<C>>,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    rows.into_iter()
+        .map(|row| {
+            Ok(AuditRecord {
+                at: row.created_at.value()?,
+                entry: AuditEntry::try_from(row.row)?,
+            })
+        })
+        .collect()
+}
+
+/// A replica's row (`id, started_at, last_beat_at, draining`) with the
+/// database clock (`now`).
+#[derive(QueryableByName)]
+pub(crate) struct ReplicaRow<C: Columns> {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = C::TimeSql)]
+    started_at: C::Time,
+    #[diesel(sql_type = C::TimeSql)]
+    last_beat_at: C::Time,
+    #[diesel(sql_type = Bool)]
+    draining: bool,
+    #[diesel(sql_type = C::TimeSql)]
+    now: C::Time,
+}
+
+/// Rows read into replicas, with the database clock (the epoch for none).
+pub(crate) fn replica_beats<C: Columns>(
+    rows: Vec<ReplicaRow<C>>,
+) -> Result<(Vec<ReplicaBeat>, OffsetDateTime), StoreError> {
+    let mut now = OffsetDateTime::UNIX_EPOCH;
+    let mut beats = Vec::with_capacity(rows.len());
+    for row in rows {
+        now = row.now.value()?;
+        beats.push(ReplicaBeat {
+            id: row.id,
+            started_at: row.started_at.value()?,
+            last_beat_at: row.last_beat_at.value()?,
+            draining: row.draining,
+        });
+    }
+    Ok((beats, now))
 }
 
 /// A task as read together with the database clock (`…, <now> AS now`).

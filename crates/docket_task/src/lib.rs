@@ -5,6 +5,7 @@ pub mod audit;
 pub mod id;
 pub mod memory;
 pub mod model;
+pub mod oversight;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod store;

@@ -11,8 +11,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use docket_portal::secret::pkce_challenge;
 use docket_portal::{
-    Authority, LoginError, MemoryStore, Person, Portal, PortalConfig, PortalStore,
+    AuditSearch, Authority, Desk, DeskError, LoginError, MemoryStore, Person, Portal,
+    PortalConfig, PortalStore, RowPage, TaskLine,
 };
+use serde_json::{Value, json};
 use http::{Request, Response, StatusCode};
 
 /// Plays the authorization server: `approve` records a code for a login's
@@ -54,7 +56,130 @@ impl Authority for FakeServer {
     }
 }
 
-fn person(name: &str) -> Person {
+/// Plays the server behind the pages: tasks and exports kept per owner,
+/// every tool call recorded; administrators see everyone's.
+#[derive(Default)]
+pub(crate) struct FakeDesk {
+    /// (owner subject, task).
+    pub(crate) tasks: Mutex<Vec<(String, TaskLine)>>,
+    /// (owner subject, asset id, rows).
+    pub(crate) exports: Mutex<Vec<(String, String, Vec<Vec<String>>)>>,
+    /// (subject, tool, arguments) of every call.
+    pub(crate) calls: Mutex<Vec<(String, String, Value)>>,
+}
+
+impl FakeDesk {
+    fn export_of(&self, person: &Person, id: &str) -> Option<Vec<Vec<String>>> {
+        self.exports
+            .lock()
+            .expect("lock")
+            .iter()
+            .find(|(owner, asset, _)| {
+                asset == id && (person.administrator || *owner == person.subject)
+            })
+            .map(|(_, _, rows)| rows.clone())
+    }
+}
+
+#[async_trait]
+impl Desk for FakeDesk {
+    async fn tasks(
+        &self,
+        person: &Person,
+        _cursor: Option<&str>,
+    ) -> Result<(Vec<TaskLine>, Option<String>), DeskError> {
+        let tasks = self.tasks.lock().expect("lock");
+        Ok((
+            tasks
+                .iter()
+                .filter(|(owner, _)| *owner == person.subject)
+                .map(|(_, task)| task.clone())
+                .collect(),
+            None,
+        ))
+    }
+
+    async fn cancel_task(&self, person: &Person, id: &str) -> Result<(), DeskError> {
+        let mut tasks = self.tasks.lock().expect("lock");
+        let task = tasks
+            .iter_mut()
+            .find(|(owner, task)| task.id == id && *owner == person.subject)
+            .ok_or(DeskError::NotFound)?;
+        task.1.status = "cancelled".to_owned();
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        person: &Person,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, DeskError> {
+        self.calls.lock().expect("lock").push((
+            person.subject.clone(),
+            tool.to_owned(),
+            arguments.clone(),
+        ));
+        let id = arguments["asset_id"].as_str().unwrap_or_default();
+        match tool {
+            "get_asset" => match self.export_of(person, id) {
+                Some(rows) => Ok(json!({
+                    "asset_id": id, "name": format!("{id}.csv"), "format": "csv",
+                    "row_count": rows.len(), "size_bytes": 10, "created_at": "2026-12-06T00:00:00Z",
+                    "tool": "trino_export", "download_url": format!("/assets/{id}/content?sig=x"),
+                })),
+                None => Err(DeskError::Refused(format!("asset {id:?} not found"))),
+            },
+            "list_assets" => {
+                let exports = self.exports.lock().expect("lock");
+                let assets: Vec<Value> = exports
+                    .iter()
+                    .filter(|(owner, _, _)| *owner == person.subject)
+                    .map(|(_, id, _)| json!({"asset_id": id, "name": format!("{id}.csv"), "format": "csv"}))
+                    .collect();
+                Ok(json!({"assets": assets, "next_cursor": null}))
+            }
+            "share_asset" if arguments["command"] == "create" => {
+                Ok(json!({"url": "https://docket.example/shares/s1?sig=y"}))
+            }
+            _ => Ok(json!({"tool": tool, "runs": []})),
+        }
+    }
+
+    async fn rows(
+        &self,
+        person: &Person,
+        asset_id: &str,
+        first_row: u64,
+        rows: usize,
+    ) -> Result<RowPage, DeskError> {
+        let all = self.export_of(person, asset_id).ok_or(DeskError::NotFound)?;
+        let start = usize::try_from(first_row).expect("small").min(all.len());
+        let end = (start + rows).min(all.len());
+        Ok(RowPage {
+            columns: vec!["n".to_owned()],
+            rows: all[start..end].to_vec(),
+            first_row,
+            more: end < all.len(),
+        })
+    }
+
+    async fn audit(&self, person: &Person, search: &AuditSearch) -> Result<Value, DeskError> {
+        if !person.administrator {
+            return Err(DeskError::NotFound);
+        }
+        Ok(json!({"audit": [{"person": search.subject, "tool": search.tool}]}))
+    }
+
+    async fn replicas(&self, person: &Person) -> Result<Value, DeskError> {
+        if !person.administrator {
+            return Err(DeskError::NotFound);
+        }
+        Ok(json!({"replicas": [{"replica": "r-1", "state": "beating"}]}))
+    }
+}
+
+pub(crate) fn person(name: &str) -> Person {
     Person {
         subject: format!("oidc:{name}"),
         display_name: format!("{name} (display)"),
@@ -63,14 +188,15 @@ fn person(name: &str) -> Person {
     }
 }
 
-struct Harness {
+pub(crate) struct Harness {
     portal: Portal,
     server: FakeServer,
+    pub(crate) desk: FakeDesk,
     store: Arc<dyn PortalStore>,
 }
 
 impl Harness {
-    fn new(base_url: &str) -> Self {
+    pub(crate) fn new(base_url: &str) -> Self {
         Self::with(PortalConfig::new(base_url, "docket-portal"))
     }
 
@@ -79,21 +205,26 @@ impl Harness {
         Self {
             portal: Portal::new(config, Arc::clone(&store)),
             server: FakeServer::default(),
+            desk: FakeDesk::default(),
             store,
         }
     }
 
-    async fn get(&self, uri: &str, cookies: &[&str]) -> Response<Bytes> {
+    pub(crate) async fn get(&self, uri: &str, cookies: &[&str]) -> Response<Bytes> {
         let mut request = Request::get(uri);
         if !cookies.is_empty() {
             request = request.header("cookie", cookies.join("; "));
         }
         self.portal
-            .handle(request.body(Bytes::new()).expect("request"), &self.server)
+            .handle(
+                request.body(Bytes::new()).expect("request"),
+                &self.server,
+                &self.desk,
+            )
             .await
     }
 
-    async fn post(&self, uri: &str, cookies: &[&str], form: &str) -> Response<Bytes> {
+    pub(crate) async fn post(&self, uri: &str, cookies: &[&str], form: &str) -> Response<Bytes> {
         let mut request =
             Request::post(uri).header("content-type", "application/x-www-form-urlencoded");
         if !cookies.is_empty() {
@@ -103,6 +234,7 @@ impl Harness {
             .handle(
                 request.body(Bytes::from(form.to_owned())).expect("request"),
                 &self.server,
+                &self.desk,
             )
             .await
     }
@@ -133,7 +265,7 @@ impl Harness {
     }
 
     /// Logs `who` in; the session cookie (`name=value`).
-    async fn log_in(&self, who: Person) -> String {
+    pub(crate) async fn log_in(&self, who: Person) -> String {
         let (login_cookie, callback) = self.start_login(who, "code-1", "/portal").await;
         let finished = self.get(&callback, &[&login_cookie]).await;
         assert_eq!(
@@ -147,7 +279,7 @@ impl Harness {
     }
 }
 
-fn header(response: &Response<Bytes>, name: &str) -> String {
+pub(crate) fn header(response: &Response<Bytes>, name: &str) -> String {
     response
         .headers()
         .get(name)
@@ -173,12 +305,12 @@ fn cookie_pair(response: &Response<Bytes>, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} cookie in {:?}", set_cookies(response)))
 }
 
-fn body(response: &Response<Bytes>) -> String {
+pub(crate) fn body(response: &Response<Bytes>) -> String {
     String::from_utf8_lossy(response.body()).into_owned()
 }
 
 /// The value of the page's CSRF field.
-fn csrf_of(page: &str) -> String {
+pub(crate) fn csrf_of(page: &str) -> String {
     let marker = "name=\"csrf\" value=\"";
     let start = page.find(marker).expect("a csrf field") + marker.len();
     page[start..].split('"').next().expect("a value").to_owned()
@@ -281,7 +413,13 @@ async fn a_login_makes_a_hashed_session_with_a_safe_cookie_and_the_page_shows_th
     assert!(page.contains("alice (display)"), "{page}");
     assert!(page.contains("oidc:alice"));
     let policy = header(&home, "content-security-policy");
-    assert!(policy.contains("default-src 'none'") && !policy.contains("script-src"));
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    // Scripts only from the portal's own files: nothing on a page runs.
+    let scripts = policy
+        .split(';')
+        .map(str::trim)
+        .find(|directive| directive.starts_with("script-src"));
+    assert_eq!(scripts, Some("script-src 'self'"), "{policy}");
     assert_eq!(header(&home, "x-frame-options"), "DENY");
     assert_eq!(header(&home, "cache-control"), "no-store");
 }
@@ -502,7 +640,7 @@ async fn a_post_from_another_origin_is_refused_even_with_the_token() {
             .header("origin", origin)
             .body(Bytes::from(format!("csrf={token}")))
             .expect("request");
-        harness.portal.handle(request, &harness.server)
+        harness.portal.handle(request, &harness.server, &harness.desk)
     };
     for origin in [
         "https://evil.example",

@@ -110,3 +110,28 @@ fn tricky_return_paths_fall_back_to_the_portal() {
     }
     assert_eq!(login::safe_return_to(Some("/portal/work")), "/portal/work");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever a tool answers, the page it makes holds no markup of the
+    /// answer's: every `<`, `>`, quote and `&` of any text is escaped.
+    #[test]
+    fn any_answer_renders_without_its_markup(text in ".{0,64}", key in ".{0,16}") {
+        let answer = serde_json::json!({
+            key.clone(): [{ key.clone(): text.clone(), "n": 1 }, { "other": [text.clone()] }],
+            "line": format!("{text}\n{text}"),
+        });
+        let html = docket_portal::render::html(&answer);
+        let escaped = docket_portal::render::escape(&text);
+        prop_assert!(!escaped.contains(['<', '>', '"', '\'']));
+        // The page's own tags are the only markup: strip them, and no `<` is left.
+        let mut stripped = html.clone();
+        for tag in ["<dl>", "</dl>", "<dt>", "</dt>", "<dd>", "</dd>", "<table>", "</table>",
+                    "<thead>", "</thead>", "<tbody>", "</tbody>", "<tr>", "</tr>", "<th>",
+                    "</th>", "<td>", "</td>", "<ul>", "</ul>", "<li>", "</li>", "<pre>", "</pre>"] {
+            stripped = stripped.replace(tag, "");
+        }
+        prop_assert!(!stripped.contains('<') && !stripped.contains('>'), "{}", html);
+    }
+}

@@ -29,6 +29,7 @@ use async_trait::async_trait;
 use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
+use docket_task::oversight::{AuditQuery, AuditRecord, Oversight, ReplicaBeat};
 use docket_task::store::{AuditEntry, Beat, SignalListener};
 use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
@@ -273,6 +274,20 @@ impl TaskStore for PgStore {
 
     fn set_signal_listener(&self, listener: SignalListener) {
         self.signals.set_listener(listener);
+    }
+}
+
+#[async_trait]
+impl Oversight for PgStore {
+    async fn search_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        audit::search(&mut *self.conn().await?, query).await
+    }
+
+    async fn replicas(
+        &self,
+        limit: u32,
+    ) -> Result<(Vec<ReplicaBeat>, time::OffsetDateTime), StoreError> {
+        audit::replicas(&mut *self.conn().await?, limit).await
     }
 }
 

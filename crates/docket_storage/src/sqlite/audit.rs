@@ -97,3 +97,42 @@ pub(crate) fn for_tool(
     .bind::<BigInt, _>(i64::from(limit))
     .load(conn)
 }
+
+/// The audit rows that match `query`, newest first (times bound as stored
+/// text, which compares as time).
+pub(crate) fn search(
+    conn: &mut SqliteConnection,
+    subject: Option<&str>,
+    tool: Option<&str>,
+    since: Option<&str>,
+    until: Option<&str>,
+    limit: u32,
+) -> QueryResult<Vec<rows::AuditRecordRow<TextColumns>>> {
+    statement(concat!(
+        "SELECT created_at, ",
+        audit_columns!(),
+        " FROM audit_logs WHERE (?1 IS NULL OR subject = ?1) AND (?2 IS NULL OR tool = ?2) \
+           AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
+         ORDER BY created_at DESC, id DESC LIMIT ?5"
+    ))
+    .bind::<Nullable<Text>, _>(subject)
+    .bind::<Nullable<Text>, _>(tool)
+    .bind::<Nullable<Text>, _>(since)
+    .bind::<Nullable<Text>, _>(until)
+    .bind::<BigInt, _>(i64::from(limit))
+    .load(conn)
+}
+
+/// The replicas, the most recently beating first, with the database clock.
+pub(crate) fn replicas(
+    conn: &mut SqliteConnection,
+    limit: u32,
+) -> QueryResult<Vec<rows::ReplicaRow<TextColumns>>> {
+    statement(concat!(
+        "SELECT id, started_at, last_beat_at, draining, ",
+        crate::sqlite::sql::now!(),
+        " AS now FROM replicas ORDER BY last_beat_at DESC, id LIMIT ?1"
+    ))
+    .bind::<BigInt, _>(i64::from(limit))
+    .load(conn)
+}

@@ -49,6 +49,7 @@ use diesel_async::pooled_connection::{
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use docket_task::model::{Outcome, TaskError, TaskRecord};
+use docket_task::oversight::{AuditQuery, AuditRecord, MAX_AUDIT_ROWS, Oversight, ReplicaBeat};
 use docket_task::store::{AuditEntry, Beat};
 use docket_task::{NewTask, StaleTask, StoreError, TaskId, TaskPosition, TaskStatus, TaskStore};
 use serde_json::{Map, Value};
@@ -309,6 +310,40 @@ impl TaskStore for SqliteStore {
             self.read(move |conn| audit::for_tool(conn, &tool, limit))
                 .await?,
         )
+    }
+}
+
+#[async_trait]
+impl Oversight for SqliteStore {
+    async fn search_audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let text = |at: Option<time::OffsetDateTime>| {
+            at.map(sql::stored_time)
+                .transpose()
+                .map_err(|error| StoreError::Corrupt(format!("a search time: {error}")))
+        };
+        let (since, until) = (text(query.since)?, text(query.until)?);
+        let (subject, tool) = (query.subject.clone(), query.tool.clone());
+        let limit = query.limit.min(MAX_AUDIT_ROWS);
+        crate::rows::audit_records(
+            self.read(move |conn| {
+                audit::search(
+                    conn,
+                    subject.as_deref(),
+                    tool.as_deref(),
+                    since.as_deref(),
+                    until.as_deref(),
+                    limit,
+                )
+            })
+            .await?,
+        )
+    }
+
+    async fn replicas(
+        &self,
+        limit: u32,
+    ) -> Result<(Vec<ReplicaBeat>, time::OffsetDateTime), StoreError> {
+        crate::rows::replica_beats(self.read(move |conn| audit::replicas(conn, limit)).await?)
     }
 }
 
