@@ -1633,3 +1633,117 @@ mod retention {
         retention_deletes_in_batches_and_only_what_is_due(database.connect().await).await;
     }
 }
+
+/// Administrators' reads on both backends: the audit search narrows by
+/// person, tool and time, newest first, within its limit; the replicas come
+/// with their last beats and the database clock.
+mod oversight {
+    use docket_storage::Store;
+    use docket_task::oversight::AuditQuery;
+    use docket_task::store::{AuditContext, AuditEntry};
+
+    use super::*;
+
+    fn entry(tool: &str, subject: &str) -> AuditEntry {
+        AuditEntry {
+            tool: tool.into(),
+            subject: subject.into(),
+            context: AuditContext::default(),
+            success: true,
+            outcome: "completed".into(),
+            error_message: None,
+            duration_ms: 1,
+            call_id: None,
+            engine_user: None,
+            upstream_ids: Vec::new(),
+        }
+    }
+
+    async fn the_audit_is_searched_and_the_replicas_listed(store: Store) {
+        let tasks = store.task_store();
+        let oversight = store.oversight();
+        for (tool, subject) in [
+            ("trino_query", "oidc:alice"),
+            ("trino_export", "oidc:alice"),
+            ("trino_query", "oidc:bob"),
+        ] {
+            tasks.record_audit(entry(tool, subject)).await.expect("audit");
+        }
+        let search = |subject: Option<&str>, tool: Option<&str>| AuditQuery {
+            subject: subject.map(str::to_owned),
+            tool: tool.map(str::to_owned),
+            limit: 10,
+            ..AuditQuery::default()
+        };
+        let by = |rows: &[docket_task::oversight::AuditRecord]| {
+            rows.iter()
+                .map(|row| (row.entry.tool.clone(), row.entry.subject.clone()))
+                .collect::<Vec<_>>()
+        };
+        let alice = oversight
+            .search_audit(&search(Some("oidc:alice"), None))
+            .await
+            .expect("search");
+        assert_eq!(
+            by(&alice),
+            [
+                ("trino_export".to_owned(), "oidc:alice".to_owned()),
+                ("trino_query".to_owned(), "oidc:alice".to_owned())
+            ]
+        );
+        let queries = oversight
+            .search_audit(&search(None, Some("trino_query")))
+            .await
+            .expect("search");
+        assert_eq!(queries.len(), 2);
+        let both = oversight
+            .search_audit(&search(Some("oidc:bob"), Some("trino_query")))
+            .await
+            .expect("search");
+        assert_eq!(by(&both), [("trino_query".to_owned(), "oidc:bob".to_owned())]);
+        let newest = alice[0].at;
+        let mut window = search(None, None);
+        window.since = Some(newest + time::Duration::minutes(1));
+        assert!(oversight.search_audit(&window).await.expect("search").is_empty());
+        window.since = Some(newest - time::Duration::minutes(1));
+        window.until = Some(newest + time::Duration::minutes(1));
+        assert_eq!(oversight.search_audit(&window).await.expect("search").len(), 3);
+        window.limit = 1;
+        assert_eq!(oversight.search_audit(&window).await.expect("search").len(), 1);
+
+        tasks.heartbeat("replica-a", &[]).await.expect("beat");
+        tasks.heartbeat("replica-b", &[]).await.expect("beat");
+        tasks.mark_draining("replica-b").await.expect("drain");
+        let (replicas, now) = oversight.replicas(10).await.expect("replicas");
+        let mut seen: Vec<(String, bool)> = replicas
+            .iter()
+            .map(|replica| (replica.id.clone(), replica.draining))
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [("replica-a".to_owned(), false), ("replica-b".to_owned(), true)]
+        );
+        for replica in &replicas {
+            assert!(replica.last_beat_at <= now + time::Duration::seconds(1));
+            assert!(now - replica.last_beat_at < time::Duration::minutes(5));
+        }
+        assert_eq!(oversight.replicas(1).await.expect("replicas").0.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let _light = light().await;
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+            return;
+        };
+        the_audit_is_searched_and_the_replicas_listed(database.connect().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        let _light = light().await;
+        let database = TestDatabase::sqlite().await;
+        the_audit_is_searched_and_the_replicas_listed(database.connect().await).await;
+    }
+}
