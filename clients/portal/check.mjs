@@ -9,6 +9,8 @@
 //
 //   node check.mjs DOCKET_BASE_URL ARTEFACTS_DIR
 
+import { createHash, randomBytes } from 'node:crypto';
+
 import { chromium } from 'playwright-core';
 
 const [base, artefacts] = process.argv.slice(2);
@@ -87,6 +89,226 @@ async function logIn(page, account) {
   }
 }
 
+// --- Work of alice's own, made through MCP with a token Docket's authorization server gave her ---
+
+const PROTOCOL_VERSION = '2026-07-28';
+const TASKS = 'io.modelcontextprotocol/tasks';
+// A loopback redirect nothing listens on: the browser's request to it is caught by the page.
+const REDIRECT_URI = 'http://127.0.0.1:9/callback';
+
+function base64url(bytes) {
+  return Buffer.from(bytes).toString('base64url');
+}
+
+// A public client registered at Docket (RFC 7591), authorized in `context` (whose browser is signed
+// in at the provider already): Docket's consent page is approved, the code caught at the redirect
+// and exchanged. Alice's access token for Docket's /mcp.
+async function accessToken(context) {
+  const registered = await fetch(`${base}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      client_name: 'Portal check',
+      redirect_uris: [REDIRECT_URI],
+      grant_types: ['authorization_code'],
+      token_endpoint_auth_method: 'none',
+    }),
+  });
+  check(registered.status === 201, `registration answered ${registered.status}`);
+  const { client_id: clientId } = await registered.json();
+  const verifier = base64url(randomBytes(32));
+  const challenge = base64url(createHash('sha256').update(verifier).digest());
+  const authorize = new URL(`${base}/oauth/authorize`);
+  for (const [key, value] of Object.entries({
+    response_type: 'code', client_id: clientId, redirect_uri: REDIRECT_URI, state: 'portal-check',
+    code_challenge: challenge, code_challenge_method: 'S256', resource: `${base}/mcp`,
+  })) authorize.searchParams.set(key, value);
+  const page = await context.newPage();
+  let code = null;
+  await page.route(`${REDIRECT_URI}**`, async (route) => {
+    code = new URL(route.request().url()).searchParams.get('code');
+    await route.fulfill({ status: 200, contentType: 'text/plain', body: 'done' });
+  });
+  await page.goto(authorize.href, { waitUntil: 'commit', timeout: PAGE_TIMEOUT_MS });
+  const approve = page.locator('button[type="submit"][name="decision"][value="approve"]');
+  const loginForm = page.locator('form[action$="/login"]:has(select[name="account"])');
+  for (let round = 0; code === null && round < 4; round++) {
+    const found = await Promise.any([
+      approve.waitFor({ state: 'visible', timeout: PAGE_TIMEOUT_MS }).then(() => 'consent'),
+      loginForm.waitFor({ state: 'visible', timeout: PAGE_TIMEOUT_MS }).then(() => 'login'),
+      page.waitForURL((address) => address.href.startsWith(REDIRECT_URI), { timeout: PAGE_TIMEOUT_MS }).then(() => 'done'),
+    ]).catch(async () => { throw new Error(`no code: ${await describe(page)}`); });
+    if (found === 'done') break;
+    if (found === 'login') {
+      await loginForm.locator('select[name="account"]').selectOption('alice');
+      await loginForm.getByRole('button', { name: 'Sign in' }).click();
+    } else {
+      await approve.click();
+    }
+    await page.waitForLoadState('load', { timeout: PAGE_TIMEOUT_MS }).catch(() => {});
+  }
+  check(code, `the authorization gave no code: ${await describe(page)}`);
+  await page.close();
+  const token = await fetch(`${base}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: clientId,
+      code_verifier: verifier, resource: `${base}/mcp`,
+    }),
+  });
+  const tokenText = await token.text();
+  check(token.status === 200, `the token endpoint answered ${token.status}: ${tokenText}`);
+  return JSON.parse(tokenText).access_token;
+}
+
+let nextId = 1;
+// One MCP request as alice; the JSON-RPC result. `tasks` declares the tasks extension.
+async function mcp(token, method, params, { tasks = false } = {}) {
+  const id = nextId++;
+  const headers = {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    'mcp-method': method,
+  };
+  if (method === 'tools/call') headers['mcp-name'] = params.name;
+  const capabilities = tasks ? { extensions: { [TASKS]: {} } } : {};
+  const body = {
+    jsonrpc: '2.0', id, method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+        'io.modelcontextprotocol/clientCapabilities': capabilities,
+        'io.modelcontextprotocol/clientInfo': { name: 'docket-portal-check', version: '1' },
+      },
+    },
+  };
+  const answer = await fetch(`${base}/mcp`, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await answer.text();
+  const message = (answer.headers.get('content-type') || '').startsWith('text/event-stream')
+    ? text.split('\n').filter((line) => line.startsWith('data:')).map((line) => JSON.parse(line.slice(5)))
+      .reverse().find((candidate) => candidate.id === id)
+    : JSON.parse(text);
+  check(message && !message.error, `${method} ${params.name || ''}: ${text.slice(0, 500)}`);
+  check(!message.result.isError, `${params.name}: ${JSON.stringify(message.result).slice(0, 500)}`);
+  return message.result;
+}
+
+// The pages: a million-row export paged in the viewer, its download and a public share opened
+// logged out, a task turning completed with no reload, a run cancelled, bob refused alice's pages.
+async function checkPages(browser, context, page) {
+  const token = await accessToken(context);
+  log('alice has an access token for /mcp');
+
+  const exported = await mcp(token, 'tools/call', {
+    name: 'trino_export',
+    arguments: { sql: 'SELECT * FROM synthetic.big.rows_1m', format: 'csv', name: 'million' },
+  });
+  const assetId = exported.structuredContent.asset_id;
+  check(exported.structuredContent.row_count === 1000000, `the export: ${JSON.stringify(exported.structuredContent)}`);
+  log(`exported 1 000 000 rows as ${assetId}`);
+
+  // My exports: find it by name, open the viewer, page on and jump to the end.
+  await page.goto(`${base}/portal/exports?search=milli`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  await page.locator(`tr[data-asset-id="${assetId}"] a`, { hasText: 'million' }).click();
+  await page.waitForURL((address) => address.pathname === `/portal/exports/${assetId}`, { timeout: PAGE_TIMEOUT_MS });
+  check((await page.locator('#showing').innerText()).includes('Rows 1–100'), await describe(page));
+  await shot(page, '5-viewer-first-page');
+  await page.locator('#next').click();
+  await page.waitForURL((address) => address.search === '?row=101', { timeout: PAGE_TIMEOUT_MS });
+  check((await page.locator('#showing').innerText()).includes('Rows 101–200'), await describe(page));
+  const firstCell = await page.locator('#rows tbody tr').first().locator('td').nth(1).innerText();
+  await page.locator('input[name="row"]').fill('999901');
+  await page.locator('input[name="row"]').press('Enter');
+  await page.waitForURL((address) => address.search === '?row=999901', { timeout: PAGE_TIMEOUT_MS });
+  check((await page.locator('#showing').innerText()).includes('Rows 999901–1000000'), await describe(page));
+  check(await page.locator('#next').count() === 0, 'the last page offers a next page');
+  check(await page.locator('#rows tbody tr').count() === 100, 'the last page does not hold 100 rows');
+  await shot(page, '6-viewer-last-page');
+  log(`paged the viewer: rows 101– start with ${firstCell}; the last page ends the million`);
+
+  // Its signed download link, clicked.
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: PAGE_TIMEOUT_MS }),
+    page.locator('#download').click(),
+  ]);
+  check(download.suggestedFilename().endsWith('.csv'), `downloaded ${download.suggestedFilename()}`);
+  await download.cancel();
+  log('the download link opened with no header');
+
+  // A public share, opened by a browser that is signed in nowhere.
+  await page.locator('select[name="audience"]').selectOption('public');
+  await page.locator('#share button[type="submit"]').click();
+  await page.locator('#share-url').waitFor({ state: 'visible', timeout: PAGE_TIMEOUT_MS });
+  const shareUrl = await page.locator('#share-url').getAttribute('href');
+  await shot(page, '7-shared');
+  const stranger = await browser.newContext({ acceptDownloads: true });
+  const outside = await stranger.newPage();
+  const [opened] = await Promise.all([
+    outside.waitForEvent('download', { timeout: PAGE_TIMEOUT_MS }),
+    outside.goto(shareUrl, { timeout: PAGE_TIMEOUT_MS }).catch(() => null),
+  ]);
+  const path = await opened.path();
+  check(path, 'the public share gave nothing');
+  await stranger.close();
+  log('a public share opened in a browser signed in nowhere');
+
+  // A task that is still running when the page loads turns completed on the page, with no reload.
+  const slow = await mcp(token, 'tools/call', { name: 'diagnostics_sleep', arguments: { seconds: 5 } }, { tasks: true });
+  check(slow.resultType === 'task' && slow.taskId, `diagnostics_sleep did not become a task: ${JSON.stringify(slow)}`);
+  await page.goto(`${base}/portal/work`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  await page.evaluate(() => { window.portalCheckMarker = 'same page'; });
+  const row = page.locator(`tr[data-task-id="${slow.taskId}"]`);
+  check((await row.locator('.status').innerText()) === 'working', `the task reads ${await row.locator('.status').innerText()}`);
+  await shot(page, '8-task-working');
+  await page.waitForFunction(
+    (id) => document.querySelector(`tr[data-task-id="${id}"] .status`).textContent === 'completed',
+    slow.taskId, { timeout: PAGE_TIMEOUT_MS },
+  );
+  check(await page.evaluate(() => window.portalCheckMarker) === 'same page', 'the page was reloaded');
+  await shot(page, '9-task-completed');
+  log('a running task turned completed on the page without a reload');
+
+  // A run, cancelled from the page.
+  await mcp(token, 'tools/call', {
+    name: 'manage_script',
+    arguments: { command: 'create', name: 'slow', source: 'platform.call("diagnostics_sleep", {"seconds": 120})\n' },
+  });
+  // As a task, the call answers at once with the run's id (a run is its own task).
+  const run = await mcp(token, 'tools/call', { name: 'run_script', arguments: { name: 'slow' } }, { tasks: true });
+  check(run.resultType === 'task' && run.taskId, `run_script did not become a task: ${JSON.stringify(run)}`);
+  const runId = run.taskId;
+  await page.goto(`${base}/portal/work`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  const runRow = page.locator(`tr[data-run-id="${runId}"]`);
+  await runRow.locator('button', { hasText: 'Cancel' }).click();
+  await page.waitForURL((address) => address.pathname === '/portal/work', { timeout: PAGE_TIMEOUT_MS });
+  await page.waitForFunction(
+    (id) => document.querySelector(`tr[data-run-id="${id}"] .status`).textContent === 'cancelled',
+    runId, { timeout: PAGE_TIMEOUT_MS },
+  );
+  await shot(page, '10-run-cancelled');
+  log('a run was cancelled from the page');
+
+  // Bob, signed in too, is refused alice's export, and sees none of her work.
+  const bobs = await browser.newContext();
+  const bob = await bobs.newPage();
+  await bob.goto(`${base}/portal`, { waitUntil: 'commit', timeout: PAGE_TIMEOUT_MS });
+  await logIn(bob, 'bob');
+  const foreign = await bob.goto(`${base}/portal/exports/${assetId}`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  check(foreign.status() === 404, `bob opened alice's export: ${foreign.status()}`);
+  await shot(bob, '11-another-persons-page');
+  await bob.goto(`${base}/portal/work`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  const bobsWork = await bob.locator('main').innerText();
+  check(!bobsWork.includes(slow.taskId) && !bobsWork.includes(runId), 'bob sees alice\'s work');
+  const admin = await bob.goto(`${base}/portal/admin`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  check(admin.status() === 404, `bob opened the administration page: ${admin.status()}`);
+  await bobs.close();
+  log('another person is refused alice\'s pages');
+}
+
 const browser = await chromium.launch(LAUNCH);
 try {
   const context = await browser.newContext();
@@ -134,12 +356,14 @@ try {
   check(await page.locator('#who').isVisible(), `not signed in: ${await describe(page)}`);
   log('a form posted from another page ended nothing');
 
+  await checkPages(browser, context, page);
+
   // The portal's own logout button.
   await Promise.all([
     page.waitForURL((address) => address.pathname === '/portal/signed-out', { timeout: PAGE_TIMEOUT_MS }),
     page.locator('#logout').click(),
   ]);
-  await shot(page, '5-logged-out');
+  await shot(page, '12-logged-out');
   const after = await context.cookies(`${base}/portal`);
   check(!after.some((cookie) => cookie.name === 'docket_portal' && cookie.value !== ''),
     'the session cookie outlived the logout');

@@ -211,6 +211,7 @@ async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
                 .spools(store.spool_store())
                 .oauth_store(store.oauth_store())
                 .portal_store(store.portal_store())
+                .oversight(store.oversight())
                 .prompt_library(store.prompt_library())
                 .change_feed(store.change_feed())
                 .scripts(store.script_store())

@@ -8,3 +8,4 @@ pub mod readonly;
 pub mod sink;
 pub mod trace;
 pub mod trino;
+pub mod view;

@@ -6,3 +6,4 @@ mod format;
 mod readonly;
 mod sink;
 mod trino;
+mod view;

@@ -21,7 +21,13 @@ pub(crate) async fn show(signed_in: &SignedIn, desk: &dyn Desk, query: &str) -> 
     let field = |name: &str| {
         form_urlencoded::parse(query.as_bytes())
             .find(|(key, _)| key == name)
-            .map(|(_, value)| value.trim().chars().take(MAX_FIELD_CHARS).collect::<String>())
+            .map(|(_, value)| {
+                value
+                    .trim()
+                    .chars()
+                    .take(MAX_FIELD_CHARS)
+                    .collect::<String>()
+            })
             .filter(|value| !value.is_empty())
     };
     let search = AuditSearch {
@@ -37,10 +43,18 @@ pub(crate) async fn show(signed_in: &SignedIn, desk: &dyn Desk, query: &str) -> 
     }
     let replicas = desk.replicas(&person).await;
     let queue = desk
-        .call(&person, "list_runs", json!({"status": "queued", "limit": 100}))
+        .call(
+            &person,
+            "list_runs",
+            json!({"status": "queued", "limit": 100}),
+        )
         .await;
     let running = desk
-        .call(&person, "list_runs", json!({"status": "running", "limit": 100}))
+        .call(
+            &person,
+            "list_runs",
+            json!({"status": "running", "limit": 100}),
+        )
         .await;
     let sections = vec![
         Section {

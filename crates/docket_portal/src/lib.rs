@@ -21,10 +21,10 @@ mod reply;
 pub mod secret;
 mod session;
 mod state;
-mod work;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod work;
 
 pub use authority::{Authority, LoginError, Person};
 pub use config::PortalConfig;

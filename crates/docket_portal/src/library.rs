@@ -26,7 +26,11 @@ pub(crate) async fn scripts(signed_in: &SignedIn, desk: &dyn Desk) -> Reply {
         Err(_) => String::new(),
     };
     let schedules = desk
-        .call(&person, "manage_script", json!({"command": "schedule_list"}))
+        .call(
+            &person,
+            "manage_script",
+            json!({"command": "schedule_list"}),
+        )
         .await;
     let mut sections = vec![Section {
         id: "script-links",
@@ -74,7 +78,11 @@ pub(crate) async fn script(
     };
     let person = person(signed_in);
     let script = match desk
-        .call(&person, "manage_script", json!({"command": "get", "name": name}))
+        .call(
+            &person,
+            "manage_script",
+            json!({"command": "get", "name": name}),
+        )
         .await
     {
         Ok(answer) => answer,
@@ -93,7 +101,11 @@ pub(crate) async fn script(
     }
     let diff = desk.call(&person, "manage_script", diff).await;
     let runs = desk
-        .call(&person, "manage_script", json!({"command": "runs", "name": name}))
+        .call(
+            &person,
+            "manage_script",
+            json!({"command": "runs", "name": name}),
+        )
         .await;
     let schedule = desk
         .call(
@@ -160,7 +172,10 @@ mod tests {
 
     #[test]
     fn names_in_paths_decode_or_are_refused() {
-        assert_eq!(percent_decoded("daily%20sales"), Ok("daily sales".to_owned()));
+        assert_eq!(
+            percent_decoded("daily%20sales"),
+            Ok("daily sales".to_owned())
+        );
         assert_eq!(percent_decoded("a%2"), Err(()));
         assert_eq!(percent_decoded("%ff"), Err(()));
         assert_eq!(percent_decoded(""), Err(()));

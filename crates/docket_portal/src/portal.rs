@@ -56,7 +56,12 @@ impl Portal {
     /// # Errors
     /// [`StoreError`] when the sessions cannot be read.
     pub async fn person(&self, headers: &http::HeaderMap) -> Result<Option<Person>, StoreError> {
-        let found = signed_in(self.state.store.as_ref(), headers, OffsetDateTime::now_utc()).await?;
+        let found = signed_in(
+            self.state.store.as_ref(),
+            headers,
+            OffsetDateTime::now_utc(),
+        )
+        .await?;
         Ok(found.as_ref().map(nav::person))
     }
 

@@ -93,7 +93,11 @@ fn block(value: &Value, depth: usize, out: &mut String) {
 fn table(items: &[Value], out: &mut String) {
     let mut columns: Vec<&str> = Vec::new();
     for item in items.iter().take(MAX_ITEMS) {
-        for key in item.as_object().into_iter().flat_map(|fields| fields.keys()) {
+        for key in item
+            .as_object()
+            .into_iter()
+            .flat_map(|fields| fields.keys())
+        {
             if columns.len() < MAX_COLUMNS && !columns.contains(&key.as_str()) {
                 columns.push(key);
             }
@@ -148,7 +152,10 @@ mod tests {
     #[test]
     fn lists_of_objects_are_tables_and_text_is_escaped() {
         let page = html(&json!({"runs": [{"id": "r1", "status": "<b>"}, {"id": "r2", "x": 1}]}));
-        assert!(page.contains("<th>id</th><th>status</th><th>x</th>"), "{page}");
+        assert!(
+            page.contains("<th>id</th><th>status</th><th>x</th>"),
+            "{page}"
+        );
         assert!(page.contains("<td>&lt;b&gt;</td>"), "{page}");
         assert!(!page.contains("<b>"), "{page}");
     }

@@ -69,6 +69,7 @@ pub struct AppBuilder {
     principals: Option<Arc<dyn docket_catalog::PrincipalStore>>,
     oauth_store: Option<Arc<dyn docket_oauth::OAuthStore>>,
     portal_store: Option<Arc<dyn docket_portal::PortalStore>>,
+    oversight: Option<Arc<dyn docket_task::oversight::Oversight>>,
     features: crate::features::Features,
     prompt_library: Option<Arc<dyn docket_catalog::PromptLibrary>>,
     change_feed: Option<Arc<dyn docket_catalog::ChangeFeed>>,
@@ -101,6 +102,7 @@ impl App {
             principals: None,
             oauth_store: None,
             portal_store: None,
+            oversight: None,
             features: crate::features::Features::default(),
             prompt_library: None,
             change_feed: None,
@@ -287,6 +289,14 @@ impl AppBuilder {
         self
     }
 
+    /// Where administrators' portal pages read the audit log and the
+    /// replicas (`docket_storage::Store::oversight`); without one those
+    /// pages say there is none.
+    pub fn oversight(mut self, store: Arc<dyn docket_task::oversight::Oversight>) -> Self {
+        self.oversight = Some(store);
+        self
+    }
+
     /// Registers where `tasks/*` also looks task ids up, for a tool whose
     /// [`ToolHandler::start_own_task`] answers its own task records (as `run_script`
     /// does for runs). The task table is always read; every source is read for every
@@ -342,6 +352,7 @@ impl AppBuilder {
             principals,
             oauth_store,
             portal_store,
+            oversight,
             mut features,
             prompt_library,
             change_feed,
@@ -631,7 +642,7 @@ impl AppBuilder {
         let server_info_json = serde_json::to_value(&server_info).unwrap_or_default();
         let answer_waiters = Arc::new(crate::answers::AnswerWaiters::default());
         sessions.set_answer_listener(answer_waiters.listener());
-        let portal = crate::portal::build(&config, portal_store);
+        let portal = crate::portal::build(&config, portal_store, oversight);
         let state = AppState {
             portal,
             sessions,

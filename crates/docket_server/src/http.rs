@@ -450,6 +450,11 @@ where
             tracing::info!(reason, path, "refused a request for a foreign host");
             return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
         }
+        // The work page's live statuses stream; everything else is a page.
+        if parts.method == http::Method::GET && path == crate::portal_events::PATH {
+            let query = parts.uri.query().unwrap_or_default();
+            return crate::portal_events::answer_events(app, portal, &parts.headers, query).await;
+        }
         // An embedder's service may have no peer address; such requests
         // share one rate-limit bucket at the token endpoint.
         let peer = parts.extensions.get::<Peer>().map_or(

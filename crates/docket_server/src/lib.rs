@@ -34,6 +34,8 @@ mod listen;
 mod oauth;
 mod opener;
 mod portal;
+mod portal_desk;
+mod portal_events;
 mod portal_routes;
 mod reply;
 mod request;

@@ -119,6 +119,10 @@ pub(crate) struct ComposedPortal {
     pub(crate) portal: Arc<Portal>,
     /// Logins started, per address.
     pub(crate) login_starts: RateLimiter,
+    /// Where the export viewer remembers its places in this process.
+    pub(crate) viewer: Arc<docket_export::view::Viewer>,
+    /// The audit log and replicas, for administrators' pages.
+    pub(crate) oversight: Option<Arc<dyn docket_task::oversight::Oversight>>,
 }
 
 /// The portal, when `portal.enabled`, keeping its state in `store` (this
@@ -126,6 +130,7 @@ pub(crate) struct ComposedPortal {
 pub(crate) fn build(
     config: &crate::Config,
     store: Option<Arc<dyn PortalStore>>,
+    oversight: Option<Arc<dyn docket_task::oversight::Oversight>>,
 ) -> Option<ComposedPortal> {
     let section = &config.portal;
     let server_config = config.auth.oauth_server.as_ref()?;
@@ -142,5 +147,7 @@ pub(crate) fn build(
         // The same per-address budget as the authorization server's
         // `/oauth/authorize`, which each login goes on to.
         login_starts: RateLimiter::new(server_config.rate_limits.clone()),
+        viewer: Arc::new(docket_export::view::Viewer::new()),
+        oversight,
     })
 }

@@ -149,9 +149,14 @@ where
         }
     };
     let request = http::Request::from_parts(parts, bytes);
+    let desk = crate::portal_desk::ServerDesk {
+        app,
+        viewer: &portal.viewer,
+        oversight: portal.oversight.as_ref(),
+    };
     portal
         .portal
-        .handle(request, &ServerAuthority { app, peer })
+        .handle(request, &ServerAuthority { app, peer }, &desk)
         .await
 }
 

@@ -20,3 +20,23 @@ pub(crate) struct RequestContext {
     /// `call::call_in_process`); `None` for every HTTP request.
     pub(crate) run_id: Option<String>,
 }
+
+impl RequestContext {
+    /// A request made inside the server as `identity` (a script run's
+    /// `platform.*` calls, named by `run_id`, and the portal's pages): the
+    /// current revision, declaring nothing, asking for no progress.
+    pub(crate) fn in_process(identity: Arc<Identity>, run_id: Option<&str>) -> Self {
+        Self {
+            identity,
+            meta: RequestMeta {
+                protocol_version: docket_protocol::PROTOCOL_VERSION.to_owned(),
+                client_capabilities: docket_protocol::meta::ClientCapabilities::default(),
+                client_info: None,
+                progress_token: None,
+                log_level: None,
+            },
+            headers: HeaderMap::new(),
+            run_id: run_id.map(str::to_owned),
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! temporary file beside it and renamed into place on commit, which is atomic on one
 //! filesystem, so a reader sees either nothing or the whole object.
 
+use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
 use futures_util::stream;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 
 use super::{ObjectContent, ObjectSink, SinkError, Upload, validate_key};
 
@@ -168,8 +169,12 @@ impl ObjectSink for FilesystemSink {
     }
 
     async fn open(&self, key: &str) -> Result<ObjectContent, SinkError> {
+        self.open_at(key, 0).await
+    }
+
+    async fn open_at(&self, key: &str, start: u64) -> Result<ObjectContent, SinkError> {
         let path = self.path_of(key)?;
-        let file = tokio::fs::File::open(&path)
+        let mut file = tokio::fs::File::open(&path)
             .await
             .map_err(io_error("read", key))?;
         let metadata = file.metadata().await.map_err(io_error("read", key))?;
@@ -177,6 +182,14 @@ impl ObjectSink for FilesystemSink {
             return Err(SinkError::NotFound {
                 key: key.to_owned(),
             });
+        }
+        if start >= metadata.len() {
+            return Ok(ObjectContent::new(0, stream::empty().boxed()));
+        }
+        if start > 0 {
+            file.seek(SeekFrom::Start(start))
+                .await
+                .map_err(io_error("read", key))?;
         }
         let key = key.to_owned();
         let chunks = stream::try_unfold(file, move |mut file| {
@@ -190,7 +203,7 @@ impl ObjectSink for FilesystemSink {
                 Ok((read > 0).then(|| (chunk.freeze(), file)))
             }
         });
-        Ok(ObjectContent::new(metadata.len(), chunks.boxed()))
+        Ok(ObjectContent::new(metadata.len() - start, chunks.boxed()))
     }
 
     async fn delete(&self, key: &str) -> Result<(), SinkError> {

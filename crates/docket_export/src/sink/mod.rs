@@ -47,6 +47,18 @@ pub trait ObjectSink: Send + Sync + fmt::Debug {
     /// [`SinkError::InvalidKey`], or an I/O or store error.
     async fn open(&self, key: &str) -> Result<ObjectContent, SinkError>;
 
+    /// Opens a committed object for reading from byte `start` to its end, so a reader
+    /// that knows where it wants to be (a row viewer at a checkpoint, a Parquet reader
+    /// at a column chunk) does not read what comes before. The content's
+    /// [`size`](ObjectContent::size) is what the stream yields: the object's size less
+    /// `start`, and 0 (an empty stream) when `start` is at or past the end.
+    ///
+    /// # Errors
+    ///
+    /// [`SinkError::NotFound`] when there is no object at `key`;
+    /// [`SinkError::InvalidKey`], or an I/O or store error.
+    async fn open_at(&self, key: &str, start: u64) -> Result<ObjectContent, SinkError>;
+
     /// Deletes the object at `key`. Deleting an object that does not exist succeeds, so
     /// retention sweeps can be retried.
     ///
@@ -109,7 +121,8 @@ impl ObjectContent {
         Self { size, stream }
     }
 
-    /// The object's size in bytes (for `Content-Length`).
+    /// The size in bytes of what the stream yields (for `Content-Length`): the whole
+    /// object's from [`ObjectSink::open`], the rest of it from [`ObjectSink::open_at`].
     #[must_use]
     pub fn size(&self) -> u64 {
         self.size

@@ -15,7 +15,9 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart};
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt as _, PutPayload, WriteMultipart,
+};
 use serde::Deserialize;
 
 use super::{ObjectContent, ObjectSink, SinkError, Upload, validate_key};
@@ -219,6 +221,46 @@ impl ObjectSink for S3Sink {
             .await
             .map_err(store_error("read", key))?;
         let size = result.meta.size;
+        let key = key.to_owned();
+        let chunks = result
+            .into_stream()
+            .map(move |chunk| chunk.map_err(store_error("read", &key)));
+        Ok(ObjectContent::new(size, chunks.boxed()))
+    }
+
+    async fn open_at(&self, key: &str, start: u64) -> Result<ObjectContent, SinkError> {
+        if start == 0 {
+            return self.open(key).await;
+        }
+        let location = self.location(key)?;
+        let options = GetOptions {
+            range: Some(GetRange::Offset(start)),
+            ..GetOptions::default()
+        };
+        let result = match self.store.get_opts(&location, options).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(SinkError::NotFound {
+                    key: key.to_owned(),
+                });
+            }
+            // S3 answers a range that starts at or past the end with 416, which
+            // object_store reports as a generic error: the object's size tells that
+            // apart from a real failure.
+            Err(source) => {
+                return match self.size(key).await {
+                    Ok(size) if start >= size => {
+                        Ok(ObjectContent::new(0, futures_util::stream::empty().boxed()))
+                    }
+                    _ => Err(SinkError::Store {
+                        operation: "read",
+                        key: key.to_owned(),
+                        source,
+                    }),
+                };
+            }
+        };
+        let size = result.range.end.saturating_sub(result.range.start);
         let key = key.to_owned();
         let chunks = result
             .into_stream()

@@ -122,6 +122,59 @@ async fn filesystem_objects_appear_only_on_commit() {
     sink.delete(key).await.expect("deleting again succeeds");
 }
 
+/// Reads from byte `start` of an object to its end, checking the announced size.
+pub(crate) async fn read_from(sink: &dyn ObjectSink, key: &str, start: u64) -> Vec<u8> {
+    let content = sink.open_at(key, start).await.expect("open_at");
+    let size = content.size();
+    let chunks: Vec<Bytes> = content.into_stream().try_collect().await.expect("read");
+    let bytes = chunks.concat();
+    assert_eq!(
+        bytes.len() as u64,
+        size,
+        "the size is what the stream yields"
+    );
+    bytes
+}
+
+#[tokio::test]
+async fn filesystem_open_at_reads_from_an_offset_to_the_end() {
+    let root = TempDir::new("fs-open-at");
+    let sink = FilesystemSink::new(root.path());
+    let data = pattern(200_000, 5);
+    let mut upload = sink.begin("a/content.csv").await.expect("begin");
+    upload
+        .write(Bytes::copy_from_slice(&data))
+        .await
+        .expect("write");
+    upload.commit().await.expect("commit");
+
+    for start in [0_u64, 1, 65_535, 65_536, 150_001, 199_999] {
+        assert!(
+            read_from(&sink, "a/content.csv", start).await == data[start as usize..],
+            "from {start}"
+        );
+    }
+    for past in [200_000_u64, 200_001, u64::MAX] {
+        assert_eq!(
+            read_from(&sink, "a/content.csv", past).await,
+            b"",
+            "from {past}"
+        );
+    }
+    let empty = sink.begin("a/empty").await.expect("begin");
+    empty.commit().await.expect("commit");
+    assert_eq!(read_from(&sink, "a/empty", 0).await, b"");
+    assert_eq!(read_from(&sink, "a/empty", 3).await, b"");
+    assert!(matches!(
+        sink.open_at("a/missing", 1).await,
+        Err(SinkError::NotFound { .. })
+    ));
+    assert!(matches!(
+        sink.open_at("../escape", 1).await,
+        Err(SinkError::InvalidKey { .. })
+    ));
+}
+
 #[tokio::test]
 async fn filesystem_abort_and_drop_leave_nothing() {
     let root = TempDir::new("fs-abort");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use docket_export::sink::{ObjectSink, S3Config, S3Sink, SinkError};
 
-use super::{TempDir, pattern, read_back};
+use super::{TempDir, pattern, read_back, read_from};
 
 const BUCKET: &str = "docket-assets";
 const ACCESS_KEY: &str = "docket-test-key";
@@ -198,6 +198,43 @@ async fn s3_multipart_upload_is_invisible_until_commit_then_reads_back_and_delet
         Err(SinkError::NotFound { .. })
     ));
     sink.delete(key).await.expect("deleting again succeeds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_open_at_reads_a_range_from_an_offset_on_s3s_fs() {
+    let Some(server) = S3Server::start("open-at") else {
+        return;
+    };
+    let sink = server.sink();
+    let data = pattern(300_000, 9);
+    let mut upload = sink.begin("a/content.jsonl").await.expect("begin");
+    upload
+        .write(Bytes::copy_from_slice(&data))
+        .await
+        .expect("write");
+    upload.commit().await.expect("commit");
+
+    for start in [0_u64, 1, 123_456, 299_999] {
+        assert!(
+            read_from(&sink, "a/content.jsonl", start).await == data[start as usize..],
+            "from {start}"
+        );
+    }
+    for past in [300_000_u64, 300_001] {
+        assert_eq!(
+            read_from(&sink, "a/content.jsonl", past).await,
+            b"",
+            "from {past}"
+        );
+    }
+    let empty = sink.begin("a/empty").await.expect("begin");
+    empty.commit().await.expect("commit");
+    assert_eq!(read_from(&sink, "a/empty", 0).await, b"");
+    assert_eq!(read_from(&sink, "a/empty", 5).await, b"");
+    assert!(matches!(
+        sink.open_at("a/missing", 7).await,
+        Err(SinkError::NotFound { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

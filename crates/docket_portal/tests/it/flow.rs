@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use docket_portal::secret::pkce_challenge;
 use docket_portal::{
-    AuditSearch, Authority, Desk, DeskError, LoginError, MemoryStore, Person, Portal,
-    PortalConfig, PortalStore, RowPage, TaskLine,
+    AuditSearch, Authority, Desk, DeskError, LoginError, MemoryStore, Person, Portal, PortalConfig,
+    PortalStore, RowPage, TaskLine,
 };
-use serde_json::{Value, json};
 use http::{Request, Response, StatusCode};
+use serde_json::{Value, json};
 
 /// Plays the authorization server: `approve` records a code for a login's
 /// challenge and person; `exchange` gives the person once, for the verifier
@@ -56,6 +56,9 @@ impl Authority for FakeServer {
     }
 }
 
+/// One export of the fake desk: its owner's subject, its id, its rows.
+pub(crate) type FakeExport = (String, String, Vec<Vec<String>>);
+
 /// Plays the server behind the pages: tasks and exports kept per owner,
 /// every tool call recorded; administrators see everyone's.
 #[derive(Default)]
@@ -63,7 +66,7 @@ pub(crate) struct FakeDesk {
     /// (owner subject, task).
     pub(crate) tasks: Mutex<Vec<(String, TaskLine)>>,
     /// (owner subject, asset id, rows).
-    pub(crate) exports: Mutex<Vec<(String, String, Vec<Vec<String>>)>>,
+    pub(crate) exports: Mutex<Vec<FakeExport>>,
     /// (subject, tool, arguments) of every call.
     pub(crate) calls: Mutex<Vec<(String, String, Value)>>,
 }
@@ -153,7 +156,9 @@ impl Desk for FakeDesk {
         first_row: u64,
         rows: usize,
     ) -> Result<RowPage, DeskError> {
-        let all = self.export_of(person, asset_id).ok_or(DeskError::NotFound)?;
+        let all = self
+            .export_of(person, asset_id)
+            .ok_or(DeskError::NotFound)?;
         let start = usize::try_from(first_row).expect("small").min(all.len());
         let end = (start + rows).min(all.len());
         Ok(RowPage {
@@ -640,7 +645,9 @@ async fn a_post_from_another_origin_is_refused_even_with_the_token() {
             .header("origin", origin)
             .body(Bytes::from(format!("csrf={token}")))
             .expect("request");
-        harness.portal.handle(request, &harness.server, &harness.desk)
+        harness
+            .portal
+            .handle(request, &harness.server, &harness.desk)
     };
     for origin in [
         "https://evil.example",

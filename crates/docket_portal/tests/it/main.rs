@@ -3,6 +3,6 @@
 //! rules end to end through `Portal::handle`.
 
 mod flow;
-mod pages;
 mod memory_store;
+mod pages;
 mod parsers;

@@ -94,20 +94,31 @@ async fn the_viewer_pages_through_the_persons_export_and_refuses_anothers() {
     let alice = harness.log_in(person("alice")).await;
     let first = body(&harness.get("/portal/exports/a1", &[&alice]).await);
     assert!(first.contains("Rows 1–100"), "{first}");
-    assert!(first.contains("href=\"/portal/exports/a1?row=101\""), "{first}");
+    assert!(
+        first.contains("href=\"/portal/exports/a1?row=101\""),
+        "{first}"
+    );
     assert!(!first.contains("id=\"previous\""), "{first}");
     let last = body(&harness.get("/portal/exports/a1?row=201", &[&alice]).await);
     assert!(last.contains("Rows 201–250"), "{last}");
     assert!(last.contains("<td>249</td>"), "{last}");
     assert!(!last.contains("id=\"next\""), "{last}");
-    assert!(last.contains("href=\"/portal/exports/a1?row=101\""), "{last}");
+    assert!(
+        last.contains("href=\"/portal/exports/a1?row=101\""),
+        "{last}"
+    );
     // Bob's export, an unknown one and a hostile id all read "not found".
     for id in ["b1", "nope", "%3Cscript%3E"] {
-        let refused = harness.get(&format!("/portal/exports/{id}"), &[&alice]).await;
+        let refused = harness
+            .get(&format!("/portal/exports/{id}"), &[&alice])
+            .await;
         assert_eq!(refused.status(), StatusCode::NOT_FOUND, "{id}");
     }
     let listed = body(&harness.get("/portal/exports?search=A1", &[&alice]).await);
-    assert!(listed.contains("a1.csv") && !listed.contains("b1.csv"), "{listed}");
+    assert!(
+        listed.contains("a1.csv") && !listed.contains("b1.csv"),
+        "{listed}"
+    );
     let none = body(&harness.get("/portal/exports?search=zzz", &[&alice]).await);
     assert!(none.contains("id=\"no-exports\""), "{none}");
 }
@@ -131,7 +142,9 @@ async fn a_share_is_made_by_a_checked_form_and_its_link_is_shown_once() {
         )
         .await;
     assert_eq!(made.status(), StatusCode::OK);
-    assert!(body(&made).contains("id=\"share-url\" href=\"https://docket.example/shares/s1?sig=y\""));
+    assert!(
+        body(&made).contains("id=\"share-url\" href=\"https://docket.example/shares/s1?sig=y\"")
+    );
     let calls = harness.desk.calls.lock().expect("lock").clone();
     let create = calls
         .iter()
@@ -159,6 +172,9 @@ async fn administration_is_not_found_for_others_and_searches_for_administrators(
     assert_eq!(page.status(), StatusCode::OK);
     let text = body(&page);
     assert!(text.contains("<td>oidc:bob</td>"), "{text}");
-    assert!(text.contains("&lt;b&gt;") && !text.contains("<b>"), "{text}");
+    assert!(
+        text.contains("&lt;b&gt;") && !text.contains("<b>"),
+        "{text}"
+    );
     assert!(text.contains("r-1"), "{text}");
 }

@@ -505,29 +505,19 @@ async fn start_task(
     crate::reply::encode(&create_result(&record), &app.state.server_info)
 }
 
-/// Runs one `tools/call` in-process, for a script run's `platform.*` calls:
-/// the whole pipeline (persona from `identity`'s roles, rate limit, argument
+/// Runs one `tools/call` in-process, for a script run's `platform.*` calls
+/// (`run_id` names the run) and the portal's pages (no run): the whole
+/// pipeline (persona from `identity`'s roles, rate limit, argument
 /// validation, consent, audit with the run id), as a request that declares no
 /// extension and asks for no progress, so the answer is always direct.
 pub(crate) async fn call_in_process(
     app: &App,
     identity: Arc<crate::auth::Identity>,
-    run_id: &str,
+    run_id: Option<&str>,
     tool: &str,
     arguments: Value,
 ) -> Result<Value, McpError> {
-    let context = RequestContext {
-        identity,
-        meta: docket_protocol::meta::RequestMeta {
-            protocol_version: docket_protocol::PROTOCOL_VERSION.to_owned(),
-            client_capabilities: docket_protocol::meta::ClientCapabilities::default(),
-            client_info: None,
-            progress_token: None,
-            log_level: None,
-        },
-        headers: http::HeaderMap::new(),
-        run_id: Some(run_id.to_owned()),
-    };
+    let context = RequestContext::in_process(identity, run_id);
     let params = serde_json::json!({"name": tool, "arguments": arguments});
     match call_tool(app, context, Some(params)).await? {
         Reply::Json(value) => Ok(value),
@@ -538,4 +528,19 @@ pub(crate) async fn call_in_process(
             "an in-process call answered with a stream".into(),
         )),
     }
+}
+
+/// The text blocks of a tool result, one per line.
+pub(crate) fn result_text(answer: &Value) -> String {
+    answer
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|block| block.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }

@@ -134,7 +134,7 @@ impl ScriptHost {
             otel.kind = "internal",
             "gen_ai.tool.name" = label,
         );
-        let answer = call_in_process(&app, identity, &self.run_id, tool, arguments)
+        let answer = call_in_process(&app, identity, Some(&self.run_id), tool, arguments)
             .instrument(span)
             .await
             .map_err(|error| match error {
@@ -148,17 +148,7 @@ impl ScriptHost {
                 "{tool} asked for the user's consent, which a script run cannot give"
             )));
         }
-        let text = answer
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|block| block.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
+        let text = crate::call::result_text(&answer);
         if answer.get("isError").and_then(Value::as_bool) == Some(true) {
             return Err(HostError::Tool(format!("{tool}: {text}")));
         }

@@ -183,6 +183,39 @@ async fn a_person_logs_in_to_the_portal_through_any_replica_and_out_again(backen
         token = csrf_of(&text);
     }
 
+    // The pages answer as the person, on either replica: their (empty)
+    // work, nothing of an asset that is not theirs, no administration.
+    let work = browser.get(&on(b, &public("/portal/work"))).await;
+    assert_eq!(work.status().as_u16(), 200);
+    let text = work.text().await.expect("page");
+    assert!(text.contains("id=\"no-tasks\""), "{text}");
+    for (path, status) in [
+        ("/portal/exports", 200),
+        ("/portal/scripts", 200),
+        ("/portal/prompts", 200),
+        ("/portal/exports/0123456789abcdef0123456789abcdef", 404),
+        ("/portal/admin", 404),
+    ] {
+        let page = browser.get(&on(a, &public(path))).await;
+        assert_eq!(page.status().as_u16(), status, "{path}");
+    }
+    // The live statuses stream for a session, and for nobody else.
+    let events = browser
+        .get(&on(a, &public("/portal/work/events?tasks=unknown")))
+        .await;
+    assert_eq!(events.status().as_u16(), 200);
+    assert_eq!(
+        events.headers()["content-type"].to_str().expect("text"),
+        "text/event-stream"
+    );
+    drop(events);
+    let stranger = reqwest::Client::new()
+        .get(on(a, &public("/portal/work/events?tasks=unknown")))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(stranger.status().as_u16(), 204);
+
     // A form without the session's token changes nothing.
     let forged = browser
         .post_form(

@@ -19,7 +19,8 @@ pub(crate) struct ConfiguredOwners {
     api_keys: HashMap<String, Vec<String>>,
     /// The anonymous identity's roles, when anonymous access is allowed.
     anonymous: Option<Vec<String>>,
-    /// Whether an OIDC provider is configured.
+    /// Whether people sign in as `oidc:` subjects: an OIDC provider is
+    /// configured, or Docket's own authorization server (in front of one).
     oidc: bool,
     personas: Personas,
 }
@@ -34,7 +35,7 @@ impl ConfiguredOwners {
                 .map(|key| (key.subject(), key.roles.clone()))
                 .collect(),
             anonymous: auth.allow_anonymous.then(|| auth.anonymous_roles.clone()),
-            oidc: auth.oidc.is_some(),
+            oidc: auth.oidc.is_some() || auth.oauth_server.is_some(),
             personas,
         }
     }
@@ -113,5 +114,25 @@ mod tests {
             configured(true).access("oidc:someone"),
             OwnerAccess::Unchecked
         );
+    }
+
+    /// People who sign in through Docket's own authorization server are
+    /// `oidc:` subjects too, so their scripts run (found by the portal's
+    /// browser check: a run of theirs was refused as of an owner gone).
+    #[test]
+    fn owners_signed_in_through_the_authorization_server_exist() {
+        let auth = AuthConfig {
+            oauth_server: Some(docket_oauth::OAuthServerConfig::default()),
+            ..AuthConfig::default()
+        };
+        let owners = ConfiguredOwners::new(
+            &auth,
+            Personas::new(&BTreeMap::new(), &AdminConfig::default()),
+        );
+        assert_eq!(owners.access("oidc:someone"), OwnerAccess::Unchecked);
+        assert!(matches!(
+            owners.access("apikey:bob"),
+            OwnerAccess::Refused(_)
+        ));
     }
 }
