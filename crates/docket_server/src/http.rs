@@ -1178,7 +1178,13 @@ fn sse_response(
         // Dropping `receiver` here tells the call its stream is gone.
         server_span.finish();
     });
-    let stream = futures_util::stream::unfold(frame_receiver, |mut receiver| async move {
+    event_stream(frame_receiver)
+}
+
+/// An SSE answer whose body is the frames `frames` receives, ending when its
+/// sender is dropped.
+pub(crate) fn event_stream(frames: mpsc::Receiver<Bytes>) -> hyper::Response<Body> {
+    let stream = futures_util::stream::unfold(frames, |mut receiver| async move {
         receiver
             .recv()
             .await

@@ -10,14 +10,12 @@
 //! `EventSource` to stop asking.
 
 use std::collections::BTreeSet;
-use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
 use docket_portal::{Desk, Person};
 use http::{HeaderValue, StatusCode};
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::Frame;
+use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
@@ -32,7 +30,7 @@ pub(crate) const MAX_FOLLOWED: usize = 100;
 /// The path.
 pub(crate) const PATH: &str = "/portal/work/events";
 
-type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+use crate::http::Body;
 
 /// The ids a query names under `key`: well-formed, distinct, bounded.
 fn ids(query: &str, key: &str) -> BTreeSet<String> {
@@ -87,23 +85,12 @@ pub(crate) async fn answer_events(
     let (frames, receiver) = mpsc::channel::<Bytes>(16);
     let keepalive = app.state.sse_keepalive;
     tokio::spawn(async move { follow.run(task_changes, run_ends, frames, keepalive).await });
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver
-            .recv()
-            .await
-            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), receiver))
-    });
-    let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let mut response = crate::http::event_stream(receiver);
     let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
     headers.insert(
         http::header::CACHE_CONTROL,
         HeaderValue::from_static("no-store"),
     );
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     headers.insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
