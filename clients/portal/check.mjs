@@ -292,6 +292,15 @@ async function checkPages(browser, context, page) {
   await shot(page, '10-run-cancelled');
   log('a run was cancelled from the page');
 
+  // My scripts: the script, its versions, and the run just cancelled among its runs.
+  await page.goto(`${base}/portal/scripts`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  await page.locator('#script-links a', { hasText: 'slow' }).click();
+  await page.waitForURL((address) => address.pathname === '/portal/scripts/slow', { timeout: PAGE_TIMEOUT_MS });
+  check((await page.locator('#versions').innerText()).includes('Version 1 is current'), await describe(page));
+  check((await page.locator('#runs').innerText()).includes(runId), `the script's runs: ${await describe(page)}`);
+  await shot(page, '11-script');
+  log('the script page lists its version and its runs');
+
   // Bob, signed in too, is refused alice's export, and sees none of her work.
   const bobs = await browser.newContext();
   const bob = await bobs.newPage();
@@ -299,7 +308,7 @@ async function checkPages(browser, context, page) {
   await logIn(bob, 'bob');
   const foreign = await bob.goto(`${base}/portal/exports/${assetId}`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
   check(foreign.status() === 404, `bob opened alice's export: ${foreign.status()}`);
-  await shot(bob, '11-another-persons-page');
+  await shot(bob, '12-another-persons-page');
   await bob.goto(`${base}/portal/work`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
   const bobsWork = await bob.locator('main').innerText();
   check(!bobsWork.includes(slow.taskId) && !bobsWork.includes(runId), 'bob sees alice\'s work');
@@ -307,6 +316,27 @@ async function checkPages(browser, context, page) {
   check(admin.status() === 404, `bob opened the administration page: ${admin.status()}`);
   await bobs.close();
   log('another person is refused alice\'s pages');
+
+  // Carol, an administrator, finds alice's export in the audit log and sees the replica beating.
+  const carols = await browser.newContext();
+  const carol = await carols.newPage();
+  await carol.goto(`${base}/portal`, { waitUntil: 'commit', timeout: PAGE_TIMEOUT_MS });
+  await logIn(carol, 'carol');
+  await carol.locator('#nav-admin').click();
+  await carol.waitForURL((address) => address.pathname === '/portal/admin', { timeout: PAGE_TIMEOUT_MS });
+  await carol.locator('input[name="tool"]').fill('trino_export');
+  await carol.locator('#audit-search button[type="submit"]').click();
+  await carol.waitForURL((address) => address.search.includes('tool=trino_export'), { timeout: PAGE_TIMEOUT_MS });
+  const audit = await carol.locator('#audit').innerText();
+  check(audit.includes('trino_export') && audit.includes('alice'), `the audit search: ${audit.slice(0, 400)}`);
+  check((await carol.locator('#replicas').innerText()).includes('beating'), await describe(carol));
+  for (const queue of ['#queue', '#running']) {
+    const text = await carol.locator(queue).innerText();
+    check(text.includes('runs') && !text.includes('invalid'), `${queue}: ${text}`);
+  }
+  await shot(carol, '13-administration');
+  await carols.close();
+  log('an administrator searched the audit log and saw the replica beating');
 }
 
 const browser = await chromium.launch(LAUNCH);
@@ -363,7 +393,7 @@ try {
     page.waitForURL((address) => address.pathname === '/portal/signed-out', { timeout: PAGE_TIMEOUT_MS }),
     page.locator('#logout').click(),
   ]);
-  await shot(page, '12-logged-out');
+  await shot(page, '14-logged-out');
   const after = await context.cookies(`${base}/portal`);
   check(!after.some((cookie) => cookie.name === 'docket_portal' && cookie.value !== ''),
     'the session cookie outlived the logout');

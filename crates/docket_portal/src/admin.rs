@@ -10,6 +10,9 @@ use crate::render::escape;
 use crate::reply::Reply;
 use crate::session::SignedIn;
 
+/// How many runs of each state the queue shows (`list_runs`' most).
+const RUNS_SHOWN: u64 = 50;
+
 /// The longest text of one search field.
 const MAX_FIELD_CHARS: usize = 256;
 
@@ -46,14 +49,14 @@ pub(crate) async fn show(signed_in: &SignedIn, desk: &dyn Desk, query: &str) -> 
         .call(
             &person,
             "list_runs",
-            json!({"status": "queued", "limit": 100}),
+            json!({"status": "queued", "limit": RUNS_SHOWN}),
         )
         .await;
     let running = desk
         .call(
             &person,
             "list_runs",
-            json!({"status": "running", "limit": 100}),
+            json!({"status": "running", "limit": RUNS_SHOWN}),
         )
         .await;
     let sections = vec![

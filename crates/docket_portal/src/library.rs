@@ -16,6 +16,9 @@ use crate::session::SignedIn;
 /// The longest script name a path may carry.
 const MAX_NAME_CHARS: usize = 200;
 
+/// The most versions the script page links.
+const MAX_VERSION_LINKS: usize = 50;
+
 pub(crate) async fn scripts(signed_in: &SignedIn, desk: &dyn Desk) -> Reply {
     let person = person(signed_in);
     let listed = desk
@@ -115,12 +118,38 @@ pub(crate) async fn script(
         )
         .await;
     let sections = vec![
+        Section {
+            id: "versions",
+            heading: "Versions".to_owned(),
+            html: version_links(&name, &script),
+        },
         Section::of("script", "Current version", &script),
         Section::answer("diff", "Changes between versions", diff),
         Section::answer("runs", "Runs", runs),
         Section::answer("schedule", "Schedule", schedule),
     ];
     answers(Nav::of(signed_in), &format!("Script {name}"), sections)
+}
+
+/// A link to each version's changes from the one before it, newest first
+/// (at most [`MAX_VERSION_LINKS`]).
+fn version_links(name: &str, script: &Value) -> String {
+    let newest = script.get("version").and_then(Value::as_u64).unwrap_or(1);
+    let path: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+    let mut html = format!("<p>Version {newest} is current.</p>");
+    if newest > 1 {
+        html.push_str("<ul>");
+        for version in (2..=newest).rev().take(MAX_VERSION_LINKS) {
+            html.push_str(&format!(
+                "<li><a href=\"/portal/scripts/{}?from_version={}&amp;to_version={version}#diff\">\
+                 Version {version}: its changes</a></li>",
+                escape(&path),
+                version - 1
+            ));
+        }
+        html.push_str("</ul>");
+    }
+    html
 }
 
 /// A path segment, percent-decoded, when it is UTF-8 of a bounded length.
