@@ -32,12 +32,12 @@ use docket_protocol::jsonrpc::{
 use docket_protocol::legacy::versions_sentence;
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::result::stamp_encoded_server_info;
-use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -1178,24 +1178,7 @@ fn sse_response(
         // Dropping `receiver` here tells the call its stream is gone.
         server_span.finish();
     });
-    event_stream(frame_receiver)
-}
-
-/// An SSE answer whose body is the frames `frames` receives, ending when its
-/// sender is dropped.
-pub(crate) fn event_stream(frames: mpsc::Receiver<Bytes>) -> hyper::Response<Body> {
-    let stream = futures_util::stream::unfold(frames, |mut receiver| async move {
-        receiver
-            .recv()
-            .await
-            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), receiver))
-    });
-    let mut response = hyper::Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    crate::sse::event_stream(frame_receiver)
 }
 
 fn sse_frame(message: &impl serde::Serialize) -> Bytes {

@@ -41,6 +41,7 @@ mod reply;
 mod request;
 mod retention;
 mod server_span;
+mod sse;
 mod state;
 mod tasks;
 mod telemetry;

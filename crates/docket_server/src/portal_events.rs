@@ -30,7 +30,7 @@ pub(crate) const MAX_FOLLOWED: usize = 100;
 /// The path.
 pub(crate) const PATH: &str = "/portal/work/events";
 
-use crate::http::Body;
+use crate::sse::Body;
 
 /// The ids a query names under `key`: well-formed, distinct, bounded.
 fn ids(query: &str, key: &str) -> BTreeSet<String> {
@@ -85,7 +85,7 @@ pub(crate) async fn answer_events(
     let (frames, receiver) = mpsc::channel::<Bytes>(16);
     let keepalive = app.state.sse_keepalive;
     tokio::spawn(async move { follow.run(task_changes, run_ends, frames, keepalive).await });
-    let mut response = crate::http::event_stream(receiver);
+    let mut response = crate::sse::event_stream(receiver);
     let headers = response.headers_mut();
     headers.insert(
         http::header::CACHE_CONTROL,
