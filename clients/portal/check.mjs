@@ -256,6 +256,16 @@ async function checkPages(browser, context, page) {
   await stranger.close();
   log('a public share opened in a browser signed in nowhere');
 
+  // A share for bob alone: he opens it signed in to the portal; carol, signed in too, may not.
+  await page.locator('select[name="audience"]').selectOption('people');
+  await page.locator('input[name="people"]').fill('oidc:bob');
+  await page.locator('#share button[type="submit"]').click();
+  await page.waitForFunction(
+    (previous) => { const link = document.querySelector('#share-url'); return link && link.href !== previous; },
+    shareUrl, { timeout: PAGE_TIMEOUT_MS },
+  );
+  const bobsShare = await page.locator('#share-url').getAttribute('href');
+
   // A task that is still running when the page loads turns completed on the page, with no reload.
   const slow = await mcp(token, 'tools/call', { name: 'diagnostics_sleep', arguments: { seconds: 5 } }, { tasks: true });
   check(slow.resultType === 'task' && slow.taskId, `diagnostics_sleep did not become a task: ${JSON.stringify(slow)}`);
@@ -314,6 +324,12 @@ async function checkPages(browser, context, page) {
   check(!bobsWork.includes(slow.taskId) && !bobsWork.includes(runId), 'bob sees alice\'s work');
   const admin = await bob.goto(`${base}/portal/admin`, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
   check(admin.status() === 404, `bob opened the administration page: ${admin.status()}`);
+  const [shared] = await Promise.all([
+    bob.waitForEvent('download', { timeout: PAGE_TIMEOUT_MS }),
+    bob.goto(bobsShare, { timeout: PAGE_TIMEOUT_MS }).catch(() => null),
+  ]);
+  check(await shared.path(), 'the share for bob gave him nothing');
+  log('bob opened the share made for him, known by his portal session');
   await bobs.close();
   log('another person is refused alice\'s pages');
 
@@ -335,6 +351,8 @@ async function checkPages(browser, context, page) {
     check(text.includes('runs') && !text.includes('invalid'), `${queue}: ${text}`);
   }
   await shot(carol, '13-administration');
+  const notCarols = await carol.goto(bobsShare, { waitUntil: 'load', timeout: PAGE_TIMEOUT_MS });
+  check(notCarols.status() === 404, `carol opened the share made for bob: ${notCarols.status()}`);
   await carols.close();
   log('an administrator searched the audit log and saw the replica beating');
 }

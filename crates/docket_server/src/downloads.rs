@@ -237,6 +237,25 @@ pub(crate) async fn open_share(
     share_id: &str,
     peer: Option<IpAddr>,
 ) -> Result<hyper::Response<DownloadBody>, Refused> {
+    open_share_by(app, Opening::Credentials(headers), share_id, peer).await
+}
+
+/// Who opens a share: whoever the request's credentials name, or a person
+/// the caller already knows (the portal's session).
+pub(crate) enum Opening<'a> {
+    /// The request's credentials say who (`opener::who_is_opening`).
+    Credentials(&'a HeaderMap),
+    /// Already known.
+    Known(Opener),
+}
+
+/// A share opened by `opening` (see [`open_share`]).
+pub(crate) async fn open_share_by(
+    app: &App,
+    opening: Opening<'_>,
+    share_id: &str,
+    peer: Option<IpAddr>,
+) -> Result<hyper::Response<DownloadBody>, Refused> {
     let started = Instant::now();
     let assets = app.state.assets.as_ref().ok_or(Refused::NotFound)?;
     spend(assets, peer)?;
@@ -252,7 +271,12 @@ pub(crate) async fn open_share(
             return Err(Refused::Unavailable);
         }
     };
-    let opener = who_is_opening(app, headers).await.map_err(Refused::Auth)?;
+    let opener = match opening {
+        Opening::Credentials(headers) => {
+            who_is_opening(app, headers).await.map_err(Refused::Auth)?
+        }
+        Opening::Known(opener) => opener,
+    };
     let subject = match (&share.audience, &opener) {
         (ShareAudience::Public, Opener::Nobody) => None,
         (_, Opener::Person(identity)) => Some(identity.subject.clone()),

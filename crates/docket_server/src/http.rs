@@ -450,10 +450,22 @@ where
             tracing::info!(reason, path, "refused a request for a foreign host");
             return plain(StatusCode::FORBIDDEN, &format!("{reason}\n"));
         }
-        // The work page's live statuses stream; everything else is a page.
+        // The work page's live statuses stream, and shares opened by the
+        // session's person; everything else is a page.
         if parts.method == http::Method::GET && path == crate::portal_events::PATH {
             let query = parts.uri.query().unwrap_or_default();
             return crate::portal_events::answer_events(app, portal, &parts.headers, query).await;
+        }
+        if parts.method == http::Method::GET
+            && let Some(id) = path.strip_prefix(crate::portal_routes::SHARES)
+        {
+            let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
+            return match crate::portal_routes::open_share(app, portal, &parts.headers, id, peer)
+                .await
+            {
+                Ok(answer) => answer,
+                Err(refused) => link_answer(app, Err(refused)),
+            };
         }
         // An embedder's service may have no peer address; such requests
         // share one rate-limit bucket at the token endpoint.
@@ -573,13 +585,28 @@ where
         (&Method::GET, path) if path.starts_with("/shares/") => {
             let id = path.trim_start_matches("/shares/").to_owned();
             let peer = parts.extensions.get::<Peer>().map(|peer| peer.0.ip());
-            link_answer(
-                app,
-                crate::downloads::open_share(app, &parts.headers, &id, peer).await,
-            )
+            let opened = crate::downloads::open_share(app, &parts.headers, &id, peer).await;
+            // A browser with no credentials opens a share for people through
+            // the portal, whose session says who they are.
+            if let Err(crate::downloads::Refused::Auth(AuthError::MissingCredentials)) = &opened
+                && app.state.portal.is_some()
+                && accepts_html(&parts.headers)
+            {
+                return crate::portal_routes::to_portal_share(&id);
+            }
+            link_answer(app, opened)
         }
         _ => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// Whether the request is a browser's navigation (it takes HTML).
+fn accepts_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/html"))
 }
 
 /// Who the request's credentials say it is. A caller signed in with an OIDC

@@ -1,9 +1,10 @@
-//! Who is opening a link: the one place that turns a browser's request for a
-//! share (or anything else opened from a link) into an identity, or into
-//! nobody. Today a person is known by the credentials the MCP endpoint takes (a
-//! bearer token or an API key, `auth::Authenticator`); the portal's session
-//! cookie is to be recognised here too, so that every link's audience rule
-//! reads one answer.
+//! Who is opening a link: the one place that turns a request's credentials
+//! (a bearer token or an API key, `auth::Authenticator`) into the person
+//! opening a share (or anything else opened from a link), or into nobody. A
+//! browser with no credentials is sent to open a share for people through
+//! the portal (`/portal/shares/{id}`, `portal_routes::open_share`), whose
+//! session names the person as an [`Opener::Person`] too, so every link's
+//! audience rule reads one answer.
 
 use std::sync::Arc;
 
@@ -25,9 +26,8 @@ pub(crate) enum Opener {
 ///
 /// A request without credentials is [`Opener::Nobody`], not an error: a public
 /// share opens for it, and the other audiences answer it with the challenge
-/// that tells a browser or client how to sign in. This is the function to extend
-/// when the portal's session cookie arrives: a valid session is a
-/// [`Opener::Person`] as a bearer token is.
+/// that tells a browser or client how to sign in (a browser, with the portal
+/// on, is sent to the portal instead).
 ///
 /// # Errors
 /// The [`AuthError`] of credentials that were sent and are not valid (or that

@@ -103,6 +103,10 @@ impl Authority for ServerAuthority<'_> {
     }
 }
 
+/// Where a share for people is opened by the portal's session (the share id
+/// follows).
+pub(crate) const SHARES: &str = "/portal/shares/";
+
 /// Answers one request to the portal.
 pub(crate) async fn answer<B>(
     app: &App,
@@ -185,4 +189,75 @@ impl App {
             }
         }
     }
+}
+
+/// Sends a browser to open share `id` through the portal, whose session says
+/// who is opening (the portal's cookie is scoped to `/portal`).
+pub(crate) fn to_portal_share(id: &str) -> hyper::Response<crate::sse::Body> {
+    let mut response = see_other();
+    // The id is checked where the share is opened; here it only must make a
+    // header value, and a path below the portal.
+    let id: String = id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(64)
+        .collect();
+    if let Ok(location) = HeaderValue::from_str(&format!("{SHARES}{id}")) {
+        response
+            .headers_mut()
+            .insert(http::header::LOCATION, location);
+    }
+    response
+}
+
+/// `GET /portal/shares/{id}`: the share opened by the session's person (a
+/// browser without a session is sent to log in and comes back here).
+///
+/// # Errors
+/// What opening the share refused.
+pub(crate) async fn open_share(
+    app: &App,
+    portal: &ComposedPortal,
+    headers: &http::HeaderMap,
+    id: &str,
+    peer: Option<std::net::IpAddr>,
+) -> Result<hyper::Response<crate::sse::Body>, crate::downloads::Refused> {
+    let person = match portal.portal.person(headers).await {
+        Ok(Some(person)) => person,
+        Ok(None) => {
+            let mut response = see_other();
+            let back: String = form_urlencoded::Serializer::new(String::new())
+                .append_pair("return_to", &format!("{SHARES}{id}"))
+                .finish();
+            if let Ok(location) = HeaderValue::from_str(&format!("/portal/login?{back}")) {
+                response
+                    .headers_mut()
+                    .insert(http::header::LOCATION, location);
+            }
+            return Ok(response);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a portal session could not be read");
+            return Err(crate::downloads::Refused::Unavailable);
+        }
+    };
+    let identity = crate::portal_desk::identity_of(app, &person)
+        .await
+        .map_err(|_| crate::downloads::Refused::Unavailable)?;
+    crate::downloads::open_share_by(
+        app,
+        crate::downloads::Opening::Known(crate::opener::Opener::Person(identity)),
+        id,
+        peer,
+    )
+    .await
+}
+
+/// An empty `303`, its location to be set.
+fn see_other() -> hyper::Response<crate::sse::Body> {
+    let mut response = hyper::Response::new(http_body_util::BodyExt::boxed_unsync(
+        http_body_util::Full::new(Bytes::new()),
+    ));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    response
 }
