@@ -47,6 +47,9 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     // server as its client, sessions behind the PortalStore trait, pages as
     // templates. The server composes it and gives it the person of a login.
     ("docket_portal", &[]),
+    // OpenAPI catalogs (issue 40): documents parsed and indexed, searched,
+    // schemas resolved, calls by operation planned and checked. No I/O.
+    ("docket_openapi", &[]),
     // The run bridge and the server know the stores by their traits; only their
     // tests open a database (see ALLOWED_DEV_ONLY_DEPENDENCIES).
     (
@@ -67,11 +70,14 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
             "docket_portal",
             // Spans, W3C trace context and the MCP conventions' metrics (issue 37).
             "docket_telemetry",
-            // Its tests talk to the Trino double, a real OpenID provider and a real
-            // OTLP receiver (dev-dependencies only).
+            // The OpenAPI catalogs of api connections (issue 40).
+            "docket_openapi",
+            // Its tests talk to the Trino double, a real OpenID provider, a real
+            // OTLP receiver and a real FastAPI upstream (dev-dependencies only).
             "docket_trino_double",
             "docket_oidc_provider",
             "docket_otlp_collector",
+            "docket_fastapi_upstream",
         ],
     ),
     // The binary installs the telemetry (docket_telemetry) in place of its own logging.
@@ -126,6 +132,9 @@ const ALLOWED_INTERNAL_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("docket_telemetry", &["docket_otlp_collector"]),
     // The OTLP receiver for tests: a dev-only hyper server decoding opentelemetry-proto.
     ("docket_otlp_collector", &[]),
+    // A real FastAPI upstream for tests (testing/fastapi-upstream): its OpenAPI
+    // document, client-credentials tokens of the OpenID provider, mutual TLS.
+    ("docket_fastapi_upstream", &["docket_oidc_provider"]),
 ];
 
 /// Internal edges a package may have as a dev-dependency only, beyond its table row:
@@ -146,6 +155,7 @@ const DEV_ONLY_PACKAGES: &[&str] = &[
     "docket_bench",
     "docket_oidc_provider",
     "docket_otlp_collector",
+    "docket_fastapi_upstream",
 ];
 
 /// Crates any workspace package may use as a dev-dependency beyond its table row:

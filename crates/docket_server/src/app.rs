@@ -375,6 +375,17 @@ impl AppBuilder {
             .map_err(|problems| crate::config::ConfigError { problems })?;
         let http_connections = crate::connections::http_connections(&config.connections)
             .map_err(|problems| crate::config::ConfigError { problems })?;
+        // When each connection's client certificate expires: a metric, and in
+        // platform_info for administrators.
+        let certificates: Vec<(String, time::OffsetDateTime)> = http_connections
+            .iter()
+            .filter_map(|connection| {
+                connection
+                    .client
+                    .certificate_expires()
+                    .map(|expires| (connection.name.clone(), expires))
+            })
+            .collect();
         let assets = assets.map(|parts| Assets {
             store: parts.store,
             calls: parts.calls,
@@ -635,6 +646,9 @@ impl AppBuilder {
         // metrics count exactly these by name.
         let names: Vec<String> = registry.iter().map(|tool| tool.spec.name.clone()).collect();
         let metrics = Metrics::default();
+        for (connection, expires) in &certificates {
+            metrics.record_certificate_expiry(connection, *expires);
+        }
         metrics.set_known_tools(names.iter().cloned());
         let _ = tool_names.set(names);
         let server_info = Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"));

@@ -144,11 +144,13 @@ pub(crate) fn trino_connections(
                 bearer: Some(token),
                 basic: None,
                 api_key: None,
+                client_credentials: None,
             }) => TrinoAuth::Bearer { token },
             Some(AuthMap {
                 bearer: None,
                 basic: Some(BasicSettings { username, password }),
                 api_key: None,
+                client_credentials: None,
             }) => TrinoAuth::Basic { username, password },
             Some(_) => {
                 problems.push(format!("{path}.auth: name exactly one of bearer or basic"));
@@ -252,6 +254,36 @@ struct HttpSettings {
     /// Whose credential calls carry: the connection's own (`fixed`), or each
     /// caller's (`token_exchange`, `headers`).
     identity: IdentityConfig,
+    /// Mutual TLS: the client certificate and key, and a private CA.
+    tls: Option<TlsSettings>,
+}
+
+/// `tls:` of an `api` or `graphql` connection: PEM files.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsSettings {
+    /// The client certificate (then its chain).
+    client_certificate: String,
+    /// Its private key.
+    client_key: String,
+    /// A private CA, the only root the server's certificate may chain to.
+    #[serde(default)]
+    ca: Option<String>,
+}
+
+/// `auth.client_credentials:`: OAuth 2.0 client credentials.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientCredentialsSettings {
+    token_url: String,
+    client_id: String,
+    client_secret: String,
+    #[serde(default)]
+    scopes: Vec<String>,
+    #[serde(default)]
+    resource: Option<String>,
+    #[serde(default)]
+    audience: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -267,13 +299,15 @@ impl Default for HttpSettings {
             call_timeout: Duration::from_secs(60),
             max_response_bytes: 10 << 20,
             identity: IdentityConfig::default(),
+            tls: None,
         }
     }
 }
 
 /// `auth:` of an `api` or `graphql` connection: `none`, or a mapping with exactly
-/// one of `bearer: TOKEN`, `basic: {username, password}` and
-/// `api_key: {header | query, value}`.
+/// one of `bearer: TOKEN`, `basic: {username, password}`,
+/// `api_key: {header | query, value}` and `client_credentials: {token_url,
+/// client_id, client_secret, scopes, resource, audience}`.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum HttpAuthSettings {
@@ -287,6 +321,7 @@ struct AuthMap {
     bearer: Option<String>,
     basic: Option<BasicSettings>,
     api_key: Option<ApiKeySettings>,
+    client_credentials: Option<Box<ClientCredentialsSettings>>,
 }
 
 #[derive(Deserialize)]
@@ -302,6 +337,49 @@ struct ApiKeySettings {
     header: Option<String>,
     query: Option<String>,
     value: String,
+}
+
+/// The most bytes of one PEM file a connection reads.
+const MAX_PEM_BYTES: u64 = 1024 * 1024;
+
+/// The PEM files of `tls`, read now (a missing or unreadable one is a problem
+/// naming its key, never its contents).
+fn read_tls(
+    tls: TlsSettings,
+    path: &str,
+    problems: &mut Vec<String>,
+) -> Option<docket_export::api::ClientTls> {
+    let mut read = |key: &str, file: &str| -> Option<String> {
+        let size = std::fs::metadata(file).map(|meta| meta.len());
+        match size {
+            Ok(size) if size > MAX_PEM_BYTES => {
+                problems.push(format!("{path}.{key}: {file} is larger than 1 MiB"));
+                None
+            }
+            Ok(_) => match std::fs::read_to_string(file) {
+                Ok(text) => Some(text),
+                Err(error) => {
+                    problems.push(format!("{path}.{key}: cannot read {file}: {error}"));
+                    None
+                }
+            },
+            Err(error) => {
+                problems.push(format!("{path}.{key}: cannot read {file}: {error}"));
+                None
+            }
+        }
+    };
+    let certificate_pem = read("client_certificate", &tls.client_certificate);
+    let key_pem = read("client_key", &tls.client_key);
+    let ca_pem = match &tls.ca {
+        Some(ca) => Some(read("ca", ca)?),
+        None => None,
+    };
+    Some(docket_export::api::ClientTls {
+        certificate_pem: certificate_pem?,
+        key_pem: key_pem?,
+        ca_pem,
+    })
 }
 
 /// The methods an `api` connection allows when it names none: reads only.
@@ -432,40 +510,53 @@ fn http_connection(
         HttpAuthSettings::Word(word) if word == "none" => ApiAuth::None,
         HttpAuthSettings::Word(_) => {
             problems.push(format!(
-                "{path}.auth: must be none or a mapping with bearer, basic or api_key"
+                "{path}.auth: must be none or a mapping with bearer, basic, api_key or client_credentials"
             ));
             ApiAuth::None
         }
-        HttpAuthSettings::Map(map) => match (map.bearer, map.basic, map.api_key) {
-            (Some(token), None, None) => ApiAuth::Bearer { token },
-            (None, Some(BasicSettings { username, password }), None) => {
-                ApiAuth::Basic { username, password }
-            }
-            (
-                None,
-                None,
-                Some(ApiKeySettings {
-                    header,
-                    query,
-                    value,
-                }),
-            ) => match (header, query) {
-                (Some(header), None) => ApiAuth::HeaderKey { header, value },
-                (None, Some(parameter)) => ApiAuth::QueryKey { parameter, value },
+        HttpAuthSettings::Map(map) => {
+            match (map.bearer, map.basic, map.api_key, map.client_credentials) {
+                (Some(token), None, None, None) => ApiAuth::Bearer { token },
+                (None, Some(BasicSettings { username, password }), None, None) => {
+                    ApiAuth::Basic { username, password }
+                }
+                (None, None, None, Some(settings)) => {
+                    ApiAuth::ClientCredentials(docket_export::api::ClientCredentials {
+                        token_url: settings.token_url,
+                        client_id: settings.client_id,
+                        client_secret: settings.client_secret,
+                        scopes: settings.scopes,
+                        resource: settings.resource,
+                        audience: settings.audience,
+                    })
+                }
+                (
+                    None,
+                    None,
+                    Some(ApiKeySettings {
+                        header,
+                        query,
+                        value,
+                    }),
+                    None,
+                ) => match (header, query) {
+                    (Some(header), None) => ApiAuth::HeaderKey { header, value },
+                    (None, Some(parameter)) => ApiAuth::QueryKey { parameter, value },
+                    _ => {
+                        problems.push(format!(
+                            "{path}.auth.api_key: name exactly one of header or query"
+                        ));
+                        ApiAuth::None
+                    }
+                },
                 _ => {
                     problems.push(format!(
-                        "{path}.auth.api_key: name exactly one of header or query"
-                    ));
+                    "{path}.auth: name exactly one of bearer, basic, api_key or client_credentials"
+                ));
                     ApiAuth::None
                 }
-            },
-            _ => {
-                problems.push(format!(
-                    "{path}.auth: name exactly one of bearer, basic or api_key"
-                ));
-                ApiAuth::None
             }
-        },
+        }
     };
     let identity = match settings.identity.compile(&format!("{path}.identity")) {
         Ok(identity) => identity,
@@ -499,12 +590,16 @@ fn http_connection(
         ));
         return None;
     };
+    let tls = settings
+        .tls
+        .and_then(|tls| read_tls(tls, &format!("{path}.tls"), problems));
     let config = ApiConfig {
         base_url: url,
         auth,
         static_headers: settings.headers.into_iter().collect(),
         connect_timeout: settings.connect_timeout,
         call_timeout: settings.call_timeout,
+        tls,
     };
     let client = match ApiClient::new(config) {
         Ok(client) => client,

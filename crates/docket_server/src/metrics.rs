@@ -64,6 +64,11 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConnectionLabels {
+    connection: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabels {
     tool: String,
     outcome: &'static str,
@@ -84,6 +89,8 @@ pub struct Metrics {
     heartbeat_failures: Counter,
     stale_tasks_recorded: Counter,
     tasks_running: Gauge,
+    /// When each connection's client certificate expires (Unix seconds).
+    certificate_expiry: Family<ConnectionLabels, Gauge>,
     /// Held while the runtime's counts are copied, so two scrapes add each once.
     observing: Mutex<()>,
     /// The tools counted by name, fixed when the app is built.
@@ -138,6 +145,12 @@ impl Default for Metrics {
             "Tasks running on this replica",
             tasks_running.clone(),
         );
+        let certificate_expiry = Family::<ConnectionLabels, Gauge>::default();
+        registry.register(
+            "docket_api_client_certificate_expiry_seconds",
+            "When each api or graphql connection's client certificate (mutual TLS) expires, in Unix seconds",
+            certificate_expiry.clone(),
+        );
         Self {
             registry,
             requests,
@@ -146,6 +159,7 @@ impl Default for Metrics {
             heartbeat_failures,
             stale_tasks_recorded,
             tasks_running,
+            certificate_expiry,
             observing: Mutex::new(()),
             known_tools: OnceLock::new(),
         }
@@ -219,6 +233,19 @@ impl Metrics {
         self.tool_durations
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records when `connection`'s client certificate expires.
+    pub(crate) fn record_certificate_expiry(
+        &self,
+        connection: &str,
+        expires: time::OffsetDateTime,
+    ) {
+        self.certificate_expiry
+            .get_or_create(&ConnectionLabels {
+                connection: connection.to_owned(),
+            })
+            .set(expires.unix_timestamp());
     }
 
     /// Brings the task series up to date with `runtime`'s counts (its failed heartbeats,

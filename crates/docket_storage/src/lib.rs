@@ -49,10 +49,10 @@ pub use docket_oauth::OAuthStore;
 /// The portal's store trait, so a crate that opens a store can name what
 /// [`Store::portal_store`] returns.
 pub use docket_portal::PortalStore;
-pub use docket_task::oversight::Oversight;
 /// The trait both stores implement, re-exported so a crate that only opens a
 /// store (the binary) can name what [`Store::task_store`] returns.
 pub use docket_task::TaskStore;
+pub use docket_task::oversight::Oversight;
 pub use error::{Cause, StorageError};
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, SharedStatements};

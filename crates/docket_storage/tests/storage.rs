@@ -1667,7 +1667,10 @@ mod oversight {
             ("trino_export", "oidc:alice"),
             ("trino_query", "oidc:bob"),
         ] {
-            tasks.record_audit(entry(tool, subject)).await.expect("audit");
+            tasks
+                .record_audit(entry(tool, subject))
+                .await
+                .expect("audit");
         }
         let search = |subject: Option<&str>, tool: Option<&str>| AuditQuery {
             subject: subject.map(str::to_owned),
@@ -1700,16 +1703,31 @@ mod oversight {
             .search_audit(&search(Some("oidc:bob"), Some("trino_query")))
             .await
             .expect("search");
-        assert_eq!(by(&both), [("trino_query".to_owned(), "oidc:bob".to_owned())]);
+        assert_eq!(
+            by(&both),
+            [("trino_query".to_owned(), "oidc:bob".to_owned())]
+        );
         let newest = alice[0].at;
         let mut window = search(None, None);
         window.since = Some(newest + time::Duration::minutes(1));
-        assert!(oversight.search_audit(&window).await.expect("search").is_empty());
+        assert!(
+            oversight
+                .search_audit(&window)
+                .await
+                .expect("search")
+                .is_empty()
+        );
         window.since = Some(newest - time::Duration::minutes(1));
         window.until = Some(newest + time::Duration::minutes(1));
-        assert_eq!(oversight.search_audit(&window).await.expect("search").len(), 3);
+        assert_eq!(
+            oversight.search_audit(&window).await.expect("search").len(),
+            3
+        );
         window.limit = 1;
-        assert_eq!(oversight.search_audit(&window).await.expect("search").len(), 1);
+        assert_eq!(
+            oversight.search_audit(&window).await.expect("search").len(),
+            1
+        );
 
         tasks.heartbeat("replica-a", &[]).await.expect("beat");
         tasks.heartbeat("replica-b", &[]).await.expect("beat");
@@ -1722,7 +1740,10 @@ mod oversight {
         seen.sort();
         assert_eq!(
             seen,
-            [("replica-a".to_owned(), false), ("replica-b".to_owned(), true)]
+            [
+                ("replica-a".to_owned(), false),
+                ("replica-b".to_owned(), true)
+            ]
         );
         for replica in &replicas {
             assert!(replica.last_beat_at <= now + time::Duration::seconds(1));

@@ -62,8 +62,5 @@ pub trait Oversight: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`StoreError`] when the store cannot be read.
-    async fn replicas(
-        &self,
-        limit: u32,
-    ) -> Result<(Vec<ReplicaBeat>, OffsetDateTime), StoreError>;
+    async fn replicas(&self, limit: u32) -> Result<(Vec<ReplicaBeat>, OffsetDateTime), StoreError>;
 }

@@ -31,11 +31,15 @@ use tracing::Instrument as _;
 
 use crate::sink::SinkError;
 
+mod client_credentials;
+mod client_tls;
 mod content;
 mod export;
 mod pagination;
 mod scrub;
 
+pub use client_credentials::ClientCredentials;
+pub use client_tls::ClientTls;
 pub use content::{declared_content_type, extension_for, is_textual, stored_content_type};
 pub(crate) use export::commit_or_abort;
 pub use export::{ApiExportError, ApiExportLimits, ApiExportReport, KeyFor, export_response};
@@ -81,10 +85,14 @@ pub enum ApiAuth {
         /// The key.
         value: String,
     },
+    /// A bearer token the connection obtains with OAuth 2.0 client credentials,
+    /// cached and fetched again before it expires.
+    ClientCredentials(ClientCredentials),
 }
 
 impl ApiAuth {
-    /// Its kind, for display: `none`, `bearer`, `basic`, `api_key`.
+    /// Its kind, for display: `none`, `bearer`, `basic`, `api_key`,
+    /// `oauth2_client_credentials`.
     #[must_use]
     pub fn kind(&self) -> &'static str {
         match self {
@@ -92,6 +100,7 @@ impl ApiAuth {
             ApiAuth::Bearer { .. } => "bearer",
             ApiAuth::Basic { .. } => "basic",
             ApiAuth::HeaderKey { .. } | ApiAuth::QueryKey { .. } => "api_key",
+            ApiAuth::ClientCredentials(_) => "oauth2_client_credentials",
         }
     }
 
@@ -110,6 +119,7 @@ impl ApiAuth {
             ApiAuth::HeaderKey { value, .. } | ApiAuth::QueryKey { value, .. } => {
                 vec![value.clone()]
             }
+            ApiAuth::ClientCredentials(credentials) => credentials.secrets(),
         }
     }
 }
@@ -124,6 +134,7 @@ impl fmt::Debug for ApiAuth {
             ApiAuth::QueryKey { parameter, .. } => {
                 write!(f, "QueryKey({parameter}, [REDACTED])")
             }
+            ApiAuth::ClientCredentials(credentials) => credentials.fmt(f),
         }
     }
 }
@@ -166,6 +177,8 @@ pub struct ApiConfig {
     /// How long one call may take: a whole exchange when the body is read into
     /// memory, the wait for the response's headers when it is streamed.
     pub call_timeout: Duration,
+    /// Mutual TLS: the client certificate presented and the private CA trusted.
+    pub tls: Option<ClientTls>,
 }
 
 impl ApiConfig {
@@ -178,6 +191,7 @@ impl ApiConfig {
             static_headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -244,6 +258,13 @@ pub enum ApiError {
         /// Why.
         reason: &'static str,
     },
+    /// The connection could not obtain its own credentials (the OAuth token
+    /// endpoint refused or could not be reached).
+    #[error("the API's credentials could not be obtained: {message}")]
+    UpstreamAuth {
+        /// What happened, without any secret.
+        message: String,
+    },
     /// The API could not be reached, or the exchange broke off.
     #[error("the API could not be reached: {message}")]
     Transport {
@@ -280,6 +301,10 @@ pub struct ApiClient {
     static_headers: HeaderMap,
     call_timeout: Duration,
     propagate: Option<crate::trace::Propagate>,
+    /// The connection's token, with client credentials; shared by its clones.
+    tokens: Option<std::sync::Arc<client_credentials::TokenCache>>,
+    /// When the client certificate expires, with mutual TLS.
+    certificate_expires: Option<time::OffsetDateTime>,
 }
 
 impl fmt::Debug for ApiClient {
@@ -359,9 +384,27 @@ impl ApiClient {
             }
             _ => {}
         }
-        let http = reqwest::Client::builder()
+        let tokens = match &config.auth {
+            ApiAuth::ClientCredentials(credentials) => Some(std::sync::Arc::new(
+                client_credentials::TokenCache::new(credentials.clone()).map_err(invalid)?,
+            )),
+            _ => None,
+        };
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none());
+        let mut certificate_expires = None;
+        if let Some(tls) = &config.tls {
+            if base.scheme() != "https" {
+                return Err(invalid(
+                    "a client certificate needs an https base url".into(),
+                ));
+            }
+            let (configured, expires) = tls.apply(builder).map_err(invalid)?;
+            builder = configured;
+            certificate_expires = Some(expires);
+        }
+        let http = builder
             .build()
             .map_err(|error| invalid(format!("http client: {error}")))?;
         Ok(Self {
@@ -372,6 +415,8 @@ impl ApiClient {
             static_headers,
             call_timeout: config.call_timeout,
             propagate: None,
+            tokens,
+            certificate_expires,
         })
     }
 
@@ -445,6 +490,7 @@ impl ApiClient {
             }
             client.scrubber = self.scrubber.with_secrets(std::slice::from_ref(&token));
             client.auth = ApiAuth::Bearer { token };
+            client.tokens = None;
         }
         Ok(client)
     }
@@ -464,10 +510,17 @@ impl ApiClient {
         }
     }
 
-    /// The connection's authentication kind (`none`, `bearer`, `basic`, `api_key`).
+    /// The connection's authentication kind (`none`, `bearer`, `basic`, `api_key`,
+    /// `oauth2_client_credentials`).
     #[must_use]
     pub fn auth_kind(&self) -> &'static str {
         self.auth.kind()
+    }
+
+    /// When the connection's client certificate expires, with mutual TLS.
+    #[must_use]
+    pub fn certificate_expires(&self) -> Option<time::OffsetDateTime> {
+        self.certificate_expires
     }
 
     /// How long one call may take.
@@ -480,14 +533,38 @@ impl ApiClient {
     /// text that came from elsewhere (an upstream error message) and is shown.
     #[must_use]
     pub fn scrub(&self, text: &str) -> String {
-        self.scrubber.scrub(text)
+        self.scrubber().scrub(text)
     }
 
     /// The scrub of this connection's secrets, for bytes that are stored: every path
-    /// from an upstream to a caller goes through it.
+    /// from an upstream to a caller goes through it. With client credentials it
+    /// finds the current token too.
     #[must_use]
-    pub fn scrubber(&self) -> &Scrubber {
-        &self.scrubber
+    pub fn scrubber(&self) -> Scrubber {
+        self.tokens
+            .as_ref()
+            .and_then(|tokens| tokens.scrubber())
+            .unwrap_or_else(|| self.scrubber.clone())
+    }
+
+    /// The token to send, with client credentials: the cached one or a new one.
+    async fn upstream_token(&self, cancel: &CancellationToken) -> Result<Option<String>, ApiError> {
+        let Some(tokens) = &self.tokens else {
+            return Ok(None);
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(ApiError::Cancelled),
+            token = tokens.token(&self.http, self.call_timeout, &self.scrubber) => match token {
+                Ok(token) => Ok(Some(token)),
+                Err(client_credentials::TokenError::Refused(message)) => {
+                    Err(ApiError::UpstreamAuth { message })
+                }
+                Err(client_credentials::TokenError::Timeout(after)) => {
+                    Err(ApiError::Timeout { after })
+                }
+            },
+        }
     }
 
     /// Checks `request` and builds its URL, without any I/O.
@@ -584,6 +661,7 @@ impl ApiClient {
         mut url: Url,
         mut headers: HeaderMap,
         body: Option<&RequestBody>,
+        token: Option<&str>,
     ) -> reqwest::RequestBuilder {
         if let Some(propagate) = self.propagate {
             propagate(&mut headers);
@@ -614,6 +692,10 @@ impl ApiClient {
         }
         match &self.auth {
             ApiAuth::None | ApiAuth::QueryKey { .. } => request,
+            ApiAuth::ClientCredentials(_) => match token {
+                Some(token) => request.bearer_auth(token),
+                None => request,
+            },
             ApiAuth::Bearer { token } => request.bearer_auth(token),
             ApiAuth::Basic { username, password } => request.basic_auth(username, Some(password)),
             ApiAuth::HeaderKey { header, value } => request.header(header.as_str(), value.as_str()),
@@ -628,11 +710,32 @@ impl ApiClient {
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ApiError> {
         let (method, url, headers) = self.check(request)?;
+        let token = self.upstream_token(cancel).await?;
         let span = self.client_span(&method);
-        let builder = span.in_scope(|| self.build(method, url, headers, request.body.as_ref()));
-        self.send_built(builder, cancel, &span)
+        let builder = span.in_scope(|| {
+            self.build(
+                method,
+                url,
+                headers,
+                request.body.as_ref(),
+                token.as_deref(),
+            )
+        });
+        let response = self
+            .send_built(builder, cancel, &span)
             .instrument(span.clone())
-            .await
+            .await?;
+        self.refused_token(&response, token.as_deref());
+        Ok(response)
+    }
+
+    /// Forgets a token the API answered 401 to, so the next call fetches one.
+    fn refused_token(&self, response: &reqwest::Response, token: Option<&str>) {
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED
+            && let (Some(tokens), Some(token)) = (&self.tokens, token)
+        {
+            tokens.forget(token);
+        }
     }
 
     /// The client span of one request: its method and the upstream's host and
@@ -663,6 +766,7 @@ impl ApiClient {
             reqwest::header::ACCEPT,
             HeaderValue::from_static("application/graphql-response+json, application/json"),
         );
+        let token = self.upstream_token(cancel).await?;
         let span = self.client_span(&Method::POST);
         let builder = span.in_scope(|| {
             self.build(
@@ -670,11 +774,15 @@ impl ApiClient {
                 self.base.clone(),
                 headers,
                 Some(&RequestBody::Json(body.clone())),
+                token.as_deref(),
             )
         });
-        self.send_built(builder, cancel, &span)
+        let response = self
+            .send_built(builder, cancel, &span)
             .instrument(span.clone())
-            .await
+            .await?;
+        self.refused_token(&response, token.as_deref());
+        Ok(response)
     }
 
     async fn send_built(

@@ -4,6 +4,7 @@
 //! a timeout leaving nothing behind.
 
 mod caller;
+mod client_credentials;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

@@ -63,6 +63,18 @@ pub(crate) fn register_platform_tools(
         sessions,
         continuation,
     } = stores;
+    let certificates: Vec<platform::Certificate> = http_connections
+        .iter()
+        .filter_map(|connection| {
+            connection
+                .client
+                .certificate_expires()
+                .map(|expires| platform::Certificate {
+                    connection: connection.name.clone(),
+                    expires,
+                })
+        })
+        .collect();
     if !http_connections.is_empty() {
         let deps = Arc::new(api::HttpDeps {
             connections: http_connections,
@@ -98,5 +110,6 @@ pub(crate) fn register_platform_tools(
         Arc::new(config.connections.clone()),
         tool_names,
         tasks_enabled,
+        Arc::new(certificates),
     )
 }

@@ -26,11 +26,18 @@ fn read_only() -> ToolAnnotations {
     }
 }
 
+/// A connection's client certificate (mutual TLS), and when it expires.
+pub(crate) struct Certificate {
+    pub(crate) connection: String,
+    pub(crate) expires: time::OffsetDateTime,
+}
+
 pub(super) fn register(
     registry: &mut ToolRegistry,
     connections: Arc<BTreeMap<String, ConnectionConfig>>,
     tool_names: Arc<OnceLock<Vec<String>>>,
     tasks_enabled: bool,
+    certificates: Arc<Vec<Certificate>>,
 ) -> Result<(), RegistryError> {
     // The tool list is filled by the app once every tool (the script tools and an
     // embedder's included) is registered; it and the connections are fixed for the
@@ -49,9 +56,10 @@ pub(super) fn register(
         .without_rate_limit(),
         move |call: ToolCall| {
             let tool_names = Arc::clone(&tool_names);
+            let certificates = Arc::clone(&certificates);
             async move {
                 let names = tool_names.get().map_or(&[][..], Vec::as_slice);
-                ToolOutcome::Result(platform_info(&call, names, tasks_enabled))
+                ToolOutcome::Result(platform_info(&call, names, tasks_enabled, &certificates))
             }
         },
     )?;
@@ -87,9 +95,9 @@ pub(super) fn register(
     Ok(())
 }
 
-/// What `platform_info` answers.
+/// What `platform_info` answers; `client_certificates` only to administrators.
 fn platform_info_schema() -> Value {
-    record(json!({
+    let mut schema = record(json!({
         "server": record(json!({
             "name": string("The server's name."),
             "version": string("Docket's version."),
@@ -110,17 +118,31 @@ fn platform_info_schema() -> Value {
             "extension": string("The extension to declare to get tasks."),
             "note": string("What that means for the caller."),
         })),
-    }))
+    }));
+    schema["properties"]["client_certificates"] = array(
+        record(json!({
+            "connection": string("The api or graphql connection."),
+            "expires_at": string("When its client certificate expires (RFC 3339)."),
+            "days_left": {"type": "integer", "description": "Whole days until then (negative once passed)."},
+        })),
+        "Administrators only: the client certificates connections present (mutual TLS).",
+    );
+    schema
 }
 
-fn platform_info(call: &ToolCall, tool_names: &[String], tasks_enabled: bool) -> CallToolResult {
+fn platform_info(
+    call: &ToolCall,
+    tool_names: &[String],
+    tasks_enabled: bool,
+    certificates: &[Certificate],
+) -> CallToolResult {
     let identity = &call.identity;
     let persona = &call.persona;
     let tools: Vec<&String> = tool_names
         .iter()
         .filter(|name| persona.may_call_tool(name))
         .collect();
-    CallToolResult::structured(json!({
+    let mut answer = json!({
         "server": {
             "name": crate::state::SERVER_NAME,
             "version": env!("CARGO_PKG_VERSION"),
@@ -145,7 +167,24 @@ fn platform_info(call: &ToolCall, tool_names: &[String], tasks_enabled: bool) ->
                 "long tools answer directly: no database is configured or tasks.enabled is false"
             },
         },
-    }))
+    });
+    if persona.is_admin {
+        let now = time::OffsetDateTime::now_utc();
+        answer["client_certificates"] = certificates
+            .iter()
+            .map(|certificate| {
+                json!({
+                    "connection": certificate.connection,
+                    "expires_at": certificate
+                        .expires
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap_or_default(),
+                    "days_left": (certificate.expires - now).whole_days(),
+                })
+            })
+            .collect();
+    }
+    CallToolResult::structured(answer)
 }
 
 /// The connections a caller may see, as `list_connections` reports them.

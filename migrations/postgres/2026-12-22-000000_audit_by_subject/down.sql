@@ -1,0 +1,1 @@
+DROP INDEX audit_logs_subject_created_at;
