@@ -260,10 +260,40 @@ fn forbidden_v4(ip: Ipv4Addr) -> bool {
 }
 
 /// The resolver reqwest connects through: it drops the addresses the guard
-/// refuses, so the connection goes to a checked one.
+/// refuses, so the connection goes to a checked one. Other outbound fetches of
+/// URLs Docket is given (OpenAPI catalogs) connect through it too.
 #[derive(Clone, Debug)]
-struct GuardedResolver {
+pub struct GuardedResolver {
     allowed_hosts: Arc<Vec<String>>,
+}
+
+impl GuardedResolver {
+    /// A resolver that refuses private, loopback and other non-public
+    /// addresses ([`is_forbidden`]) for every host but `allowed_hosts`.
+    #[must_use]
+    pub fn new(allowed_hosts: Vec<String>) -> Self {
+        Self {
+            allowed_hosts: Arc::new(allowed_hosts),
+        }
+    }
+
+    /// Refuses a URL host that is a forbidden IP literal (literals never reach
+    /// a resolver), unless it is allowed.
+    ///
+    /// # Errors
+    /// Why the host is refused.
+    pub fn check_literal(&self, host: &str) -> Result<(), String> {
+        if is_allowed(host, &self.allowed_hosts) {
+            return Ok(());
+        }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse::<IpAddr>() {
+            Ok(ip) if is_forbidden(ip) => Err(format!(
+                "{ip} is not a public address (allow the host to reach it)"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
@@ -330,9 +360,7 @@ pub(crate) struct DocumentFetcher {
 
 impl DocumentFetcher {
     pub(crate) fn new(config: &MetadataDocumentConfig) -> Result<Self, String> {
-        let resolver = GuardedResolver {
-            allowed_hosts: Arc::new(config.allowed_hosts.clone()),
-        };
+        let resolver = GuardedResolver::new(config.allowed_hosts.clone());
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(config.timeout))

@@ -375,6 +375,21 @@ impl AppBuilder {
             .map_err(|problems| crate::config::ConfigError { problems })?;
         let http_connections = crate::connections::http_connections(&config.connections)
             .map_err(|problems| crate::config::ConfigError { problems })?;
+        let catalogs = {
+            let named: Vec<crate::catalogs::Named<'_>> = http_connections
+                .iter()
+                .filter(|connection| !connection.openapi.is_empty())
+                .map(|connection| crate::catalogs::Named {
+                    connection: &connection.name,
+                    entries: &connection.openapi,
+                    client: &connection.client,
+                })
+                .collect();
+            Arc::new(
+                crate::catalogs::Catalogs::load(&config.catalogs, &named)
+                    .map_err(|problems| crate::config::ConfigError { problems })?,
+            )
+        };
         // When each connection's client certificate expires: a metric, and in
         // platform_info for administrators.
         let certificates: Vec<(String, time::OffsetDateTime)> = http_connections
@@ -510,6 +525,7 @@ impl AppBuilder {
             tools::Connections {
                 trino: trino_connections,
                 http: http_connections,
+                catalogs,
             },
             tools::Stores {
                 assets: assets.clone(),

@@ -256,6 +256,8 @@ struct HttpSettings {
     identity: IdentityConfig,
     /// Mutual TLS: the client certificate and key, and a private CA.
     tls: Option<TlsSettings>,
+    /// `api` only: the OpenAPI documents that describe it (files or URLs).
+    openapi: Vec<String>,
 }
 
 /// `tls:` of an `api` or `graphql` connection: PEM files.
@@ -300,6 +302,7 @@ impl Default for HttpSettings {
             max_response_bytes: 10 << 20,
             identity: IdentityConfig::default(),
             tls: None,
+            openapi: Vec::new(),
         }
     }
 }
@@ -402,6 +405,8 @@ pub(crate) struct HttpConnection {
     pub max_response_bytes: u64,
     /// Whose identity calls carry (see `docket_identity::connection`).
     pub identity: UpstreamIdentity,
+    /// The OpenAPI documents that describe it (`api` only), as configured.
+    pub openapi: Vec<String>,
 }
 
 /// Every `api` and `graphql` connection, or every problem found in their settings.
@@ -461,6 +466,7 @@ fn http_connection(
                 ("base_url", settings.base_url.is_some()),
                 ("methods", settings.methods.is_some()),
                 ("paths", settings.paths.is_some()),
+                ("openapi", !settings.openapi.is_empty()),
             ],
         ),
         _ => (
@@ -470,6 +476,7 @@ fn http_connection(
                 ("endpoint", settings.endpoint.is_some()),
                 ("methods", false),
                 ("paths", false),
+                ("openapi", false),
             ],
         ),
     };
@@ -620,6 +627,7 @@ fn http_connection(
         paths,
         max_response_bytes: settings.max_response_bytes,
         identity,
+        openapi: settings.openapi,
     })
 }
 

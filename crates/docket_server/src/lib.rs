@@ -20,6 +20,7 @@ mod asset_resources;
 mod assets;
 mod audit;
 mod call;
+pub mod catalogs;
 mod completions;
 mod continuation;
 mod dispatch;

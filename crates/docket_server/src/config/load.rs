@@ -197,6 +197,7 @@ impl Config {
             problems.push("storage.shares.max_ttl: must be at most 8760h (365 days)".into());
         }
         problems.extend(self.portal.problems(self.auth.oauth_server.is_some()));
+        problems.extend(self.catalogs.problems());
         if self.server.max_connections == 0 {
             problems.push("server.max_connections: must be greater than zero".into());
         }

@@ -59,6 +59,8 @@ pub struct Config {
     pub telemetry: docket_telemetry::TelemetryConfig,
     /// The portal at `/portal` (off unless `portal.enabled`).
     pub portal: crate::portal::PortalSection,
+    /// How the OpenAPI catalogs of api connections are read (`openapi:`).
+    pub catalogs: crate::catalogs::CatalogsConfig,
 }
 
 /// The `server:` section.

@@ -28,9 +28,10 @@ use super::exporting::{
     ExportIds, ExportStart, configured, elapsed_ms, file_name, human_bytes, open_world_write,
     save_asset, start_export,
 };
+pub(crate) use super::http_deps::HttpDeps;
 use crate::assets::Assets;
 use crate::auth::{Identity, IdentityKind};
-use crate::config::{ConnectionKind, ExportsConfig};
+use crate::config::ConnectionKind;
 use crate::connections::HttpConnection;
 use crate::persona::{Persona, glob_match};
 use crate::refusal::Refusal;
@@ -38,48 +39,6 @@ use crate::registry::{
     Consent, ConsentFuture, ConsentRequest, RegistryError, TaskSupport, ToolCall, ToolFuture,
     ToolHandler, ToolOutcome, ToolRegistry, ToolSpec,
 };
-
-/// What the API and GraphQL tools share.
-pub(crate) struct HttpDeps {
-    /// The `api` and `graphql` connections.
-    pub(crate) connections: Vec<HttpConnection>,
-    /// Export caps.
-    pub(crate) exports: ExportsConfig,
-    /// Where exports go, when assets are configured.
-    pub(crate) assets: Option<Assets>,
-    /// The byte budget of inline answers (`max_result_bytes`).
-    pub(crate) results: crate::config::ResultsConfig,
-    /// Where the rest of a cut body is kept, when spools are configured.
-    pub(crate) continuation: Option<Arc<crate::continuation::Continuation>>,
-}
-
-impl HttpDeps {
-    /// The connection of `kind` a call names.
-    pub(crate) fn connection(
-        &self,
-        arguments: &JsonObject,
-        kind: ConnectionKind,
-    ) -> Result<&HttpConnection, CallToolResult> {
-        let name = arguments
-            .get("connection")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        self.connections
-            .iter()
-            .find(|connection| connection.name == name && connection.kind == kind)
-            .ok_or_else(|| {
-                Refusal::NotFound.result(
-                    &format!("no {} connection named {name:?}", kind.as_str()),
-                    "Call list_connections to see the connections you may use.",
-                )
-            })
-    }
-
-    /// Whether any connection is of `kind`.
-    pub(crate) fn has(&self, kind: ConnectionKind) -> bool {
-        self.connections.iter().any(|c| c.kind == kind)
-    }
-}
 
 /// The refusal of a call the persona's `api_routes` do not allow.
 pub(crate) fn route_check(
@@ -225,9 +184,14 @@ fn request_schema(export: bool, max_result_bytes: u64) -> Value {
             "items": {"type": ["string", "number", "boolean"], "maxLength": 4096}}},
         "headers": {"type": "object", "maxProperties": 32, "additionalProperties": {"type": "string", "maxLength": 8192},
                     "description": "Extra headers; never Authorization or the connection's key header."},
-        "body": {"description": "A JSON value (sent as JSON) or a string (sent as is)."}
+        "body": {"description": "A JSON value (sent as JSON) or a string (sent as is)."},
+        "operation_id": {"type": "string", "minLength": 1, "maxLength": 256,
+                         "description": "Instead of method and path: an operation of the connection's OpenAPI catalog (api_list_endpoints); its arguments are checked against the operation before anything is sent."},
+        "path_params": {"type": "object", "maxProperties": 64,
+                        "description": "With operation_id: the path parameters by name."}
     });
-    let mut required = vec!["connection", "method", "path"];
+    // method and path, or operation_id (checked when the call runs).
+    let mut required = vec!["connection"];
     if export {
         if let Some(properties) = properties.as_object_mut() {
             properties.extend(export_properties());
@@ -361,7 +325,10 @@ pub(crate) fn register(
             // A cursor continues a body already fetched: its route is checked
             // again when its page is read.
             check: |deps, arguments, persona| {
-                if arguments.contains_key("cursor") {
+                // A cursor continues a body already fetched, and an operation
+                // is planned from its catalog when the call runs: both are
+                // checked there.
+                if arguments.contains_key("cursor") || arguments.contains_key("operation_id") {
                     return None;
                 }
                 prepare(deps, arguments, persona).err()
@@ -385,7 +352,12 @@ pub(crate) fn register(
             HttpTool {
                 deps,
                 run: |deps, call| Box::pin(export_call(deps, call)),
-                check: |deps, arguments, persona| prepare(deps, arguments, persona).err(),
+                check: |deps, arguments, persona| {
+                    if arguments.contains_key("operation_id") {
+                        return None;
+                    }
+                    prepare(deps, arguments, persona).err()
+                },
             },
         )?;
     }
@@ -426,7 +398,38 @@ fn prepare<'a>(
     persona: &Persona,
 ) -> Result<(&'a HttpConnection, ApiRequest), CallToolResult> {
     let connection = deps.connection(arguments, ConnectionKind::Api)?;
-    let mut request = request_from(arguments)?;
+    let request = request_from(arguments)?;
+    checked(connection, request, persona).map(|request| (connection, request))
+}
+
+/// The request the arguments describe — by `operation_id` from the
+/// connection's catalog, or by method and path — checked as [`prepare`] checks.
+async fn prepare_call<'a>(
+    deps: &'a HttpDeps,
+    arguments: &JsonObject,
+    persona: &Persona,
+) -> Result<(&'a HttpConnection, ApiRequest), CallToolResult> {
+    let Some(operation_id) = arguments.get("operation_id").and_then(Value::as_str) else {
+        return prepare(deps, arguments, persona);
+    };
+    let connection = deps.connection(arguments, ConnectionKind::Api)?;
+    if arguments.contains_key("method") || arguments.contains_key("path") {
+        return Err(Refusal::InvalidArguments.result(
+            "send operation_id, or method and path, not both",
+            "An operation names its own method and path.",
+        ));
+    }
+    let request = super::endpoints::planned(deps, connection, operation_id, arguments).await?;
+    checked(connection, request, persona).map(|request| (connection, request))
+}
+
+/// `request` checked against the connection, the persona's routes and the
+/// outbound rules, its path in the one form every rule matches.
+fn checked(
+    connection: &HttpConnection,
+    mut request: ApiRequest,
+    persona: &Persona,
+) -> Result<ApiRequest, CallToolResult> {
     // One form of the path: what every rule below matches is what is sent.
     request.path = normalize_path(&request.path).map_err(|err| api_failure(&err))?;
     if !connection.methods.contains(&request.method) {
@@ -459,14 +462,14 @@ fn prepare<'a>(
         .client
         .check(&request)
         .map_err(|err| api_failure(&err))?;
-    Ok((connection, request))
+    Ok(request)
 }
 
 fn request_from(arguments: &JsonObject) -> Result<ApiRequest, CallToolResult> {
     if !(arguments.contains_key("method") && arguments.contains_key("path")) {
         return Err(Refusal::InvalidArguments.result(
-            "send method and path, or the cursor of an earlier answer",
-            "Name the endpoint with method and path.",
+            "send method and path, an operation_id, or the cursor of an earlier answer",
+            "Name the endpoint with method and path, or by its operation_id (api_list_endpoints).",
         ));
     }
     let text = |key: &str| {
@@ -679,7 +682,7 @@ async fn invoke(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
     if let Some(cursor) = call.arguments.get("cursor").and_then(Value::as_str) {
         return next_body_page(deps, call, cursor).await;
     }
-    let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
+    let (connection, request) = match prepare_call(deps, &call.arguments, &call.persona).await {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };
@@ -949,7 +952,7 @@ async fn export_call(deps: &HttpDeps, call: &ToolCall) -> CallToolResult {
         Ok(assets) => assets,
         Err(refusal) => return refusal,
     };
-    let (connection, request) = match prepare(deps, &call.arguments, &call.persona) {
+    let (connection, request) = match prepare_call(deps, &call.arguments, &call.persona).await {
         Ok(prepared) => prepared,
         Err(refusal) => return refusal,
     };

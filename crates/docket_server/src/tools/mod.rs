@@ -4,8 +4,10 @@
 mod api;
 mod assets;
 mod diagnostics;
+mod endpoints;
 mod exporting;
 mod graphql;
+mod http_deps;
 mod output;
 mod platform;
 pub(crate) mod prompts;
@@ -26,6 +28,8 @@ pub(crate) struct Connections {
     pub(crate) trino: Vec<crate::connections::TrinoConnection>,
     /// API and GraphQL connections.
     pub(crate) http: Vec<crate::connections::HttpConnection>,
+    /// The OpenAPI catalogs of the api connections.
+    pub(crate) catalogs: Arc<crate::catalogs::Catalogs>,
 }
 
 /// The stores the platform's tools write to.
@@ -57,6 +61,7 @@ pub(crate) fn register_platform_tools(
     let Connections {
         trino: trino_connections,
         http: http_connections,
+        catalogs,
     } = connections;
     let Stores {
         assets,
@@ -76,14 +81,16 @@ pub(crate) fn register_platform_tools(
         })
         .collect();
     if !http_connections.is_empty() {
-        let deps = Arc::new(api::HttpDeps {
+        let deps = Arc::new(http_deps::HttpDeps {
             connections: http_connections,
             exports: config.exports.clone(),
             assets: assets.clone(),
             results: config.results.clone(),
             continuation: continuation.clone(),
+            catalogs,
         });
         api::register(registry, Arc::clone(&deps))?;
+        endpoints::register(registry, Arc::clone(&deps))?;
         graphql::register(registry, deps)?;
     }
     if config.diagnostics.enabled {

@@ -14,6 +14,7 @@ mod legacy;
 mod links;
 mod listen;
 mod oauth;
+mod openapi;
 mod pipeline;
 mod portal;
 mod script_authoring;

@@ -46,6 +46,8 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     /// Slow bodies whose client went away before they ended.
     abandoned: AtomicUsize,
+    /// The version `/v1/openapi.json` serves (its ETag is `"v<n>"`).
+    openapi_version: AtomicUsize,
 }
 
 /// The running upstream; dropping it stops it.
@@ -100,6 +102,12 @@ impl Upstream {
     /// Every request received so far.
     pub(crate) fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().expect("lock").clone()
+    }
+
+    /// Makes `/v1/openapi.json` serve version `version` (1 at start: one
+    /// operation; 2: two).
+    pub(crate) fn set_openapi_version(&self, version: usize) {
+        self.state.openapi_version.store(version, Ordering::SeqCst);
     }
 
     /// How many slow bodies were abandoned by their client.
@@ -194,6 +202,27 @@ async fn route(
                 Some("application/json"),
                 serde_json::to_vec(&response).expect("response"),
             )
+        }
+        "/v1/openapi.json" => {
+            let version = state.openapi_version.load(Ordering::SeqCst).max(1);
+            let etag = format!("\"v{version}\"");
+            if headers
+                .iter()
+                .any(|(name, value)| name == "if-none-match" && *value == etag)
+            {
+                return respond(304, None, "");
+            }
+            let mut paths = json!({"/items": {"get": {"operationId": "list_items", "summary": "List items", "responses": {"200": {"description": "ok"}}}}});
+            if version > 1 {
+                paths["/orders"] = json!({"get": {"operationId": "list_orders", "summary": "List orders", "responses": {"200": {"description": "ok"}}}});
+            }
+            let mut response = json_response(
+                &json!({"openapi": "3.1.0", "info": {"title": "shop", "version": version.to_string()}, "paths": paths}),
+            );
+            response
+                .headers_mut()
+                .insert(hyper::header::ETAG, etag.parse().expect("etag"));
+            response
         }
         "/v1/echo" => json_response(&json!({
             "method": parts.method.as_str(),
