@@ -25,6 +25,7 @@ struct Fixture {
     pki: TestPki,
     _upstream: FastApiUpstream,
     _provider: OidcProvider,
+    _database: docket_storage::test_db::TestDatabase,
 }
 
 async fn fixture(test: &str) -> Option<Fixture> {
@@ -69,12 +70,15 @@ async fn fixture(test: &str) -> Option<Fixture> {
     let env = |name: &str| (name == "SHOP_SECRET").then(|| SECRET.to_owned());
     let mut config = Config::from_yaml(&yaml, &env).expect("config");
     config.auth = users(&[("alice", &["admin"]), ("eve", &["analyst"])]);
-    let app = App::builder(config).build().expect("app");
+    // On SQLite with assets, so api_export is there too.
+    let database = docket_storage::test_db::TestDatabase::sqlite().await;
+    let stored = crate::support::StoredServer::start(config, &database, false).await;
     Some(Fixture {
-        server: TestServer::start(app).await,
+        server: stored.server,
         pki,
         _upstream: upstream,
         _provider: provider,
+        _database: database,
     })
 }
 
@@ -223,6 +227,27 @@ async fn a_fastapi_upstream_is_found_and_called_by_operation_over_mutual_tls_wit
         .as_array()
         .expect("items");
     assert!(items.iter().any(|item| item["id"] == id), "{searched}");
+
+    // An export by operation, its query checked the same way.
+    let exported = f
+        .call("alice", "api_export", json!({"connection": "shop", "operation_id": "list_items", "query_params": {"limit": 100}, "name": "all items"}))
+        .await;
+    assert_eq!(
+        exported["structuredContent"]["upstream_status"], 200,
+        "{exported}"
+    );
+    assert_eq!(
+        exported["structuredContent"]["format"], "json",
+        "{exported}"
+    );
+    let refused = f
+        .call("alice", "api_export", json!({"connection": "shop", "operation_id": "list_items", "query_params": {"limit": 1000}, "name": "too many"}))
+        .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("query_params.limit"),
+        "{refused}"
+    );
 
     // The certificate's expiry: for administrators, and as a metric.
     let info = f.call("alice", "platform_info", json!({})).await;
