@@ -688,7 +688,7 @@ mod tests {
             "connections.d.methods: unknown key for a graphql connection",
             "connections.e.methods[0]: must be an upper-case HTTP method such as GET",
             "connections.e.paths[0]: must start with / (or *)",
-            "connections.f.auth: name exactly one of bearer, basic or api_key",
+            "connections.f.auth: name exactly one of bearer, basic, api_key or client_credentials",
             "connections.g.retries: unknown key for an api connection",
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
