@@ -125,7 +125,7 @@ impl TestPki {
     /// # Errors
     ///
     /// An [`Unavailable`] when `openssl` is not on the PATH and
-    /// [`REQUIRE_VAR`](crate::REQUIRE_VAR) is not `1`; otherwise when `openssl` cannot be run
+    /// [`REQUIRE_VAR`] is not `1`; otherwise when `openssl` cannot be run
     /// or fails, or the temporary folder cannot be written.
     pub fn generate(client_common_name: &str) -> anyhow::Result<Self> {
         Self::generate_with(client_common_name, CLIENT_CERT_VALID_DAYS)

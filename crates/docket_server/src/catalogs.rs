@@ -1,6 +1,6 @@
 //! The OpenAPI catalogs of `api` connections (`openapi:` on a connection, the
 //! `catalogs:` section): each document a connection names — a file, or an
-//! `http(s)` URL — is one [`Source`], shared by every connection that names
+//! `http(s)` URL — is one `Source`, shared by every connection that names
 //! it. A file is read and checked when the server starts, so a broken one stops
 //! the start with the line it is wrong on. A URL below the connection's own
 //! base URL is fetched through the connection (its credentials, its client
