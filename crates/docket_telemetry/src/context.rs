@@ -116,8 +116,8 @@ impl TraceParent {
 
 /// Parses a `traceparent` by W3C Trace Context level 1: `00-` + 32 hex digits + `-` + 16 +
 /// `-` + 2, lower-case only, neither id all zeros, exactly 55 bytes for version `00`. A later
-/// version (not `ff`) is read by the same layout and may carry more after a `-`, up to
-/// [`MAX_TRACEPARENT_BYTES`]. Anything else is `None`, never an error.
+/// version (not `ff`) is read by the same layout and may carry more after a `-` (printable
+/// ASCII only), up to [`MAX_TRACEPARENT_BYTES`]. Anything else is `None`, never an error.
 pub fn parse_traceparent(text: &str) -> Option<TraceParent> {
     let bytes = text.as_bytes();
     if bytes.len() < TRACEPARENT_LENGTH || bytes.len() > MAX_TRACEPARENT_BYTES {
@@ -130,8 +130,13 @@ pub fn parse_traceparent(text: &str) -> Option<TraceParent> {
     if version == 0 && bytes.len() != TRACEPARENT_LENGTH {
         return None;
     }
-    if version != 0 && bytes.len() > TRACEPARENT_LENGTH && bytes[TRACEPARENT_LENGTH] != b'-' {
-        return None;
+    if version != 0 && bytes.len() > TRACEPARENT_LENGTH {
+        // What a later version adds follows a `-`, in printable ASCII: no
+        // control character (a newline, say) is ever taken in.
+        let rest = &bytes[TRACEPARENT_LENGTH..];
+        if rest[0] != b'-' || !rest.iter().all(|byte| (0x20..=0x7e).contains(byte)) {
+            return None;
+        }
     }
     if bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
         return None;
