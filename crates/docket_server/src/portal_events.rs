@@ -70,6 +70,18 @@ pub(crate) async fn answer_events(
             return answer(StatusCode::SERVICE_UNAVAILABLE);
         }
     };
+    // A stream lives as long as the page: it counts among the person's
+    // streams, and its hold goes with it.
+    let hold = match app.state.holds.enter(&person.subject).and_then(|mut hold| {
+        hold.open_stream()?;
+        Ok(hold)
+    }) {
+        Ok(hold) => hold,
+        Err(refused) => {
+            tracing::info!(%refused, "refused a portal events stream");
+            return answer(StatusCode::TOO_MANY_REQUESTS);
+        }
+    };
     // Subscribed before anything is read, so no change between the read and
     // the subscription goes unheard.
     let task_changes = app.task_runtime().map(|runtime| runtime.watch());
@@ -84,7 +96,10 @@ pub(crate) async fn answer_events(
     };
     let (frames, receiver) = mpsc::channel::<Bytes>(16);
     let keepalive = app.state.sse_keepalive;
-    tokio::spawn(async move { follow.run(task_changes, run_ends, frames, keepalive).await });
+    tokio::spawn(async move {
+        let _hold = hold;
+        follow.run(task_changes, run_ends, frames, keepalive).await;
+    });
     let mut response = crate::sse::event_stream(receiver);
     let headers = response.headers_mut();
     headers.insert(

@@ -56,7 +56,7 @@ fn provider_config(person: &str, roles: &[&str]) -> docket_oidc_provider::Provid
 /// Two replicas on one database with the portal on.
 async fn replicas(database: &TestDatabase, issuer: &str) -> Vec<StoredServer> {
     let yaml = format!(
-        "server: {{ public_base_url: \"{PUBLIC_BASE}\" }}\n\
+        "server: {{ public_base_url: \"{PUBLIC_BASE}\", max_streams_per_identity: 2 }}\n\
          auth:\n  oauth_server:\n    upstream: {{ issuer: \"{issuer}\", client_id: docket, \
          client_secret: \"{PROVIDER_SECRET}\", scopes: [openid, email, profile, roles] }}\n    \
          role_claim: roles\n\
@@ -208,7 +208,23 @@ async fn a_person_logs_in_to_the_portal_through_any_replica_and_out_again(backen
         events.headers()["content-type"].to_str().expect("text"),
         "text/event-stream"
     );
-    drop(events);
+    // Each stream is one of the person's streams: past the limit, 429; a
+    // closed one gives its place back.
+    let second = browser.get(&on(a, &public("/portal/work/events"))).await;
+    assert_eq!(second.status().as_u16(), 200);
+    let third = browser.get(&on(a, &public("/portal/work/events"))).await;
+    assert_eq!(third.status().as_u16(), 429);
+    drop((events, second));
+    let mut reopened = 0;
+    for _ in 0..100 {
+        let again = browser.get(&on(a, &public("/portal/work/events"))).await;
+        if again.status().as_u16() == 200 {
+            reopened += 1;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(reopened, 1, "a closed stream's place was not given back");
     let stranger = reqwest::Client::new()
         .get(on(a, &public("/portal/work/events?tasks=unknown")))
         .send()
@@ -305,7 +321,7 @@ async fn a_person_without_a_persona_gets_no_portal_session(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starting_logins_from_one_address_is_rate_limited() {
     let yaml = format!(
-        "server: {{ public_base_url: \"{PUBLIC_BASE}\" }}\n\
+        "server: {{ public_base_url: \"{PUBLIC_BASE}\", max_streams_per_identity: 2 }}\n\
          auth:\n  oauth_server:\n    upstream: {{ issuer: \"https://login.example.com\", \
          client_id: docket, client_secret: \"{PROVIDER_SECRET}\" }}\n    \
          rate_limits: {{ authorize: 3 }}\n\
