@@ -4,10 +4,11 @@
 //! the owner's and administrators' bearer tokens.
 
 use docket_catalog::{Asset, PageCursor};
-use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_protocol::tools::CallToolResult;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
+use super::output::read_only;
 use crate::assets::{Assets, visible_asset};
 use crate::refusal::Refusal;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
@@ -97,16 +98,6 @@ pub(crate) async fn asset_result(
         .content
         .push(crate::asset_resources::resource_link(asset, &download_url));
     result
-}
-
-fn read_only() -> ToolAnnotations {
-    ToolAnnotations {
-        read_only_hint: Some(true),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(true),
-        open_world_hint: Some(false),
-        ..ToolAnnotations::default()
-    }
 }
 
 /// Registers `list_assets` and `get_asset`.

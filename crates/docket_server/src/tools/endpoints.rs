@@ -11,10 +11,11 @@ use std::sync::Arc;
 use docket_export::api::{ApiRequest, RequestBody};
 use docket_openapi::{Catalog, Operation};
 use docket_protocol::JsonObject;
-use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_protocol::tools::CallToolResult;
 use serde_json::{Map, Value, json};
 
 use super::http_deps::HttpDeps;
+use super::output::read_only;
 use crate::config::ConnectionKind;
 use crate::connections::HttpConnection;
 use crate::persona::{Persona, glob_match};
@@ -26,16 +27,6 @@ const MAX_SCHEMA_BYTES: u64 = 128 * 1024;
 
 /// Endpoints on one page, unless the call asks for fewer.
 const DEFAULT_PAGE: u64 = 20;
-
-fn read_only() -> ToolAnnotations {
-    ToolAnnotations {
-        read_only_hint: Some(true),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(true),
-        open_world_hint: Some(false),
-        ..ToolAnnotations::default()
-    }
-}
 
 /// Registers the catalog tools when any `api` connection has a catalog.
 pub(crate) fn register(

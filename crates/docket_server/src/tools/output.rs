@@ -103,3 +103,14 @@ pub(crate) fn continuation(properties: &mut Value) {
         );
     }
 }
+
+/// The annotations of a tool that only reads Docket's own state.
+pub(crate) fn read_only() -> docket_protocol::tools::ToolAnnotations {
+    docket_protocol::tools::ToolAnnotations {
+        read_only_hint: Some(true),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(false),
+        ..docket_protocol::tools::ToolAnnotations::default()
+    }
+}

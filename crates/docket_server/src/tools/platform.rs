@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use docket_protocol::tools::{CallToolResult, ToolAnnotations};
+use docket_protocol::tools::CallToolResult;
 use serde_json::{Value, json};
 
+use super::output::read_only;
 use super::output::{array, boolean, record, string, string_or_null};
 use crate::config::ConnectionConfig;
 use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSpec};
@@ -15,16 +16,6 @@ use crate::registry::{RegistryError, ToolCall, ToolOutcome, ToolRegistry, ToolSp
 pub(crate) const PLATFORM_INFO: &str = "platform_info";
 /// The name of the connection listing tool.
 pub(crate) const LIST_CONNECTIONS: &str = "list_connections";
-
-fn read_only() -> ToolAnnotations {
-    ToolAnnotations {
-        read_only_hint: Some(true),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(true),
-        open_world_hint: Some(false),
-        ..ToolAnnotations::default()
-    }
-}
 
 /// A connection's client certificate (mutual TLS), and when it expires.
 pub(crate) struct Certificate {
