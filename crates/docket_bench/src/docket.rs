@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use docket_catalog::ScriptStore;
 use docket_protocol::tools::CallToolResult;
-use docket_server::{App, Config, TaskSupport, ToolCall, ToolOutcome, ToolSpec};
+use docket_server::{App, AppBuilder, Config, TaskSupport, ToolCall, ToolOutcome, ToolSpec};
 use docket_storage::Store;
 use docket_task::runtime::TaskRuntime;
 use docket_task::store::AuditContext;
@@ -48,12 +47,22 @@ impl DocketServer {
     /// script runs, so `tasks/*` has both places to look ids up in (see [`build_app`]) —
     /// and serves it on 127.0.0.1, any free port.
     pub(crate) async fn start(store: &Store, gate: Gate) -> anyhow::Result<Self> {
+        Self::start_with(store, gate, |_| {}).await
+    }
+
+    /// [`DocketServer::start`] with its configuration adjusted by `adjust`.
+    pub(crate) async fn start_with(
+        store: &Store,
+        gate: Gate,
+        adjust: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<Self> {
         let tasks = Arc::new(CountingStore::new(store.task_store()));
+        let scripts = store.script_store();
         let app = build_app(
             Arc::clone(&tasks) as Arc<dyn TaskStore>,
-            Some(store.script_store()),
             gate.clone(),
-            |_| {},
+            adjust,
+            |builder| builder.scripts(scripts),
         )?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -166,14 +175,14 @@ pub(crate) async fn release_until_idle(runtime: &TaskRuntime, gate: &Gate) -> an
 /// embedded default configuration (anonymous callers are administrators, audit on,
 /// 2 s heartbeats), adjusted by `adjust`, with the rate limit off — the benchmark
 /// sends thousands of calls a second as one identity, and a limit is a policy, not a
-/// cost — over `store` and, when given, the script store `scripts` (whose runs
+/// cost — over `store` and what `extend` adds (the script store, whose runs
 /// `tasks/*` then looks ids up in too, as in `docket serve`), with the benchmark tool
 /// held by `gate`.
 pub(crate) fn build_app(
     store: Arc<dyn TaskStore>,
-    scripts: Option<Arc<dyn ScriptStore>>,
     gate: Gate,
     adjust: impl FnOnce(&mut Config),
+    extend: impl FnOnce(AppBuilder) -> AppBuilder,
 ) -> anyhow::Result<App> {
     let mut config = Config::embedded_default();
     config.rate_limit.requests_per_minute = 0;
@@ -182,11 +191,7 @@ pub(crate) fn build_app(
     config.server.max_connection_share_percent = 100;
     config.server.max_streams_per_identity = u32::MAX;
     adjust(&mut config);
-    let mut builder = App::builder(config);
-    if let Some(scripts) = scripts {
-        builder = builder.scripts(scripts);
-    }
-    let app = builder
+    let app = extend(App::builder(config))
         .task_store(store)
         .tool(
             ToolSpec::new(BENCH_TOOL, BENCH_TOOL_DESCRIPTION, bench_tool_schema())

@@ -35,7 +35,10 @@
 //! get is measured beside: the bare SELECT, the store's read, the service in process
 //! and an exchange of the get's size, so two profiles can be compared.
 //!
-//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|overhead|work|get-load|create-load|insert-load|
+//! The scale suite (`scale`, not part of `all`) measures how each cost grows with the
+//! work: curves over table sizes, expired backlogs, followers, queued runs and replicas.
+//!
+//! Usage: `docket_bench [--suite all|tasks|exports|scripts|flood|overhead|work|scale|get-load|create-load|insert-load|
 //! select-load|store-get-load|service-get-load|echo-get-load] [--output FILE] [--commit SHA]
 //! [--toolchain TEXT] [--samples N] [--clients N] [--seconds S]
 //! [--heartbeat-tasks N] [--heartbeat-seconds S] [--docket-bin PATH]
@@ -54,6 +57,7 @@ mod overhead;
 mod peer;
 mod phases;
 mod report;
+mod scale;
 mod scripts;
 mod system;
 mod work;
@@ -121,6 +125,30 @@ pub(crate) struct Args {
     /// (from `--clients` clients).
     #[arg(long, default_value_t = 4)]
     overhead_seconds: u64,
+    /// The scale suite's table sizes: rows in the task table (and the run table).
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000, 1_000_000])]
+    scale_rows: Vec<u64>,
+    /// Expired rows of each kind the scale suite's retention pass deletes.
+    #[arg(long, default_value_t = 100_000)]
+    scale_expired: u64,
+    /// The scale suite's follower counts: `subscriptions/listen` streams on one replica.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1_000, 10_000])]
+    scale_followers: Vec<usize>,
+    /// Queued runs the scale suite drains.
+    #[arg(long, default_value_t = 1000)]
+    scale_runs: usize,
+    /// The most replicas the scale suite puts on one database.
+    #[arg(long, default_value_t = 3)]
+    scale_replicas: usize,
+    /// Sequential calls per path for each of the scale suite's latency percentiles.
+    #[arg(long, default_value_t = 2000)]
+    scale_samples: usize,
+    /// Seconds each path is driven per throughput measurement of the scale suite.
+    #[arg(long, default_value_t = 2)]
+    scale_seconds: u64,
+    /// Create-latency runs in a row in the scale suite.
+    #[arg(long, default_value_t = 5)]
+    scale_latency_runs: usize,
 }
 
 /// The benchmark suites.
@@ -144,6 +172,10 @@ enum Suite {
     /// One `tasks/get`'s MCP work in process: no network, no database, no load
     /// generator (run it under callgrind for instruction counts).
     Work,
+    /// How the cost grows with the work: table size, retention under load, followers,
+    /// queued runs, replicas, and create latency runs in a row (needs PostgreSQL; not
+    /// part of `all`).
+    Scale,
     /// Docket's `tasks/get` load alone for `--seconds`, after the tasks suite's
     /// set-up, for a profiler to watch (`perf record -a` meanwhile); reports its
     /// rate and CPU per call, writes no report.
@@ -206,6 +238,32 @@ fn run() -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {}", path.display());
         }
+    }
+    if args.suite == Suite::Scale {
+        let docket_bin = args
+            .docket_bin
+            .clone()
+            .context("the scale suite needs --docket-bin PATH")?;
+        let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());
+        let sizes = scale::Sizes {
+            rows: args.scale_rows.clone(),
+            expired: args.scale_expired,
+            followers: args.scale_followers.clone(),
+            runs: args.scale_runs,
+            replicas: args.scale_replicas,
+            samples: args.scale_samples,
+            clients: args.clients,
+            seconds: std::time::Duration::from_secs(args.scale_seconds.max(1)),
+            latency_runs: args.scale_latency_runs.max(1),
+            docket_bin,
+        };
+        let results = runtime.block_on(scale::run(sizes, &args.commit, &test_server))?;
+        println!("{}", results.text());
+        if let Some(path) = &args.output {
+            scale::write(&results, path)?;
+            println!("wrote the scale section of {}", path.display());
+        }
+        return Ok(());
     }
     if matches!(args.suite, Suite::All | Suite::Overhead) {
         let test_server = PostgresServer::from_lookup(|name| std::env::var(name).ok());

@@ -999,7 +999,7 @@ impl Bench {
 
 /// Reads SSE events from `response` (keeping a partial one in `pending`) until a
 /// message `wanted` says is the one; when it was read.
-async fn read_stream_until(
+pub(crate) async fn read_stream_until(
     response: &mut reqwest::Response,
     pending: &mut String,
     wanted: impl Fn(&serde_json::Value) -> bool,

@@ -102,9 +102,9 @@ pub(crate) async fn measure(calls: u32) -> anyhow::Result<WorkResults> {
     // not read as stale however slowly they run (under callgrind, say).
     let app = docket::build_app(
         Arc::clone(&store) as Arc<dyn TaskStore>,
-        None,
         gate.clone(),
         |config| config.tasks.stale_after = Duration::from_secs(86_400),
+        |builder| builder,
     )?;
     let runtime = app
         .task_runtime()

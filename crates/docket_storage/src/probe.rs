@@ -171,7 +171,7 @@ impl PgProbe {
         let row = statement(concat!(
             "SELECT ",
             task_columns_but_stamp!(),
-            ", heartbeat_at FROM call_tasks WHERE task_id = $1"
+            ", heartbeat_at, false AS replica_draining FROM call_tasks WHERE task_id = $1"
         ))
         .bind::<Text, _>(id.as_str())
         .get_result::<TaskRow<PgColumns>>(&mut *self.conn().await?)

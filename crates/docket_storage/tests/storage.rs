@@ -142,6 +142,31 @@ mod postgres {
         assert!(ids(read.load(&mut connection).await.expect("read")).is_empty());
     }
 
+    /// The benchmarks' bare-SQL probe reads back the row it wrote with every column a
+    /// task read decodes (a column the task row gains must reach the probe too), and
+    /// deletes only its own rows.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_probe_reads_back_what_it_wrote() {
+        let Some(database) = TestDatabase::postgres(&postgres_server()).await else {
+            return;
+        };
+        let probe = docket_storage::probe::PgProbe::connect(
+            database.url(),
+            &docket_storage::ConnectOptions::default(),
+        )
+        .await
+        .expect("probe");
+        let store = database.store().await;
+        let task = new_task("the_probe_reads_back_what_it_wrote");
+        store.create(task.clone()).await.expect("create");
+        let written = probe.insert_row().await.expect("insert");
+        assert!(probe.select_by_id(&written).await.expect("select"));
+        assert!(probe.select_by_id(&task.id).await.expect("select"));
+        assert_eq!(probe.delete_rows().await.expect("delete"), 1);
+        assert!(!probe.select_by_id(&written).await.expect("select"));
+        assert!(store.get(&task.id).await.expect("get").is_some());
+    }
+
     /// A draining replica says so in its row, and a later beat keeps it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_draining_replica_is_marked_in_its_row() {

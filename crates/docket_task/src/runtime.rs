@@ -145,6 +145,9 @@ pub struct TaskRuntime {
     /// Tasks of vanished replicas this runtime's maintenance recorded failed
     /// ([`TaskRuntime::stale_tasks_recorded`]).
     stale_tasks_recorded: AtomicU64,
+    /// Expired tasks this runtime's maintenance has deleted since it started
+    /// ([`TaskRuntime::expired_tasks_deleted`]).
+    expired_tasks_deleted: AtomicU64,
 }
 
 /// Links a span to a stored trace, or parents it on one (the embedder's tracing
@@ -153,6 +156,9 @@ pub type LinkTrace = fn(&tracing::Span, &TaskTrace);
 
 /// The most task traces one beat's span links to.
 const MAX_BEAT_LINKS: usize = 32;
+
+/// Expired tasks one retention statement deletes at most.
+const RETENTION_BATCH: u32 = 1000;
 
 /// The span of one task store statement (kind CLIENT, named by the conventions
 /// for a database call: `{operation} {table}`); it carries no value.
@@ -306,6 +312,7 @@ impl TaskRuntime {
             join_trace: std::sync::OnceLock::new(),
             heartbeat_failures: AtomicU64::new(0),
             stale_tasks_recorded: AtomicU64::new(0),
+            expired_tasks_deleted: AtomicU64::new(0),
         });
         let weak: Weak<Self> = Arc::downgrade(&runtime);
         runtime.store.set_signal_listener(Arc::new(move |signal| {
@@ -368,6 +375,11 @@ impl TaskRuntime {
     /// failed since it started.
     pub fn stale_tasks_recorded(&self) -> u64 {
         self.stale_tasks_recorded.load(Ordering::Relaxed)
+    }
+
+    /// How many expired tasks this runtime's maintenance has deleted since it started.
+    pub fn expired_tasks_deleted(&self) -> u64 {
+        self.expired_tasks_deleted.load(Ordering::Relaxed)
     }
 
     /// Starts the heartbeat loop (every `heartbeat_interval`) and the maintenance
@@ -687,12 +699,36 @@ impl TaskRuntime {
             Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "stale-task sweep failed"),
         }
-        match self.store.delete_expired(1000).await {
-            Ok(deleted) if !deleted.is_empty() => {
-                tracing::info!(count = deleted.len(), "deleted expired tasks")
+        self.delete_expired().await;
+    }
+
+    /// Deletes every expired task, [`RETENTION_BATCH`] at a time until a batch comes
+    /// back short, yielding between batches: a backlog (a retention shortened, a
+    /// replica that was down) is cleared in one pass instead of a batch per
+    /// `maintenance_interval`, and each statement stays small, so callers reading
+    /// meanwhile never wait behind one long delete.
+    async fn delete_expired(&self) {
+        let mut total = 0u64;
+        loop {
+            match self.store.delete_expired(RETENTION_BATCH).await {
+                Ok(deleted) => {
+                    let count = u64::try_from(deleted.len()).unwrap_or(u64::MAX);
+                    total += count;
+                    self.expired_tasks_deleted
+                        .fetch_add(count, Ordering::Relaxed);
+                    if deleted.len() < RETENTION_BATCH as usize {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "retention pass failed");
+                    break;
+                }
             }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "retention pass failed"),
+            tokio::task::yield_now().await;
+        }
+        if total > 0 {
+            tracing::info!(count = total, "deleted expired tasks");
         }
     }
 

@@ -582,6 +582,33 @@ async fn maintenance_fails_tasks_of_a_vanished_replica() {
     assert_eq!(*JOINED.lock().expect("joined"), vec![expected.to_owned()]);
 }
 
+/// A backlog of expired tasks larger than one retention statement is cleared by one
+/// maintenance pass, not a statement's worth per `maintenance_interval`; a task
+/// that has not expired stays.
+#[tokio::test]
+async fn one_maintenance_pass_deletes_a_backlog_of_expired_tasks() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let expired_count = 2_345;
+    for _ in 0..expired_count {
+        let mut expired = new_task("backlog");
+        expired.retention = Some(Duration::ZERO);
+        store.create(expired).await.expect("create");
+    }
+    let kept = new_task("backlog");
+    store.create(kept.clone()).await.expect("create");
+    let runtime = TaskRuntime::new(Arc::clone(&store), config());
+    runtime.maintain().await;
+    assert_eq!(runtime.expired_tasks_deleted(), expired_count);
+    assert!(store.get(&kept.id).await.expect("get").is_some());
+    assert!(
+        store
+            .delete_expired(10)
+            .await
+            .expect("retention")
+            .is_empty()
+    );
+}
+
 /// An audit row written while the store is away is tried again, and a shutdown's
 /// flush waits for it: the row lands once the store answers within the bound. A
 /// flush whose bound runs out first says so. On tokio's paused clock, so the
