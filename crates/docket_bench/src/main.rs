@@ -149,6 +149,9 @@ pub(crate) struct Args {
     /// Create-latency runs in a row in the scale suite.
     #[arg(long, default_value_t = 5)]
     scale_latency_runs: usize,
+    /// The scale suite's parts to run (all of them unless named).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    scale_parts: Vec<scale::Part>,
 }
 
 /// The benchmark suites.
@@ -255,6 +258,11 @@ fn run() -> anyhow::Result<()> {
             clients: args.clients,
             seconds: std::time::Duration::from_secs(args.scale_seconds.max(1)),
             latency_runs: args.scale_latency_runs.max(1),
+            parts: if args.scale_parts.is_empty() {
+                scale::Part::ALL.to_vec()
+            } else {
+                args.scale_parts.clone()
+            },
             docket_bin,
         };
         let results = runtime.block_on(scale::run(sizes, &args.commit, &test_server))?;

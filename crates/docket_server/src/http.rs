@@ -137,7 +137,11 @@ pub async fn serve(
                     if let Some(local) = local {
                         request.extensions_mut().insert(Local(local));
                     }
-                    async move { Ok::<_, Infallible>(route(&app, request).await) }
+                    // Boxed: hyper keeps room for a connection's request future as long
+                    // as the connection lives, and the router's future is as large as
+                    // its largest path. A connection that holds a stream open for hours
+                    // should hold a pointer, not that room.
+                    Box::pin(async move { Ok::<_, Infallible>(route(&app, request).await) })
                 });
                 let connection = builder.serve_connection(io, service);
                 let connection = graceful.watch(connection);

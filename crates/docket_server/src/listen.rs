@@ -149,6 +149,17 @@ pub(crate) async fn listen(
         }
     });
     let app = app.clone();
+    // A stream may stay open for hours and reads tasks only as its caller: it keeps
+    // no headers, whose values share the connection's first read buffer and would
+    // keep all of it.
+    let context = RequestContext {
+        headers: http::HeaderMap::new(),
+        ..context
+    };
+    let sent = current
+        .iter()
+        .map(|(id, message)| (id.clone(), message.to_string()))
+        .collect();
     tokio::spawn(async move {
         if items.send(StreamItem::Message(acknowledged)).await.is_err() {
             return;
@@ -170,7 +181,7 @@ pub(crate) async fn listen(
             followed,
             lists,
             items,
-            sent: current,
+            sent,
         };
         stream.run(task_changes, run_ends, list_changes).await;
     });
@@ -193,9 +204,10 @@ struct Stream {
     followed: BTreeSet<String>,
     lists: Lists,
     items: mpsc::Sender<StreamItem>,
-    /// The message last sent for each followed task, so a repeated signal (this
-    /// replica's and the database's for one change) sends nothing new.
-    sent: BTreeMap<String, Value>,
+    /// The message last sent for each followed task, as sent (a string is a
+    /// fraction of a JSON tree's size), so a repeated signal (this replica's and the
+    /// database's for one change) sends nothing new.
+    sent: BTreeMap<String, String>,
 }
 
 impl Stream {
@@ -235,7 +247,9 @@ impl Stream {
                 Err(()) => self.followed.iter().cloned().collect(),
             };
             for id in ids {
-                if !self.push(&id).await {
+                // Boxed: the read's future is large and alive only while it runs;
+                // the stream, waiting between changes for hours, keeps only this loop.
+                if !Box::pin(self.push(&id)).await {
                     return;
                 }
             }
@@ -282,10 +296,11 @@ impl Stream {
         match tasks::find(surface, &self.context, self.is_admin, id).await {
             Ok((found, view)) => {
                 let message = task_message(found.record, view, &self.subscription);
-                if self.sent.get(id) == Some(&message) {
+                let text = message.to_string();
+                if self.sent.get(id) == Some(&text) {
                     return true;
                 }
-                self.sent.insert(id.to_owned(), message.clone());
+                self.sent.insert(id.to_owned(), text);
                 self.items.send(StreamItem::Message(message)).await.is_ok()
             }
             // Gone (expired) or the store is away: nothing to say now.

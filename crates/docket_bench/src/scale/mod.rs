@@ -66,6 +66,30 @@ pub(crate) struct Sizes {
     /// The `docket` binary: `docket serve` for the followers' replica and
     /// `docket script-child` for the runs.
     pub(crate) docket_bin: PathBuf,
+    /// The parts to run.
+    pub(crate) parts: Vec<Part>,
+}
+
+/// The suite's parts, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Part {
+    Table,
+    Retention,
+    Followers,
+    Runs,
+    Replicas,
+    Latency,
+}
+
+impl Part {
+    pub(crate) const ALL: [Part; 6] = [
+        Part::Table,
+        Part::Retention,
+        Part::Followers,
+        Part::Runs,
+        Part::Replicas,
+        Part::Latency,
+    ];
 }
 
 /// One curve: its table and what it says.
@@ -115,24 +139,38 @@ pub(crate) async fn run(
         .server_version()
         .await?;
     let mut sections = Vec::new();
-    eprintln!("scale: table size ({:?} rows)", sizes.rows);
-    sections.push(timed(table::measure(&sizes, server)).await?);
-    eprintln!(
-        "scale: retention ({} expired rows of each kind)",
-        sizes.expired
-    );
-    sections.push(timed(retention::measure(&sizes, server)).await?);
-    eprintln!("scale: followers ({:?} streams)", sizes.followers);
-    sections.push(timed(followers::measure(&sizes, server)).await?);
-    eprintln!("scale: runs ({} queued runs)", sizes.runs);
-    sections.push(timed(runs::measure(&sizes, server)).await?);
-    eprintln!("scale: replicas (1 to {})", sizes.replicas);
-    sections.push(timed(replicas::measure(&sizes, server)).await?);
-    eprintln!(
-        "scale: create latency ({} runs in a row)",
-        sizes.latency_runs
-    );
-    sections.push(timed(latency::measure(&sizes, server)).await?);
+    for part in Part::ALL {
+        if !sizes.parts.contains(&part) {
+            continue;
+        }
+        let measured = match part {
+            Part::Table => {
+                eprintln!("scale: table size ({:?} rows)", sizes.rows);
+                timed(table::measure(&sizes, server)).await
+            }
+            Part::Retention => {
+                eprintln!("scale: retention ({} expired rows of each kind)", sizes.expired);
+                timed(retention::measure(&sizes, server)).await
+            }
+            Part::Followers => {
+                eprintln!("scale: followers ({:?} streams)", sizes.followers);
+                timed(followers::measure(&sizes, server)).await
+            }
+            Part::Runs => {
+                eprintln!("scale: runs ({} queued runs)", sizes.runs);
+                timed(runs::measure(&sizes, server)).await
+            }
+            Part::Replicas => {
+                eprintln!("scale: replicas (1 to {})", sizes.replicas);
+                timed(replicas::measure(&sizes, server)).await
+            }
+            Part::Latency => {
+                eprintln!("scale: create latency ({} runs in a row)", sizes.latency_runs);
+                timed(latency::measure(&sizes, server)).await
+            }
+        };
+        sections.push(measured.with_context(|| format!("the scale suite's {part:?} part"))?);
+    }
     Ok(ScaleResults {
         commit: commit.to_owned(),
         machine: Machine::read(),
