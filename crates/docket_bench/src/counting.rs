@@ -55,6 +55,9 @@ impl std::ops::Sub for Counts {
 pub(crate) struct CountingStore {
     inner: Arc<dyn TaskStore>,
     counters: Counters,
+    /// When set, `delete_expired` deletes nothing: the replica leaves retention to
+    /// another (the scale suite times one replica's pass while this one serves).
+    retention_elsewhere: std::sync::atomic::AtomicBool,
 }
 
 impl CountingStore {
@@ -62,7 +65,14 @@ impl CountingStore {
         Self {
             inner,
             counters: Counters::default(),
+            retention_elsewhere: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Leaves deleting expired tasks to another replica from now on.
+    pub(crate) fn leave_retention_elsewhere(&self) {
+        self.retention_elsewhere
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(crate) fn counts(&self) -> Counts {
@@ -165,6 +175,12 @@ impl TaskStore for CountingStore {
 
     async fn delete_expired(&self, limit: u32) -> Result<Vec<TaskId>, StoreError> {
         self.other();
+        if self
+            .retention_elsewhere
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(Vec::new());
+        }
         self.inner.delete_expired(limit).await
     }
 

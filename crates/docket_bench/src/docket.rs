@@ -47,21 +47,12 @@ impl DocketServer {
     /// script runs, so `tasks/*` has both places to look ids up in (see [`build_app`]) —
     /// and serves it on 127.0.0.1, any free port.
     pub(crate) async fn start(store: &Store, gate: Gate) -> anyhow::Result<Self> {
-        Self::start_with(store, gate, |_| {}).await
-    }
-
-    /// [`DocketServer::start`] with its configuration adjusted by `adjust`.
-    pub(crate) async fn start_with(
-        store: &Store,
-        gate: Gate,
-        adjust: impl FnOnce(&mut Config),
-    ) -> anyhow::Result<Self> {
         let tasks = Arc::new(CountingStore::new(store.task_store()));
         let scripts = store.script_store();
         let app = build_app(
             Arc::clone(&tasks) as Arc<dyn TaskStore>,
             gate.clone(),
-            adjust,
+            |_| {},
             |builder| builder.scripts(scripts),
         )?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

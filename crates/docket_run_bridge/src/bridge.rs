@@ -241,13 +241,17 @@ impl RunBridge {
     /// replica at once.
     pub async fn delete_expired_runs(&self) -> usize {
         loop {
+            let started = tokio::time::Instant::now();
             match self
                 .replica
                 .store
                 .delete_old_fires(self.replica.config.run_retention, RETENTION_BATCH)
                 .await
             {
-                Ok(count) if count >= u64::from(RETENTION_BATCH) => {}
+                // Rests as long as the batch took: see below.
+                Ok(count) if count >= u64::from(RETENTION_BATCH) => {
+                    tokio::time::sleep(started.elapsed()).await;
+                }
                 Ok(_) => break,
                 Err(error) => {
                     tracing::warn!(%error, "the schedule fire retention pass failed");
@@ -257,6 +261,7 @@ impl RunBridge {
         }
         let mut deleted = 0;
         loop {
+            let started = tokio::time::Instant::now();
             match self
                 .replica
                 .store
@@ -268,6 +273,10 @@ impl RunBridge {
                     if ids.len() < RETENTION_BATCH as usize {
                         return deleted;
                     }
+                    // A backlog is deleted a batch at a time, resting as long as each
+                    // batch took, so the pass never holds more than half of a
+                    // connection's time from the callers meanwhile.
+                    tokio::time::sleep(started.elapsed()).await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "the run retention pass failed");

@@ -82,6 +82,12 @@ impl RetentionAges {
     }
 }
 
+/// After a full batch of a backlog, rests as long as the batch took, so a pass never
+/// holds more than half of a connection's time from the callers meanwhile.
+async fn rest_after(started: tokio::time::Instant) {
+    tokio::time::sleep(started.elapsed()).await;
+}
+
 /// Deletes batch after batch until one comes back short; the total.
 async fn drain_batches<F, Fut>(what: &str, mut batch: F) -> u64
 where
@@ -90,12 +96,14 @@ where
 {
     let mut total = 0;
     loop {
+        let started = tokio::time::Instant::now();
         match batch().await {
             Ok(deleted) => {
                 total += deleted;
                 if deleted < u64::from(BATCH) {
                     return total;
                 }
+                rest_after(started).await;
             }
             Err(error) => {
                 tracing::warn!(%error, what, "retention pass failed");
@@ -105,28 +113,25 @@ where
     }
 }
 
+/// Assets deleted at once: each is a delete in the object store (a round trip to S3)
+/// and a statement, so a backlog drains several times faster than one by one, while
+/// most of the pool stays with the callers.
+const ASSETS_AT_ONCE: usize = 4;
+
 /// Deletes `due` assets: bytes first, then the row. Bytes already gone are fine.
 /// Each owner whose assets went is told once, on every replica, that their resource
 /// list changed.
 async fn delete_assets(assets: &Assets, due: Vec<DueAsset>) -> u64 {
-    let mut deleted = 0;
-    let mut owners = std::collections::BTreeSet::new();
-    for asset in due {
-        match assets.sink.delete(&asset.storage_key).await {
-            Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
-            Err(error) => {
-                tracing::warn!(%error, asset = asset.id, "could not delete an asset's bytes");
-                continue;
-            }
-        }
-        match assets.store.delete(&asset.id).await {
-            Ok(_) => {
-                deleted += 1;
-                owners.insert(asset.owner);
-            }
-            Err(error) => tracing::warn!(%error, asset = asset.id, "could not delete an asset"),
-        }
-    }
+    use futures_util::StreamExt as _;
+
+    let deleted_owners: Vec<String> = futures_util::stream::iter(due)
+        .map(|asset| delete_asset(assets, asset))
+        .buffer_unordered(ASSETS_AT_ONCE)
+        .filter_map(std::future::ready)
+        .collect()
+        .await;
+    let deleted = u64::try_from(deleted_owners.len()).unwrap_or(u64::MAX);
+    let owners: std::collections::BTreeSet<String> = deleted_owners.into_iter().collect();
     for owner in owners {
         if let Err(error) = assets
             .changes
@@ -137,6 +142,24 @@ async fn delete_assets(assets: &Assets, due: Vec<DueAsset>) -> u64 {
         }
     }
     deleted
+}
+
+/// Deletes one asset, bytes first; its owner when its row went.
+async fn delete_asset(assets: &Assets, asset: DueAsset) -> Option<String> {
+    match assets.sink.delete(&asset.storage_key).await {
+        Ok(()) | Err(docket_export::sink::SinkError::NotFound { .. }) => {}
+        Err(error) => {
+            tracing::warn!(%error, asset = asset.id, "could not delete an asset's bytes");
+            return None;
+        }
+    }
+    match assets.store.delete(&asset.id).await {
+        Ok(_) => Some(asset.owner),
+        Err(error) => {
+            tracing::warn!(%error, asset = asset.id, "could not delete an asset");
+            None
+        }
+    }
 }
 
 /// One pass over everything `retention` holds, with `ages`.
@@ -162,6 +185,7 @@ pub(crate) async fn pass(
         return report;
     };
     loop {
+        let started = tokio::time::Instant::now();
         let mut due = Vec::new();
         if let Some(age) = ages.assets {
             match retention.assets_older_than(age, BATCH).await {
@@ -186,6 +210,7 @@ pub(crate) async fn pass(
         if found < BATCH as usize || deleted == 0 {
             return report;
         }
+        rest_after(started).await;
     }
 }
 

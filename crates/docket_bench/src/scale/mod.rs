@@ -149,7 +149,10 @@ pub(crate) async fn run(
                 timed(table::measure(&sizes, server)).await
             }
             Part::Retention => {
-                eprintln!("scale: retention ({} expired rows of each kind)", sizes.expired);
+                eprintln!(
+                    "scale: retention ({} expired rows of each kind)",
+                    sizes.expired
+                );
                 timed(retention::measure(&sizes, server)).await
             }
             Part::Followers => {
@@ -165,7 +168,10 @@ pub(crate) async fn run(
                 timed(replicas::measure(&sizes, server)).await
             }
             Part::Latency => {
-                eprintln!("scale: create latency ({} runs in a row)", sizes.latency_runs);
+                eprintln!(
+                    "scale: create latency ({} runs in a row)",
+                    sizes.latency_runs
+                );
                 timed(latency::measure(&sizes, server)).await
             }
         };

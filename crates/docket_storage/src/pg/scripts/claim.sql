@@ -1,7 +1,7 @@
--- Claims the oldest claimable run for one worker: a queued run whose not_before
--- has come, or a running run whose lease expired (its worker died; that counts
--- as a reclaim, apart from platform faults, so the bridge can stop a source
--- that keeps taking its worker down). SKIP LOCKED lets workers on every replica
+-- Claims a run for one worker: a running run whose lease expired (its worker
+-- died; that counts as a reclaim, apart from platform faults, so the bridge can
+-- stop a source that keeps taking its worker down), else the oldest queued run
+-- whose not_before has come. SKIP LOCKED lets workers on every replica
 -- claim at once without waiting on, or taking, each other's rows. The attempt
 -- goes up: it is the fencing token of every later write.
 -- An owner who already holds $3 running runs under a live lease is passed over,
@@ -19,18 +19,32 @@ UPDATE script_runs AS run
        lease_expires_at = now() + $2 * interval '1 millisecond',
        started_at = COALESCE(run.started_at, now()),
        updated_at = now()
- WHERE run.id = (
-       SELECT id
-         FROM script_runs AS candidate
-        WHERE ((status = 'queued' AND not_before <= now())
-           OR (status = 'running' AND lease_expires_at < now()))
-          AND (SELECT count(*)
-                 FROM script_runs AS held
-                WHERE held.script_owner = candidate.script_owner
-                  AND held.status = 'running'
-                  AND held.lease_expires_at >= now()) < $3
-        ORDER BY not_before, created_at
-        LIMIT 1
-          FOR UPDATE SKIP LOCKED
+ WHERE run.id = COALESCE(
+       -- First a run whose worker died (rare; through the lease index) …
+       (SELECT id
+          FROM script_runs AS candidate
+         WHERE status = 'running' AND lease_expires_at < now()
+           AND (SELECT count(*)
+                  FROM script_runs AS held
+                 WHERE held.script_owner = candidate.script_owner
+                   AND held.status = 'running'
+                   AND held.lease_expires_at >= now()) < $3
+         ORDER BY not_before, created_at
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED),
+       -- … else the oldest queued run, read in the queue index's order, so a claim
+       -- stops at the first run it may take instead of sorting the whole queue
+       -- (which made draining a backlog cost the square of its length).
+       (SELECT id
+          FROM script_runs AS candidate
+         WHERE status = 'queued' AND not_before <= now()
+           AND (SELECT count(*)
+                  FROM script_runs AS held
+                 WHERE held.script_owner = candidate.script_owner
+                   AND held.status = 'running'
+                   AND held.lease_expires_at >= now()) < $3
+         ORDER BY not_before, created_at
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED)
  )
 RETURNING
