@@ -193,7 +193,10 @@ async fn serve_app(config: docket_server::Config) -> anyhow::Result<()> {
         };
         let mut builder =
             App::builder(config.clone()).script_isolation(docket_server::Isolation::Child(
-                docket_server::ChildProcess::new(program, [SCRIPT_CHILD]),
+                // As many children started ahead as runs can evaluate at once, so a claimed
+                // run does not wait for its process to start.
+                docket_server::ChildProcess::new(program, [SCRIPT_CHILD])
+                    .warm(config.scripts.worker.concurrency),
             ));
         if let Some(url) = &config.database.url {
             let options = docket_storage::ConnectOptions {

@@ -15,7 +15,7 @@ mod log;
 mod parse;
 mod sandbox;
 
-pub use child::{ChildProcess, Isolation};
+pub use child::{ChildProcess, ChildStarts, Isolation};
 pub use sandbox::run_with_progress;
 
 /// The bounds one run is held to. Exceeding any of them ends the run with

@@ -47,7 +47,7 @@ mod process;
 mod serve;
 
 pub use frame::MAX_FRAME_BYTES;
-pub use process::{ChildProcess, MEMORY_MARGIN_BYTES, STOP_GRACE};
+pub use process::{ChildProcess, ChildStarts, MEMORY_MARGIN_BYTES, STOP_GRACE};
 pub use serve::serve;
 
 /// Where a run is evaluated.

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
 use rustix::process::{Pid, Resource, Rlimit, Signal};
 use serde_json::Value;
@@ -60,7 +60,7 @@ pub(super) async fn run(
     progress: Arc<RunProgress>,
 ) -> ScriptReport {
     let deadline = Instant::now().checked_add(limits.wall_time);
-    let mut child = match spawn(process) {
+    let mut child = match start(process) {
         Ok(child) => child,
         Err(message) => return failure(ScriptFailure::Platform(message)),
     };
@@ -193,6 +193,52 @@ pub(super) async fn run(
 /// Starts the child: its own process group, an empty environment (it needs nothing from the
 /// server's, which may hold secrets), and three pipes, so it inherits no other descriptor
 /// (everything else the server opens is close-on-exec).
+/// A child for a run: one started ahead, if one waits and is still alive (another is then
+/// started to take its place), else one started now.
+fn start(process: &ChildProcess) -> Result<Child, String> {
+    let Some(warm) = &process.warm else {
+        return spawn(process);
+    };
+    let waiting = {
+        let mut idle = warm.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        // One that died while it waited (killed from outside) is dropped and reaped.
+        std::iter::from_fn(|| idle.pop())
+            .find_map(|mut child| matches!(child.try_wait(), Ok(None)).then_some(child))
+    };
+    let child = match waiting {
+        Some(child) => child,
+        None => {
+            warm.on_demand.fetch_add(1, Ordering::Relaxed);
+            spawn(process)?
+        }
+    };
+    refill(process);
+    Ok(child)
+}
+
+/// Starts children, on a task of its own, until as many wait as `process` keeps. One that
+/// cannot start is not retried here: the next run starts its own and says why it cannot.
+fn refill(process: &ChildProcess) {
+    let Some(warm) = process.warm.clone() else {
+        return;
+    };
+    let process = process.clone();
+    tokio::spawn(async move {
+        let waiting = || warm.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while waiting().len() < warm.size {
+            let Ok(child) = spawn(&process) else {
+                return;
+            };
+            warm.ahead.fetch_add(1, Ordering::Relaxed);
+            let mut idle = waiting();
+            // Refills racing each other keep no more than asked; the extra is killed.
+            if idle.len() < warm.size {
+                idle.push(child);
+            }
+        }
+    });
+}
+
 fn spawn(process: &ChildProcess) -> Result<Child, String> {
     let mut command = tokio::process::Command::new(&process.program);
     command
@@ -475,9 +521,81 @@ fn crash(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ChildStarts;
 
     fn limits() -> Limits {
         Limits::draft()
+    }
+
+    /// Waits (for at most a minute: an event, not a timing) until `process` has started
+    /// `ahead` children ahead of their runs.
+    async fn started_ahead(process: &ChildProcess, ahead: u64) {
+        for _ in 0..6000 {
+            if process.starts().ahead >= ahead {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no child was started ahead: {:?}", process.starts());
+    }
+
+    /// A warm process starts the first child when its run comes and another ahead for the
+    /// next run, which then takes it instead of starting one; a waiting child that died is
+    /// passed over for a new one.
+    #[tokio::test]
+    async fn runs_take_children_started_ahead_and_pass_over_dead_ones() {
+        let process = ChildProcess::new("/bin/cat", Vec::<String>::new()).warm(1);
+        let first = start(&process).expect("a child");
+        assert_eq!(process.starts().on_demand, 1);
+        started_ahead(&process, 1).await;
+        let second = start(&process).expect("a child");
+        assert_eq!(
+            process.starts().on_demand,
+            1,
+            "the second came from the pool"
+        );
+        started_ahead(&process, 2).await;
+        {
+            let mut idle = process
+                .warm
+                .as_ref()
+                .expect("warm")
+                .idle
+                .lock()
+                .expect("lock");
+            for child in idle.iter_mut() {
+                kill(child);
+            }
+        }
+        // Killed, it may not be reaped yet: the pool must not hand it out either way.
+        let mut third = None;
+        for _ in 0..6000 {
+            let dead = process
+                .warm
+                .as_ref()
+                .expect("warm")
+                .idle
+                .lock()
+                .expect("lock")
+                .iter_mut()
+                .all(|child| !matches!(child.try_wait(), Ok(None)));
+            if dead {
+                third = Some(start(&process).expect("a child"));
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let mut third = third.expect("the waiting child died");
+        assert_eq!(
+            process.starts().on_demand,
+            2,
+            "a dead child is not handed out"
+        );
+        assert!(matches!(third.try_wait(), Ok(None)), "the third child runs");
+        drop((first, second, third));
+        let plain = ChildProcess::new("/bin/cat", Vec::<String>::new());
+        drop(start(&plain).expect("a child"));
+        assert_eq!(plain.starts(), ChildStarts::default());
     }
 
     #[test]

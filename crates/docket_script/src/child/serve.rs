@@ -27,6 +27,10 @@ const PROTOCOL: u8 = 4;
 #[must_use]
 pub fn serve() -> ExitCode {
     close_inherited_descriptors();
+    // The interpreter's one-time set-up (the standard library's functions and their parsed
+    // documentation) before the run is read: a child started ahead of its run
+    // (`ChildProcess::warm`) has done it by the time the run comes.
+    drop(crate::globals::build(&ScriptInput::default()));
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
