@@ -3,6 +3,10 @@
 //! a complete export is committed; any failure aborts the upload and cancels the
 //! query, so no partial asset is ever visible.
 //!
+//! Each page is encoded on a blocking thread while the next one is fetched, so the
+//! export runs at the pace of the slower of the two rather than of both in turn, and
+//! holds two pages at most.
+//!
 //! A format that writes its bytes only at the end (XLSX, see
 //! [`Format::writes_at_finish`]) finishes on a blocking thread and hands its bytes
 //! over a small bounded channel to the upload as they are made, so the file is never
@@ -199,7 +203,8 @@ async fn write_all(
     };
     let mut writer = RowWriter::new(format, output).map_err(format_error)?;
     let mut columns: Option<Vec<ColumnSpec>> = None;
-    while let Some(page) = stream.next_page().await? {
+    let mut next_page = stream.next_page().await?;
+    while let Some(page) = next_page {
         if columns.is_none()
             && let Some(page_columns) = &page.columns
         {
@@ -211,6 +216,7 @@ async fn write_all(
             columns = Some(specs);
         }
         if page.rows.is_empty() {
+            next_page = stream.next_page().await?;
             continue;
         }
         if writer.rows_written() + page.rows.len() as u64 > limits.max_rows {
@@ -218,7 +224,19 @@ async fn write_all(
                 limit: limits.max_rows,
             });
         }
-        writer.write_rows(&page.rows).map_err(format_error)?;
+        // Encode this page on a blocking thread while the next one is fetched, instead
+        // of Trino waiting for the encoder and the encoder for Trino. The writer comes
+        // back with its outcome; an encoding error is reported before the fetch's, as
+        // when the two ran in turn.
+        let encoding = tokio::task::spawn_blocking(move || {
+            let outcome = writer.write_rows(&page.rows);
+            (writer, outcome)
+        });
+        let (fetched, encoded) = tokio::join!(stream.next_page(), encoding);
+        let (returned, outcome) =
+            encoded.map_err(|joined| format_error(FormatError::Io(io::Error::other(joined))))?;
+        writer = returned;
+        outcome.map_err(format_error)?;
         if writer.bytes_written() + writer.buffered_bytes() > limits.max_bytes {
             return Err(ExportError::TooLarge {
                 limit: limits.max_bytes,
@@ -230,6 +248,7 @@ async fn write_all(
             upload.write(chunk).instrument(span).await?;
         }
         progress(writer.rows_written(), upload.bytes_written());
+        next_page = fetched?;
     }
     // A query without columns (none reported) still produces a valid, empty output.
     let columns = match columns {

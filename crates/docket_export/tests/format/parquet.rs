@@ -17,7 +17,7 @@ use docket_export::format::{
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
-use super::{synthetic_columns, synthetic_page};
+use super::{columns, synthetic_columns, synthetic_page};
 
 fn read_back(bytes: Vec<u8>) -> (Arc<Schema>, Vec<RecordBatch>, usize) {
     let builder =
@@ -311,4 +311,62 @@ fn large_streams_close_row_groups_and_keep_memory_bounded() {
     let last = batches.last().expect("a batch");
     let ids = last.column(0).as_primitive::<Int64Type>();
     assert_eq!(ids.value(ids.len() - 1), (PAGES * PAGE_ROWS - 1) as i64);
+}
+
+#[test]
+fn a_column_of_distinct_values_stops_its_dictionary_early_and_reads_back_whole() {
+    const ROWS: i64 = 40_000;
+    // Scattered, so that neither the dictionary nor its compression can shrink them.
+    let id = |n: i64| n.wrapping_mul(2_654_435_761) % (1 << 40);
+    let rows: Vec<Vec<Value>> = (0..ROWS)
+        .map(|n| vec![json!(id(n)), json!(format!("category-{}", n % 7))])
+        .collect();
+    let mut writer = RowWriter::new(Format::Parquet, Vec::new()).expect("parquet");
+    writer
+        .begin(&columns(&[("id", "bigint"), ("category", "varchar")]))
+        .expect("begin");
+    for page in rows.chunks(4_096) {
+        writer.write_rows(page).expect("page");
+    }
+    let (_, output) = writer.finish().expect("finish");
+
+    let builder = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(output.clone()))
+        .expect("a parquet file");
+    let row_group = builder.metadata().row_group(0);
+    // The distinct ids would make a dictionary of 320 kB; it stops at its cap and the
+    // rest of the column is written plain.
+    let ids = row_group.column(0);
+    let dictionary_bytes = ids.data_page_offset() - ids.dictionary_page_offset().expect("begun");
+    assert!(
+        dictionary_bytes < 160 * 1024,
+        "{dictionary_bytes} bytes of dictionary"
+    );
+    // Seven categories stay in a dictionary.
+    assert!(row_group.column(1).dictionary_page_offset().is_some());
+
+    let (_, batches, _) = read_back(output);
+    let (mut read_ids, mut read_categories) = (Vec::new(), Vec::new());
+    for batch in &batches {
+        read_ids.extend(
+            batch
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+        let categories = batch.column(1).as_string::<i32>();
+        read_categories.extend(
+            categories
+                .iter()
+                .map(|value| value.expect("not null").to_owned()),
+        );
+    }
+    assert_eq!(read_ids, (0..ROWS).map(id).collect::<Vec<_>>());
+    assert_eq!(
+        read_categories,
+        (0..ROWS)
+            .map(|n| format!("category-{}", n % 7))
+            .collect::<Vec<_>>()
+    );
 }
