@@ -59,7 +59,15 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<()> {
         .join("docket");
     let mut command = util::cargo();
     command
-        .args(["run", "--release", "--package", "docket_bench", "--"])
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "docket_bench",
+            "--bin",
+            "docket_bench",
+            "--",
+        ])
         .args(["--commit", &commit, "--toolchain", toolchain.trim()])
         .arg("--docket-bin")
         .arg(docket_bin);
