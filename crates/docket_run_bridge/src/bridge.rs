@@ -17,7 +17,7 @@ use crate::runner::ScriptRunner;
 use crate::scheduler::Scheduler;
 
 /// How many ended runs one retention statement deletes at most.
-const RETENTION_BATCH: u32 = 1000;
+const RETENTION_BATCH: u32 = 200;
 
 /// The run queue's workers and operations on one replica.
 pub struct RunBridge {
@@ -248,9 +248,9 @@ impl RunBridge {
                 .delete_old_fires(self.replica.config.run_retention, RETENTION_BATCH)
                 .await
             {
-                // Rests as long as the batch took: see below.
+                // Rests twice as long as the batch took: see below.
                 Ok(count) if count >= u64::from(RETENTION_BATCH) => {
-                    tokio::time::sleep(started.elapsed()).await;
+                    tokio::time::sleep(started.elapsed() * 2).await;
                 }
                 Ok(_) => break,
                 Err(error) => {
@@ -273,10 +273,10 @@ impl RunBridge {
                     if ids.len() < RETENTION_BATCH as usize {
                         return deleted;
                     }
-                    // A backlog is deleted a batch at a time, resting as long as each
-                    // batch took, so the pass never holds more than half of a
+                    // A backlog is deleted a batch at a time, resting twice as long as
+                    // each batch took, so the pass never holds more than a third of a
                     // connection's time from the callers meanwhile.
-                    tokio::time::sleep(started.elapsed()).await;
+                    tokio::time::sleep(started.elapsed() * 2).await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "the run retention pass failed");

@@ -23,7 +23,7 @@ use crate::assets::Assets;
 use crate::state::App;
 
 /// Rows one statement deletes or names at most.
-const BATCH: u32 = 1000;
+const BATCH: u32 = 200;
 
 /// How often the pass runs.
 pub(crate) const INTERVAL: Duration = Duration::from_secs(3600);
@@ -82,10 +82,10 @@ impl RetentionAges {
     }
 }
 
-/// After a full batch of a backlog, rests as long as the batch took, so a pass never
-/// holds more than half of a connection's time from the callers meanwhile.
+/// After a full batch of a backlog, rests twice as long as the batch took, so a pass never
+/// holds more than a third of a connection's time from the callers meanwhile.
 async fn rest_after(started: tokio::time::Instant) {
-    tokio::time::sleep(started.elapsed()).await;
+    tokio::time::sleep(started.elapsed() * 2).await;
 }
 
 /// Deletes batch after batch until one comes back short; the total.

@@ -158,7 +158,7 @@ pub type LinkTrace = fn(&tracing::Span, &TaskTrace);
 const MAX_BEAT_LINKS: usize = 32;
 
 /// Expired tasks one retention statement deletes at most.
-const RETENTION_BATCH: u32 = 1000;
+const RETENTION_BATCH: u32 = 200;
 
 /// The span of one task store statement (kind CLIENT, named by the conventions
 /// for a database call: `{operation} {table}`); it carries no value.
@@ -705,9 +705,9 @@ impl TaskRuntime {
     /// Deletes every expired task, [`RETENTION_BATCH`] at a time until a batch comes
     /// back short: a backlog (a retention shortened, a replica that was down) is
     /// cleared in one pass instead of a batch per `maintenance_interval`. Each
-    /// statement stays small, and after each the pass rests as long as the statement
-    /// took, so it never holds more than half of a connection's time from the callers
-    /// reading meanwhile.
+    /// statement stays small, and after each the pass rests twice as long as the
+    /// statement took, so it never holds more than a third of a connection's time from the
+    /// callers reading meanwhile.
     async fn delete_expired(&self) {
         let mut total = 0u64;
         loop {
@@ -727,7 +727,7 @@ impl TaskRuntime {
                     break;
                 }
             }
-            tokio::time::sleep(started.elapsed()).await;
+            tokio::time::sleep(started.elapsed() * 2).await;
         }
         if total > 0 {
             tracing::info!(count = total, "deleted expired tasks");
