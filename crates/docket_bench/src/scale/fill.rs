@@ -172,7 +172,7 @@ pub(crate) async fn run_template(
             &script.id,
             &script.name,
             &script.owner,
-            &i32::try_from(script.version).unwrap_or(1),
+            &script.version,
         ],
     )
     .await

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::lab::Lab;
-use super::{Section, Sizes, count, ms, verdict};
+use super::section::{Section, Sizes, count, ms, verdict};
 use crate::docket::{DocketServer, new_task};
 use crate::exports::{Server, status_field, temp_dir};
 use crate::gate::Gate;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use docket_storage::test_db::PostgresServer;
 
 use super::lab::Lab;
-use super::{Section, Sizes, ms, verdict};
+use super::section::{Section, Sizes, ms, verdict};
 use crate::docket::DocketServer;
 use crate::gate::Gate;
 use crate::load::{self, McpClient, Samples};

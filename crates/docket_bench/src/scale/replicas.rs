@@ -8,7 +8,7 @@ use std::time::Duration;
 use docket_storage::test_db::PostgresServer;
 
 use super::lab::{self, Lab};
-use super::{Section, Sizes, per_second, times};
+use super::section::{Section, Sizes, per_second, times};
 use crate::docket::DocketServer;
 use crate::gate::Gate;
 use crate::load::Samples;

@@ -12,8 +12,9 @@ use anyhow::{Context as _, ensure};
 use docket_export::sink::FilesystemSink;
 use docket_storage::test_db::PostgresServer;
 
+use super::fill;
 use super::lab::{self, Lab};
-use super::{Section, Sizes, count, fill, ms, times, verdict};
+use super::section::{Section, Sizes, count, ms, times, verdict};
 use crate::docket::DocketServer;
 use crate::gate::Gate;
 use crate::load::Samples;

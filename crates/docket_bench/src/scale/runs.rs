@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use super::lab::Lab;
-use super::{Section, Sizes, ms, per_second};
+use super::section::{Section, Sizes, ms, per_second};
 use crate::load::percentile;
 
 /// Owners the queued runs are spread over.

@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use docket_storage::test_db::PostgresServer;
 
+use super::fill;
 use super::lab::{self, Lab};
-use super::{Section, Sizes, count, fill, ms, per_second, times, verdict};
+use super::section::{Section, Sizes, count, ms, per_second, times, verdict};
 use crate::docket::DocketServer;
 use crate::gate::Gate;
 use crate::load::{self, McpClient, Samples};
