@@ -61,12 +61,21 @@ const MANY_CALLS: &str = "for i in range(2000):\n    platform.call('mark', {})\n
 
 /// A host that answers at once and notes when each run's calls arrive.
 #[derive(Default)]
-struct MarkingHost {
+pub(crate) struct MarkingHost {
     calls: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
 impl MarkingHost {
-    fn marks(&self, run_id: &str) -> Vec<Instant> {
+    /// The run's host: what it asks reaches this one, noted under `run_id`.
+    pub(crate) fn for_run(self: &Arc<Self>, run_id: &str) -> Arc<dyn Host> {
+        Arc::new(RunHost {
+            marks: Arc::clone(self),
+            run_id: run_id.to_owned(),
+        })
+    }
+
+    /// When the calls of `run_id` arrived, taken out of this host.
+    pub(crate) fn marks(&self, run_id: &str) -> Vec<Instant> {
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -145,12 +154,7 @@ impl Lane {
         let runner = SandboxRunner::new(
             Limits::run(),
             isolation,
-            move |run: &Run, _version: &ScriptVersion, _roles: &[String]| {
-                Arc::new(RunHost {
-                    marks: Arc::clone(&marks),
-                    run_id: run.id.clone(),
-                }) as Arc<dyn Host>
-            },
+            move |run: &Run, _version: &ScriptVersion, _roles: &[String]| marks.for_run(&run.id),
         );
         let bridge = RunBridge::new(
             store,

@@ -6,71 +6,29 @@
 //! p99, and the CPU a run costs this process (the bridge), its children and
 //! PostgreSQL — and so how much of a child run's cost is the child's start.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use async_trait::async_trait;
 use docket_catalog::ScriptStore;
 use docket_catalog::scripts::{NewRun, NewScript, Run, Script, ScriptVersion};
 use docket_run_bridge::{BridgeConfig, RunBridge, SandboxRunner};
-use docket_script::{ChildProcess, Host, HostError, Isolation, Limits};
+use docket_script::{ChildProcess, Isolation, Limits};
 use docket_storage::test_db::PostgresServer;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use time::OffsetDateTime;
 
 use super::lab::Lab;
 use super::section::{Section, Sizes, ms, per_second};
 use crate::load::percentile;
+use crate::scripts::MarkingHost;
 
 /// Owners the queued runs are spread over.
 const OWNERS: usize = 8;
 
 /// The run: one call to the host, so its start is seen from outside.
 const SOURCE: &str = "platform.call('mark', {})\n";
-
-/// A host that answers at once and notes when each run's first call arrived.
-#[derive(Default)]
-struct FirstCalls(Mutex<HashMap<String, OffsetDateTime>>);
-
-struct RunHost {
-    calls: Arc<FirstCalls>,
-    run_id: String,
-}
-
-#[async_trait]
-impl Host for RunHost {
-    async fn call(&self, _tool: String, _args: Value) -> Result<Value, HostError> {
-        let now = OffsetDateTime::now_utc();
-        self.calls
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(self.run_id.clone())
-            .or_insert(now);
-        Ok(json!({ "ok": true }))
-    }
-
-    async fn query(
-        &self,
-        _sql: String,
-        _connection: Option<String>,
-        _params: Map<String, Value>,
-    ) -> Result<Value, HostError> {
-        Err(HostError::Tool("no queries here".into()))
-    }
-
-    async fn export(
-        &self,
-        _name: String,
-        _rows: Value,
-        _format: String,
-    ) -> Result<Value, HostError> {
-        Err(HostError::Tool("no exports here".into()))
-    }
-}
 
 /// One drain: how it went.
 struct Lane {
@@ -136,17 +94,12 @@ async fn drain(
             .await?,
         );
     }
-    let calls = Arc::new(FirstCalls::default());
-    let host_calls = Arc::clone(&calls);
+    let calls = Arc::new(MarkingHost::default());
+    let host = Arc::clone(&calls);
     let runner = SandboxRunner::new(
         Limits::run(),
         isolation,
-        move |run: &Run, _version: &ScriptVersion, _roles: &[String]| {
-            Arc::new(RunHost {
-                calls: Arc::clone(&host_calls),
-                run_id: run.id.clone(),
-            }) as Arc<dyn Host>
-        },
+        move |run: &Run, _version: &ScriptVersion, _roles: &[String]| host.for_run(&run.id),
     );
     let bridge = RunBridge::new(
         Arc::clone(&store),
@@ -174,6 +127,9 @@ async fn drain(
         ids.push(run.id.clone());
         bridge.enqueue(run).await.context("cannot queue a run")?;
     }
+    // The host notes instants, the database wall-clock times: one reading of both maps
+    // the one onto the other.
+    let (instant_base, wall_base) = (Instant::now(), OffsetDateTime::now_utc());
     let reading = lab.meter.start().await?;
     let children_before = children_cpu();
     let started = Instant::now();
@@ -209,7 +165,6 @@ async fn drain(
         )
         .await
         .context("cannot read the runs")?;
-    let first_calls = std::mem::take(&mut *calls.0.lock().unwrap_or_else(PoisonError::into_inner));
     let (mut queued, mut begun) = (Vec::new(), Vec::new());
     for row in rows {
         let id: String = row.get(0);
@@ -219,9 +174,11 @@ async fn drain(
         let claimed: std::time::SystemTime = row.get(3);
         let created = OffsetDateTime::from(created);
         let claimed = OffsetDateTime::from(claimed);
-        let first = *first_calls
-            .get(&id)
+        let first = *calls
+            .marks(&id)
+            .first()
             .with_context(|| format!("{label}: run {id} never called the host"))?;
+        let first = wall_base + first.saturating_duration_since(instant_base);
         queued.push((claimed - created).unsigned_abs());
         begun.push((first - claimed).unsigned_abs());
     }
