@@ -240,6 +240,9 @@ impl RunBridge {
     /// schedule fire records older than that; how many runs. Safe on every
     /// replica at once.
     pub async fn delete_expired_runs(&self) -> usize {
+        if self.replica.stop.is_cancelled() {
+            return 0;
+        }
         loop {
             let started = tokio::time::Instant::now();
             match self
@@ -248,9 +251,11 @@ impl RunBridge {
                 .delete_old_fires(self.replica.config.run_retention, RETENTION_BATCH)
                 .await
             {
-                // Rests twice as long as the batch took: see below.
+                // Rests twice as long as the batch took: see `rest_after`.
                 Ok(count) if count >= u64::from(RETENTION_BATCH) => {
-                    tokio::time::sleep(started.elapsed() * 2).await;
+                    if !self.rest_after(started).await {
+                        break;
+                    }
                 }
                 Ok(_) => break,
                 Err(error) => {
@@ -273,16 +278,26 @@ impl RunBridge {
                     if ids.len() < RETENTION_BATCH as usize {
                         return deleted;
                     }
-                    // A backlog is deleted a batch at a time, resting twice as long as
-                    // each batch took, so the pass never holds more than a third of a
-                    // connection's time from the callers meanwhile.
-                    tokio::time::sleep(started.elapsed() * 2).await;
+                    if !self.rest_after(started).await {
+                        return deleted;
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(%error, "the run retention pass failed");
                     return deleted;
                 }
             }
+        }
+    }
+
+    /// After a full batch of a backlog: rests twice as long as the batch took, so the pass
+    /// never holds more than a third of a connection's time from the callers meanwhile.
+    /// False when the replica is stopping: a shutdown, which waits for this pass, does not
+    /// wait for a backlog (the next pass, on any replica, takes up the rest).
+    async fn rest_after(&self, started: tokio::time::Instant) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(started.elapsed() * 2) => true,
+            () = self.replica.stop.cancelled() => false,
         }
     }
 }

@@ -727,7 +727,11 @@ impl TaskRuntime {
                     break;
                 }
             }
-            tokio::time::sleep(started.elapsed() * 2).await;
+            // A shutdown does not wait for a backlog: the next pass takes up the rest.
+            tokio::select! {
+                () = tokio::time::sleep(started.elapsed() * 2) => {}
+                () = self.stop_background.cancelled() => break,
+            }
         }
         if total > 0 {
             tracing::info!(count = total, "deleted expired tasks");
