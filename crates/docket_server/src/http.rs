@@ -43,7 +43,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
 use crate::auth::AuthError;
@@ -52,7 +52,7 @@ use crate::error::McpError;
 use crate::headers;
 use crate::holds::Hold;
 use crate::legacy;
-use crate::reply::{Reply, StreamItem};
+use crate::reply::{Items, Reply, StreamItem};
 use crate::request::RequestContext;
 use crate::server_span::ServerSpan;
 use crate::state::App;
@@ -1160,56 +1160,109 @@ fn refusal_response(id: Option<RequestId>, refusal: legacy::Refusal) -> hyper::R
     json_response(refusal.status, &RpcResponse::error(id, refusal.error))
 }
 
-/// Answers as an SSE stream fed by `receiver`: one compact `data:` line per
-/// message, keep-alive comments while waiting (their failed write is how a
-/// vanished client is noticed), and the end of the stream after the final answer.
-/// The caller's `hold` lasts as long as the stream, and so does the request's span
+/// Answers as an SSE stream of `items`: one compact `data:` line per message,
+/// keep-alive comments while waiting (their failed write is how a vanished client
+/// is noticed), and the end of the stream after the final answer. The connection
+/// polls the stream as it writes: no task or channel stands between them. The
+/// caller's `hold` lasts as long as the stream, and so does the request's span
 /// (`server_span`, handed over): its duration and error are the final message's.
 fn sse_response(
     app: &App,
     id: RequestId,
-    mut receiver: mpsc::Receiver<StreamItem>,
+    items: Items,
     era: Era,
     hold: Hold,
-    mut server_span: ServerSpan,
+    server_span: ServerSpan,
 ) -> hyper::Response<Body> {
-    let server_info = app.state.server_info_json.clone();
     let keepalive = app.state.sse_keepalive;
-    let (frames, frame_receiver) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(async move {
-        let _hold = hold;
-        let mut ticker = tokio::time::interval(keepalive);
-        ticker.tick().await;
-        loop {
-            let (bytes, last) = tokio::select! {
-                item = receiver.recv() => match item {
-                    Some(StreamItem::Notification(notification)) => (sse_frame(&notification), false),
-                    Some(StreamItem::Message(message)) => (sse_frame(&message), false),
-                    Some(StreamItem::Result(result)) => {
-                        server_span.answered_with(&result);
-                        let result = match era {
-                            Era::Current => stamp_encoded_server_info(result, &server_info),
-                            Era::Legacy => legacy::result_shape(result),
-                        };
-                        (sse_frame(&RpcResponse::result(id.clone(), result)), true)
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    crate::sse::response(SseFrames {
+        app: app.clone(),
+        id,
+        items,
+        era,
+        ticker,
+        server_span: Some(server_span),
+        _hold: hold,
+    })
+}
+
+/// An SSE answer's frames (see [`sse_response`]).
+struct SseFrames {
+    app: App,
+    id: RequestId,
+    items: Items,
+    era: Era,
+    ticker: tokio::time::Interval,
+    /// Until the final answer (or the end of `items`).
+    server_span: Option<ServerSpan>,
+    _hold: Hold,
+}
+
+impl SseFrames {
+    /// A message's frame; the request's span is finished with the final answer.
+    fn frame(&mut self, item: StreamItem) -> Bytes {
+        match item {
+            StreamItem::Notification(notification) => sse_frame(&notification),
+            StreamItem::Message(message) => sse_frame(&message),
+            StreamItem::Result(result) => {
+                if let Some(mut span) = self.server_span.take() {
+                    span.answered_with(&result);
+                    span.finish();
+                }
+                let result = match self.era {
+                    Era::Current => {
+                        stamp_encoded_server_info(result, &self.app.state.server_info_json)
                     }
-                    Some(StreamItem::Error(error)) => {
-                        server_span.failed_with_code(error.code);
-                        (sse_frame(&RpcResponse::error(Some(id.clone()), error)), true)
-                    }
-                    None => break,
-                },
-                _ = ticker.tick() => (Bytes::from_static(b": keep-alive\n\n"), false),
-                () = frames.closed() => break,
-            };
-            if frames.send(bytes).await.is_err() || last {
-                break;
+                    Era::Legacy => legacy::result_shape(result),
+                };
+                sse_frame(&RpcResponse::result(self.id.clone(), result))
+            }
+            StreamItem::Error(error) => {
+                if let Some(mut span) = self.server_span.take() {
+                    span.failed_with_code(error.code);
+                    span.finish();
+                }
+                sse_frame(&RpcResponse::error(Some(self.id.clone()), error))
             }
         }
-        // Dropping `receiver` here tells the call its stream is gone.
-        server_span.finish();
-    });
-    crate::sse::event_stream(frame_receiver)
+    }
+}
+
+impl futures_util::Stream for SseFrames {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        // After the final answer, the stream ends.
+        if self.server_span.is_none() {
+            return Poll::Ready(None);
+        }
+        match self.items.as_mut().poll_next(cx) {
+            Poll::Ready(Some(item)) => return Poll::Ready(Some(self.frame(item))),
+            Poll::Ready(None) => {
+                if let Some(span) = self.server_span.take() {
+                    span.finish();
+                }
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        match self.ticker.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Bytes::from_static(b": keep-alive\n\n"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for SseFrames {
+    /// The client went away before the final answer: the request ends here, and
+    /// dropping `items` tells its producer.
+    fn drop(&mut self) {
+        if let Some(span) = self.server_span.take() {
+            span.finish();
+        }
+    }
 }
 
 fn sse_frame(message: &impl serde::Serialize) -> Bytes {

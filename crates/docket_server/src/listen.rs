@@ -15,16 +15,19 @@
 //! honoured; nor `resourceSubscriptions` (an asset never changes once written; see
 //! docs/design.md, Following).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
 
 use docket_catalog::CatalogChange;
 use docket_protocol::jsonrpc::RequestId;
 use docket_task::TaskId;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, mpsc};
 
+use crate::auth::Identity;
 use crate::error::McpError;
 use crate::reply::{Reply, StreamItem};
 use crate::request::RequestContext;
@@ -101,13 +104,12 @@ pub(crate) async fn listen(
     // subscription goes unheard.
     let task_changes = app.task_runtime().map(|runtime| runtime.watch());
     let run_ends = app.run_bridge().map(|bridge| bridge.watch_ended());
-    let mut followed = BTreeSet::new();
+    // The tasks followed, by id (each once), with the message that says each as it is.
     let mut current = BTreeMap::new();
     if let Some(surface) = &app.state.tasks {
         for task_id in asked {
-            match tasks::find(surface, &context, is_admin, &task_id).await {
+            match tasks::find(surface, &context.identity, is_admin, &task_id).await {
                 Ok((found, view)) => {
-                    followed.insert(task_id.clone());
                     current.insert(
                         task_id.clone(),
                         task_message(found.record, view, &subscription),
@@ -120,13 +122,12 @@ pub(crate) async fn listen(
             }
         }
     }
-    let (items, receiver) = mpsc::channel(32);
     // What is honoured, of what was asked: the tasks the caller may follow; the
     // prompt list when it can change (the library); the caller's resource list when
     // it holds their assets.
     let mut honoured = serde_json::Map::new();
     if asked_tasks {
-        honoured.insert("taskIds".into(), json!(followed.iter().collect::<Vec<_>>()));
+        honoured.insert("taskIds".into(), json!(current.keys().collect::<Vec<_>>()));
     }
     let lists = Lists {
         prompts: notifications.prompts_list_changed && app.state.features.prompts_change(),
@@ -150,42 +151,43 @@ pub(crate) async fn listen(
     });
     let app = app.clone();
     // A stream may stay open for hours and reads tasks only as its caller: it keeps
-    // no headers, whose values share the connection's first read buffer and would
-    // keep all of it.
-    let context = RequestContext {
-        headers: http::HeaderMap::new(),
-        ..context
-    };
-    let sent = current
+    // the caller's identity and nothing else of the request (its headers' values
+    // share the connection's first read buffer and would keep all of it).
+    let hasher = RandomState::new();
+    let followed = current
         .iter()
-        .map(|(id, message)| (id.clone(), message.to_string()))
+        .map(|(id, message)| Followed {
+            id: id.as_str().into(),
+            sent: hasher.hash_one(message.to_string()),
+        })
         .collect();
-    tokio::spawn(async move {
-        if items.send(StreamItem::Message(acknowledged)).await.is_err() {
-            return;
-        }
-        for message in current.values() {
-            if items
-                .send(StreamItem::Message(message.clone()))
-                .await
-                .is_err()
-            {
-                return;
-            }
-        }
-        let mut stream = Stream {
-            app,
-            context,
-            is_admin,
-            subscription,
-            followed,
-            lists,
-            items,
-            sent,
-        };
-        stream.run(task_changes, run_ends, list_changes).await;
-    });
-    Ok(Reply::Stream(receiver))
+    let mut queue = VecDeque::with_capacity(1 + current.len());
+    queue.push_back(StreamItem::Message(acknowledged));
+    queue.extend(current.into_values().map(StreamItem::Message));
+    let stream = Stream {
+        closing: app.state.closing.clone(),
+        app,
+        identity: context.identity,
+        is_admin,
+        subscription,
+        followed,
+        hasher,
+        lists,
+        queue,
+        ended: false,
+        task_changes,
+        run_ends,
+        list_changes,
+    };
+    // Polled by the connection that writes it: a stream open for hours costs no
+    // task or channel of its own, and ends when the client goes away.
+    Ok(Reply::Stream(Box::pin(futures_util::stream::unfold(
+        stream,
+        |mut stream| async move {
+            let item = stream.next().await?;
+            Some((item, stream))
+        },
+    ))))
 }
 
 /// The list changes a stream says.
@@ -195,75 +197,91 @@ struct Lists {
     resources: bool,
 }
 
+/// A task a stream follows.
+struct Followed {
+    id: Box<str>,
+    /// The hash of the message last sent for it, so a repeated signal (this
+    /// replica's and the database's for one change) sends nothing new: a stream
+    /// open for hours keeps eight bytes a task, not the message.
+    sent: u64,
+}
+
 /// An open listen stream.
 struct Stream {
     app: App,
-    context: RequestContext,
+    identity: Arc<Identity>,
     is_admin: bool,
     subscription: Value,
-    followed: BTreeSet<String>,
+    /// The tasks followed, in the order of their ids.
+    followed: Vec<Followed>,
+    /// Hashes the messages sent ([`Followed::sent`]); keyed afresh for each stream.
+    hasher: RandomState,
     lists: Lists,
-    items: mpsc::Sender<StreamItem>,
-    /// The message last sent for each followed task, as sent (a string is a
-    /// fraction of a JSON tree's size), so a repeated signal (this replica's and the
-    /// database's for one change) sends nothing new.
-    sent: BTreeMap<String, String>,
+    /// Messages to send before waiting again (the acknowledgement and the tasks as
+    /// they are, first; both list changes when the stream fell behind).
+    queue: VecDeque<StreamItem>,
+    /// The closing response is queued: nothing follows it.
+    ended: bool,
+    closing: tokio_util::sync::CancellationToken,
+    task_changes: Option<broadcast::Receiver<TaskId>>,
+    run_ends: Option<broadcast::Receiver<String>>,
+    list_changes: Option<broadcast::Receiver<CatalogChange>>,
 }
 
 impl Stream {
-    /// Pushes each followed task that changes until the client goes away or the
-    /// server shuts down.
-    async fn run(
-        &mut self,
-        mut task_changes: Option<broadcast::Receiver<TaskId>>,
-        mut run_ends: Option<broadcast::Receiver<String>>,
-        mut list_changes: Option<broadcast::Receiver<CatalogChange>>,
-    ) {
-        let closing = self.app.state.closing.clone();
+    /// The next message: a followed task as it changed, a list change, or, when
+    /// the server shuts down, the closing response; `None` after it.
+    async fn next(&mut self) -> Option<StreamItem> {
         loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Some(item);
+            }
+            if self.ended {
+                return None;
+            }
             let changed = tokio::select! {
-                changed = next(task_changes.as_mut()) => changed.map(|id| id.map(|id| id.as_str().to_owned())),
-                ended = next(run_ends.as_mut()) => ended,
-                listed = next(list_changes.as_mut()) => {
-                    if !self.list_changed(listed).await {
-                        return;
-                    }
+                changed = next(self.task_changes.as_mut()) => changed.map(|id| id.map(|id| id.as_str().to_owned())),
+                ended = next(self.run_ends.as_mut()) => ended,
+                listed = next(self.list_changes.as_mut()) => {
+                    self.list_changed(listed);
                     continue;
                 }
-                () = self.items.closed() => return,
-                () = closing.cancelled() => {
+                () = self.closing.cancelled() => {
                     let closed = json!({
                         "resultType": "complete",
                         "_meta": { SUBSCRIPTION_ID: self.subscription },
                     });
-                    let _ = self.items.send(StreamItem::Result(closed)).await;
-                    return;
+                    self.queue.push_back(StreamItem::Result(closed));
+                    self.ended = true;
+                    continue;
                 }
             };
             let ids: Vec<String> = match changed {
-                Ok(Some(id)) if self.followed.contains(&id) => vec![id],
+                Ok(Some(id)) if self.position(&id).is_some() => vec![id],
                 Ok(_) => continue,
                 // Fell behind: every followed task is read again.
-                Err(()) => self.followed.iter().cloned().collect(),
+                Err(()) => self
+                    .followed
+                    .iter()
+                    .map(|task| task.id.to_string())
+                    .collect(),
             };
             for id in ids {
                 // Boxed: the read's future is large and alive only while it runs;
                 // the stream, waiting between changes for hours, keeps only this loop.
-                if !Box::pin(self.push(&id)).await {
-                    return;
-                }
+                Box::pin(self.push(&id)).await;
             }
         }
     }
 
-    /// Says `list_changed` for a change the stream follows (both, when it fell
-    /// behind); false when the client went away.
-    async fn list_changed(&self, change: Result<Option<CatalogChange>, ()>) -> bool {
+    /// Queues `list_changed` for a change the stream follows (both, when it fell
+    /// behind).
+    fn list_changed(&mut self, change: Result<Option<CatalogChange>, ()>) {
         let (prompts, resources) = match change {
             Ok(Some(CatalogChange::Prompts)) => (self.lists.prompts, false),
             Ok(Some(CatalogChange::Assets { owner })) => (
                 false,
-                self.lists.resources && owner == self.context.identity.subject,
+                self.lists.resources && owner == self.identity.subject,
             ),
             Ok(None) => (false, false),
             Err(()) => (self.lists.prompts, self.lists.resources),
@@ -280,31 +298,32 @@ impl Stream {
                 "method": method,
                 "params": { "_meta": { SUBSCRIPTION_ID: self.subscription } },
             });
-            if self.items.send(StreamItem::Message(message)).await.is_err() {
-                return false;
-            }
+            self.queue.push_back(StreamItem::Message(message));
         }
-        true
     }
 
-    /// Sends the task as it is now, unless it is as last sent; false when the
-    /// client went away.
-    async fn push(&mut self, id: &str) -> bool {
-        let Some(surface) = &self.app.state.tasks else {
-            return true;
+    /// Where `id` is in [`Stream::followed`], if it is followed.
+    fn position(&self, id: &str) -> Option<usize> {
+        self.followed
+            .binary_search_by(|task| task.id.as_ref().cmp(id))
+            .ok()
+    }
+
+    /// Queues the task as it is now, unless it is as last sent.
+    async fn push(&mut self, id: &str) {
+        let (Some(surface), Some(at)) = (&self.app.state.tasks, self.position(id)) else {
+            return;
         };
-        match tasks::find(surface, &self.context, self.is_admin, id).await {
-            Ok((found, view)) => {
-                let message = task_message(found.record, view, &self.subscription);
-                let text = message.to_string();
-                if self.sent.get(id) == Some(&text) {
-                    return true;
-                }
-                self.sent.insert(id.to_owned(), text);
-                self.items.send(StreamItem::Message(message)).await.is_ok()
-            }
-            // Gone (expired) or the store is away: nothing to say now.
-            Err(_) => true,
+        // Gone (expired) or the store is away: nothing to say now.
+        let Ok((found, view)) = tasks::find(surface, &self.identity, self.is_admin, id).await
+        else {
+            return;
+        };
+        let message = task_message(found.record, view, &self.subscription);
+        let sent = self.hasher.hash_one(message.to_string());
+        if self.followed[at].sent != sent {
+            self.followed[at].sent = sent;
+            self.queue.push_back(StreamItem::Message(message));
         }
     }
 }

@@ -181,7 +181,7 @@ impl Desk for ServerDesk<'_> {
             return Err(DeskError::NotFound);
         };
         let context = context_of(identity_of(self.app, person).await?);
-        let (found, _) = tasks::find(surface, &context, is_admin(self.app, person), id)
+        let (found, _) = tasks::find(surface, &context.identity, is_admin(self.app, person), id)
             .await
             .map_err(desk_error)?;
         tasks::cancel(&found).await.map_err(desk_error)

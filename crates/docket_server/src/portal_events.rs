@@ -224,7 +224,9 @@ impl Follow {
             .resolve(&self.person.roles)
             .is_some_and(|persona| persona.is_admin);
         let context = crate::portal_desk::context_of(identity);
-        let (found, view) = tasks::find(surface, &context, is_admin, id).await.ok()?;
+        let (found, view) = tasks::find(surface, &context.identity, is_admin, id)
+            .await
+            .ok()?;
         let line = task_line(&found.record, &view);
         Some(json!({
             "kind": "task",

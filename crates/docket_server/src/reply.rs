@@ -5,6 +5,8 @@ use docket_protocol::error::ErrorObject;
 use docket_protocol::jsonrpc::OutgoingNotification;
 use docket_protocol::meta::Implementation;
 use docket_protocol::result::WithServerInfo;
+use std::pin::Pin;
+
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -18,7 +20,21 @@ pub(crate) enum Reply {
     /// transport writes these bytes as they are.
     Encoded(Vec<u8>),
     /// An SSE stream of notifications ending with the result.
-    Stream(mpsc::Receiver<StreamItem>),
+    Stream(Items),
+}
+
+/// A streamed answer's messages, polled by the connection that writes them: a
+/// long-lived stream costs no task or channel of its own. Dropping it (the client
+/// went away) is how its producer learns so.
+pub(crate) type Items = Pin<Box<dyn futures_util::Stream<Item = StreamItem> + Send>>;
+
+impl Reply {
+    /// A stream whose messages a task sends through `receiver`'s channel.
+    pub(crate) fn channel(mut receiver: mpsc::Receiver<StreamItem>) -> Self {
+        Self::Stream(Box::pin(futures_util::stream::poll_fn(move |cx| {
+            receiver.poll_recv(cx)
+        })))
+    }
 }
 
 /// One message on an SSE response stream.

@@ -443,7 +443,7 @@ impl Call<'_> {
             )
             .in_current_span(),
         );
-        Ok(Reply::Stream(receiver))
+        Ok(Reply::channel(receiver))
     }
 }
 

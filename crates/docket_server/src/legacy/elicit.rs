@@ -19,6 +19,7 @@ use docket_catalog::SessionStore;
 use docket_protocol::error::ErrorObject;
 use docket_protocol::meta::RequestMeta;
 use docket_protocol::mrtr::{InputRequest, InputRequiredResult};
+use futures_util::StreamExt;
 use http::HeaderMap;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -26,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::auth::Identity;
 use crate::call;
 use crate::error::McpError;
-use crate::reply::{Reply, StreamItem};
+use crate::reply::{Items, Reply, StreamItem};
 use crate::request::RequestContext;
 use crate::state::App;
 
@@ -73,7 +74,7 @@ pub(super) enum FirstAnswer {
     /// A result (one that asks for input, or the call would not be here).
     Result(Value),
     /// A stream of progress and log messages that ends with the result.
-    Stream(mpsc::Receiver<StreamItem>),
+    Stream(Items),
 }
 
 /// Answers a call whose answer asks for input, or may (it streams), with a stream
@@ -98,16 +99,16 @@ pub(super) fn converse(conversation: Conversation, first: FirstAnswer) -> Reply 
         };
         let _ = items.send(item).await;
     });
-    Reply::Stream(receiver)
+    Reply::channel(receiver)
 }
 
 /// Passes on what a call streams before its answer; the answer. `Err(None)` when the
 /// client went away.
 async fn forward(
-    mut inner: mpsc::Receiver<StreamItem>,
+    mut inner: Items,
     items: &mpsc::Sender<StreamItem>,
 ) -> Result<Value, Option<ErrorObject>> {
-    while let Some(item) = inner.recv().await {
+    while let Some(item) = inner.next().await {
         match item {
             StreamItem::Result(result) => return Ok(result),
             StreamItem::Error(error) => return Err(Some(error)),

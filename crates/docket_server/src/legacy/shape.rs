@@ -5,9 +5,9 @@
 use docket_catalog::CatalogError;
 use docket_protocol::error::ErrorObject;
 use docket_protocol::legacy::SESSION_NOT_FOUND;
+use futures_util::StreamExt;
 use http::StatusCode;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::error::McpError;
 use crate::reply::{Reply, StreamItem};
@@ -91,21 +91,10 @@ pub(crate) fn typed_output_for(version: &str, reply: Reply) -> Result<Reply, Mcp
         Reply::Encoded(bytes) => serde_json::from_slice(&bytes)
             .map(|result| Reply::Json(untyped(result)))
             .map_err(|err| McpError::Internal(format!("could not read back a result: {err}"))),
-        Reply::Stream(mut items) => {
-            let (reshaped, receiver) = mpsc::channel(16);
-            tokio::spawn(async move {
-                while let Some(item) = items.recv().await {
-                    let item = match item {
-                        StreamItem::Result(result) => StreamItem::Result(untyped(result)),
-                        other => other,
-                    };
-                    if reshaped.send(item).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            Ok(Reply::Stream(receiver))
-        }
+        Reply::Stream(items) => Ok(Reply::Stream(Box::pin(items.map(|item| match item {
+            StreamItem::Result(result) => StreamItem::Result(untyped(result)),
+            other => other,
+        })))),
     }
 }
 

@@ -139,7 +139,7 @@ pub(super) async fn serve(
     // The TypeScript SDK repeats `task` here; only the id counts.
     let TaskIdParams { task_id } = TaskIdParams::deserialize(params.unwrap_or(Value::Null))
         .map_err(|err| McpError::InvalidParams(format!("invalid {method} params: {err}")))?;
-    let find = || tasks::find(surface, context, is_admin, &task_id);
+    let find = || tasks::find(surface, &context.identity, is_admin, &task_id);
     match method {
         "tasks/get" => {
             let (found, view) = find().await?;
@@ -187,7 +187,7 @@ pub(super) async fn serve(
                 };
                 let _ = items.send(item).await;
             });
-            Ok(Reply::Stream(receiver))
+            Ok(Reply::channel(receiver))
         }
         other => Err(McpError::MethodNotFound(other.to_owned())),
     }
@@ -269,7 +269,7 @@ async fn follow(
             // Nobody listens any more: the answer is dropped with the stream.
             () = items.closed() => return Err(McpError::Internal("the client went away".into())),
         }
-        let (found, view) = tasks::find(surface, context, is_admin, task_id).await?;
+        let (found, view) = tasks::find(surface, &context.identity, is_admin, task_id).await?;
         let task = viewed_task(&found.record, &view);
         let now = status_of(&task);
         if now != last {

@@ -26,6 +26,7 @@ use docket_task::runtime::{SpawnError, TaskRuntime};
 use docket_task::{Caller, Outcome, TaskError, TaskId, TaskRecord, TaskView};
 use serde_json::Value;
 
+use crate::auth::Identity;
 use crate::error::McpError;
 use crate::registry::ToolOutcome;
 use crate::reply::{Reply, encode};
@@ -78,12 +79,12 @@ pub(crate) async fn handle(
     match method {
         "tasks/get" => {
             let TaskIdParams { task_id } = parse(params, method)?;
-            let (found, view) = find(tasks, context, is_admin, &task_id).await?;
+            let (found, view) = find(tasks, &context.identity, is_admin, &task_id).await?;
             encode(&wire::get_result(found.record, view), server_info)
         }
         "tasks/cancel" => {
             let TaskIdParams { task_id } = parse(params, method)?;
-            let (found, _) = find(tasks, context, is_admin, &task_id).await?;
+            let (found, _) = find(tasks, &context.identity, is_admin, &task_id).await?;
             cancel(&found).await?;
             encode(&EmptyResult::default(), server_info)
         }
@@ -92,7 +93,7 @@ pub(crate) async fn handle(
                 task_id,
                 input_responses,
             } = parse(params, method)?;
-            let (found, _) = find(tasks, context, is_admin, &task_id).await?;
+            let (found, _) = find(tasks, &context.identity, is_admin, &task_id).await?;
             let responses = input_responses.into_iter().collect();
             // Applied before the acknowledgement, so the very next tasks/get on any
             // replica shows it; in the task's own trace, as a cancel is.
@@ -139,7 +140,7 @@ fn parse<T: serde::de::DeserializeOwned>(params: Value, method: &str) -> Result<
 /// The task `task_id` as the caller may see it, or the one "unknown task" answer.
 pub(crate) async fn find(
     tasks: &Tasks,
-    context: &RequestContext,
+    identity: &Identity,
     is_admin: bool,
     task_id: &str,
 ) -> Result<(FoundTask, TaskView), McpError> {
@@ -147,7 +148,7 @@ pub(crate) async fn find(
     let unknown = || McpError::InvalidParams("Unknown task".to_owned());
     let id = TaskId::from_client(task_id).ok_or_else(unknown)?;
     // A caller without credentials owns no task, so it can follow none.
-    if !context.identity.may_own_tasks(is_admin) {
+    if !identity.may_own_tasks(is_admin) {
         return Err(unknown());
     }
     // Every source that may hold the id is read, at once. Which ones is decided by
@@ -182,7 +183,7 @@ pub(crate) async fn find(
         (None, None) => return Err(unknown()),
     };
     let caller = Caller {
-        subject: context.identity.subject.clone(),
+        subject: identity.subject.clone(),
         is_admin,
     };
     let expired = found
