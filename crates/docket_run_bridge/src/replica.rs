@@ -63,6 +63,11 @@ pub(crate) struct Replica {
     /// Names each run that ended, here or (through the store) on another replica.
     pub(crate) finished: tokio::sync::broadcast::Sender<String>,
     pub(crate) executing: Mutex<HashMap<String, Executing>>,
+    /// Held by a worker while it claims: one claim at a time on a replica, so each
+    /// sees the runs the last one took as running, and an owner's fair share holds
+    /// among this replica's workers (claims on other replicas may still race: see
+    /// the store's claim).
+    pub(crate) claiming: tokio::sync::Mutex<()>,
     /// No more claims: set when shutdown starts.
     pub(crate) draining: AtomicBool,
     /// Fires when workers must stop: their runs are released.
@@ -91,6 +96,7 @@ impl Replica {
             ended: Notify::new(),
             finished: tokio::sync::broadcast::channel(FINISHED_BUFFER).0,
             executing: Mutex::new(HashMap::new()),
+            claiming: tokio::sync::Mutex::new(()),
             draining: AtomicBool::new(false),
             stop: CancellationToken::new(),
             stopped_at: Mutex::new(None),

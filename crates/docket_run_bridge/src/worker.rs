@@ -30,15 +30,17 @@ impl Replica {
             // Registered before the claim, so a wake between an empty claim and
             // the wait is not lost.
             let woken = self.wake.notified();
-            match self
-                .store
-                .claim(
-                    &worker,
-                    self.config.lease,
-                    self.config.max_running_per_owner,
-                )
-                .await
-            {
+            let claimed = {
+                let _turn = self.claiming.lock().await;
+                self.store
+                    .claim(
+                        &worker,
+                        self.config.lease,
+                        self.config.max_running_per_owner,
+                    )
+                    .await
+            };
+            match claimed {
                 Ok(Some(run)) => {
                     failures = 0;
                     let span = self.run_span(&run);

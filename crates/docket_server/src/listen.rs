@@ -234,6 +234,11 @@ impl Stream {
     async fn next(&mut self) -> Option<StreamItem> {
         loop {
             if let Some(item) = self.queue.pop_front() {
+                if self.queue.is_empty() {
+                    // The first burst's room (a message a followed task) is not
+                    // kept for the stream's life.
+                    self.queue.shrink_to(2);
+                }
                 return Some(item);
             }
             if self.ended {
