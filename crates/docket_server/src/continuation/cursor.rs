@@ -69,13 +69,17 @@ impl Cursor {
         if !valid_spool {
             return None;
         }
-        // Digits only: `u64::from_str` would take a leading `+` too, and then two
-        // texts would name one cursor.
+        // Digits only, as `encode` writes them: `u64::from_str` would take a leading
+        // `+` or zeros too, and then two texts would name one cursor.
         fn number<T: std::str::FromStr>(part: Option<&str>) -> Option<T> {
             let part = part?;
-            (!part.is_empty() && part.len() <= 20 && part.bytes().all(|byte| byte.is_ascii_digit()))
-                .then(|| part.parse().ok())
-                .flatten()
+            let canonical = part == "0" || !part.starts_with('0');
+            (!part.is_empty()
+                && canonical
+                && part.len() <= 20
+                && part.bytes().all(|byte| byte.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
         }
         let cursor = Self {
             spool: spool.to_owned(),
@@ -165,6 +169,14 @@ mod tests {
             &format!(
                 "{PREFIX}{}",
                 URL_SAFE_NO_PAD.encode("0123456789abcdef0123456789abcdef:+1:0:0:0")
+            ),
+            &format!(
+                "{PREFIX}{}",
+                URL_SAFE_NO_PAD.encode("0123456789abcdef0123456789abcdef:00:0:0:0")
+            ),
+            &format!(
+                "{PREFIX}{}",
+                URL_SAFE_NO_PAD.encode("0123456789abcdef0123456789abcdef:0:0:07:0")
             ),
             &format!(
                 "{PREFIX}{}",
