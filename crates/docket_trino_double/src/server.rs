@@ -24,7 +24,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::access::{self, Credentials};
 use crate::engine::{self, Control, Event, Limits, QueryLog, TRINO_VERSION};
@@ -115,7 +115,7 @@ struct Query {
 
 #[derive(Debug)]
 struct Progress {
-    events: Option<mpsc::Receiver<Event>>,
+    events: Option<engine::Feed>,
     /// The executing token the next new document is for; `None` once finished.
     next_token: Option<u64>,
     /// The last executing document, which a repeated GET of its token gets again.
@@ -609,8 +609,8 @@ async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -
     } else {
         match progress.events.as_mut() {
             None => Outcome::Finished,
-            Some(events) => tokio::select! {
-                event = events.recv() => match event {
+            Some(feed) => tokio::select! {
+                event = feed.events.recv() => match event {
                     Some(Event::Page { columns, rows, bytes }) => {
                         if columns.is_some() {
                             progress.columns = columns;
@@ -650,6 +650,11 @@ async fn executing(query: &Query, token: u64, state: &DoubleState, base: &str) -
     };
     let finished = document.get("nextUri").is_none();
     let body = Bytes::from(document.to_string());
+    if let (Value::Object(mut document), Some(feed)) = (document, &progress.events)
+        && let Some(Value::Array(rows)) = document.remove("data")
+    {
+        feed.give_back(rows);
+    }
     if finished {
         // Dropping the receiver ends the worker if it is still producing.
         progress.events = None;
