@@ -751,7 +751,8 @@ async fn two_replicas_share_one_queue_and_run_each_run_once(h: Harness) {
     b.shutdown(Duration::ZERO).await;
 }
 
-async fn retention_deletes_runs_after_they_finished(h: Harness) {
+/// A bridge keeping ended runs 1 ms, and a run of it that ended longer ago than that.
+async fn a_run_past_its_retention(h: &Harness) -> (Arc<RunBridge>, Run) {
     let bridge = h
         .replica(BridgeConfig {
             run_retention: Duration::from_millis(1),
@@ -761,6 +762,11 @@ async fn retention_deletes_runs_after_they_finished(h: Harness) {
     let run = h.queue(&bridge, "ok").await;
     h.ended(&bridge, &run).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
+    (bridge, run)
+}
+
+async fn retention_deletes_runs_after_they_finished(h: Harness) {
+    let (bridge, run) = a_run_past_its_retention(&h).await;
     // The pass the bridge runs as it starts may still be under way on a busy machine
     // (its first statement waiting for a connection) and take the run first: either
     // pass deletes it, and no pass deletes more than it.
@@ -773,15 +779,7 @@ async fn retention_deletes_runs_after_they_finished(h: Harness) {
 /// A bridge that is stopping runs no more retention: its shutdown waits for its pass, and
 /// must not wait for a backlog, which the next pass (on any replica) takes up.
 async fn a_stopping_bridge_leaves_retention_to_the_next_pass(h: Harness) {
-    let bridge = h
-        .replica(BridgeConfig {
-            run_retention: Duration::from_millis(1),
-            ..Harness::config("a")
-        })
-        .await;
-    let run = h.queue(&bridge, "ok").await;
-    h.ended(&bridge, &run).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (bridge, run) = a_run_past_its_retention(&h).await;
     bridge.shutdown(Duration::ZERO).await;
     // The pass the bridge ran as it started may have taken the run already; either way
     // a stopped bridge deletes nothing more.

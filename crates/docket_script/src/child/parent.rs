@@ -190,9 +190,6 @@ pub(super) async fn run(
     }
 }
 
-/// Starts the child: its own process group, an empty environment (it needs nothing from the
-/// server's, which may hold secrets), and three pipes, so it inherits no other descriptor
-/// (everything else the server opens is close-on-exec).
 /// A child for a run: one started ahead, if one waits and is still alive (another is then
 /// started to take its place), else one started now.
 fn start(process: &ChildProcess) -> Result<Child, String> {
@@ -239,6 +236,9 @@ fn refill(process: &ChildProcess) {
     });
 }
 
+/// Starts the child: its own process group, an empty environment (it needs nothing from the
+/// server's, which may hold secrets), and three pipes, so it inherits no other descriptor
+/// (everything else the server opens is close-on-exec).
 fn spawn(process: &ChildProcess) -> Result<Child, String> {
     let mut command = tokio::process::Command::new(&process.program);
     command
