@@ -178,12 +178,16 @@ pub(crate) async fn run(
     Ok(results)
 }
 
-/// Fetches every page of `sql` and drops the rows; returns the time taken.
+/// Fetches every page of `sql` as text and drops the rows; returns the time taken.
 async fn raw_fetch(trino: &TrinoClient, sql: &str) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let mut stream = trino.query(sql).await.context("the raw fetch failed")?;
     let mut rows = 0u64;
-    while let Some(page) = stream.next_page().await.context("the raw fetch failed")? {
+    while let Some(page) = stream
+        .next_text_page()
+        .await
+        .context("the raw fetch failed")?
+    {
         rows += page.rows.len() as u64;
     }
     let elapsed = started.elapsed();

@@ -203,7 +203,7 @@ async fn write_all(
     };
     let mut writer = RowWriter::new(format, output).map_err(format_error)?;
     let mut columns: Option<Vec<ColumnSpec>> = None;
-    let mut next_page = stream.next_page().await?;
+    let mut next_page = stream.next_text_page().await?;
     while let Some(page) = next_page {
         if columns.is_none()
             && let Some(page_columns) = &page.columns
@@ -216,7 +216,7 @@ async fn write_all(
             columns = Some(specs);
         }
         if page.rows.is_empty() {
-            next_page = stream.next_page().await?;
+            next_page = stream.next_text_page().await?;
             continue;
         }
         if writer.rows_written() + page.rows.len() as u64 > limits.max_rows {
@@ -229,10 +229,10 @@ async fn write_all(
         // back with its outcome; an encoding error is reported before the fetch's, as
         // when the two ran in turn.
         let encoding = tokio::task::spawn_blocking(move || {
-            let outcome = writer.write_rows(&page.rows);
+            let outcome = writer.write_text_rows(&page.rows);
             (writer, outcome)
         });
-        let (fetched, encoded) = tokio::join!(stream.next_page(), encoding);
+        let (fetched, encoded) = tokio::join!(stream.next_text_page(), encoding);
         let (returned, outcome) =
             encoded.map_err(|joined| format_error(FormatError::Io(io::Error::other(joined))))?;
         writer = returned;

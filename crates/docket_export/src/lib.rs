@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod api;
+pub mod cells;
 pub mod export;
 pub mod format;
 pub mod graphql;

@@ -53,6 +53,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::cells::TextRows;
 use tracing::Instrument as _;
 
 /// How the client authenticates. Its `Debug` output never shows the secret.
@@ -343,6 +345,19 @@ pub struct Page {
     /// integers, decimals, dates and timestamps are strings). Often empty.
     pub rows: Vec<Vec<Value>>,
     /// The query's statistics as of this page.
+    pub stats: Stats,
+}
+
+/// A page as [`QueryStream::next_text_page`] gives it: [`Page`] with its rows still
+/// Trino's JSON text.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TextPage {
+    /// As [`Page::columns`].
+    pub columns: Option<Arc<[Column]>>,
+    /// The rows of this page, each cell read from the text as it is used.
+    pub rows: TextRows,
+    /// As [`Page::stats`].
     pub stats: Stats,
 }
 
@@ -751,7 +766,7 @@ struct QueryResults {
     #[serde(default)]
     columns: Option<Vec<Column>>,
     #[serde(default)]
-    data: Option<Vec<Vec<Value>>>,
+    data: Option<TextRows>,
     stats: Stats,
     #[serde(default)]
     error: Option<QueryError>,
@@ -853,6 +868,30 @@ impl QueryStream {
     /// when it was cancelled (the stream has then ended), or the transport errors
     /// of [`TrinoClient::query`] (the stream can then still be cancelled).
     pub async fn next_page(&mut self) -> Result<Option<Page>, TrinoError> {
+        let Some(page) = self.next_text_page().await? else {
+            return Ok(None);
+        };
+        let rows = page
+            .rows
+            .to_values()
+            .map_err(|error| TrinoError::Protocol {
+                message: format!("a page's rows could not be decoded ({error})"),
+                source: Some(error),
+            })?;
+        Ok(Some(Page {
+            columns: page.columns,
+            rows,
+            stats: page.stats,
+        }))
+    }
+
+    /// The next page as [`next_page`](Self::next_page) gives it, its rows kept as
+    /// Trino's text: cheaper for a page that is written out once, as an export's is.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`next_page`](Self::next_page).
+    pub async fn next_text_page(&mut self) -> Result<Option<TextPage>, TrinoError> {
         let results = match self.pending.take() {
             Some(results) => results,
             None => {
@@ -878,7 +917,7 @@ impl QueryStream {
             self.next_uri = None;
             return Err(error.into_error(&self.query_id));
         }
-        Ok(Some(Page {
+        Ok(Some(TextPage {
             columns: self.columns.clone(),
             rows: results.data.unwrap_or_default(),
             stats: self.stats.clone(),

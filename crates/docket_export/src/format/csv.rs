@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use serde_json::Value;
+use crate::cells::{Cell, Row};
 
 use super::spec::{ColumnSpec, FormatError};
 use super::trino_type::TrinoType;
@@ -55,11 +55,14 @@ impl<W: Write> CsvEncoder<W> {
         Ok(encoder)
     }
 
-    pub(super) fn write_rows(&mut self, rows: &[Vec<Value>]) -> Result<(), FormatError> {
+    pub(super) fn write_rows<R: Row>(
+        &mut self,
+        rows: impl Iterator<Item = R>,
+    ) -> Result<(), FormatError> {
         for row in rows {
-            for (value, numeric) in row.iter().zip(&self.numeric) {
+            for (value, numeric) in row.cells().zip(&self.numeric) {
                 self.cell.clear();
-                render(&mut self.cell, value, *numeric);
+                render(&mut self.cell, &value, *numeric);
                 self.writer.write_field(&self.cell).map_err(csv_error)?;
             }
             self.end_record()?;
@@ -81,18 +84,13 @@ impl<W: Write> CsvEncoder<W> {
 }
 
 /// Writes one value as cell text: nothing for null, JSON text for arrays and objects.
-fn render(cell: &mut String, value: &Value, numeric: bool) {
+fn render(cell: &mut String, value: &Cell<'_>, numeric: bool) {
     match value {
-        Value::Null => {}
-        Value::Bool(flag) => cell.push_str(if *flag { "true" } else { "false" }),
+        Cell::Text(text) if numeric && looks_numeric(text) => cell.push_str(text),
+        Cell::Text(text) => push_guarded(cell, text),
         // Writing to a String cannot fail.
-        Value::Number(number) => {
-            let _ = write!(cell, "{number}");
-        }
-        Value::String(text) if numeric && looks_numeric(text) => cell.push_str(text),
-        Value::String(text) => push_guarded(cell, text),
-        Value::Array(_) | Value::Object(_) => {
-            let _ = write!(cell, "{value}");
+        other => {
+            let _ = write!(cell, "{other}");
         }
     }
 }

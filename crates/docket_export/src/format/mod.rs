@@ -47,6 +47,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
+use crate::cells::{Row, TextRows};
+
 /// Rows and bytes written so far, readable from another task while the writer works
 /// (for a heartbeat's "N rows, M bytes written").
 #[derive(Debug, Clone, Default)]
@@ -335,32 +337,66 @@ impl<W: Write + Send> RowWriter<W> {
     /// [`FormatError::Io`], [`FormatError::Parquet`] or [`FormatError::Xlsx`] if
     /// writing fails.
     pub fn write_rows(&mut self, rows: &[Vec<Value>]) -> Result<(), FormatError> {
+        self.write_page(rows.iter(), |encoder, first_row| {
+            #[cfg(not(feature = "parquet"))]
+            let _ = first_row;
+            match encoder {
+                Encoder::Csv(encoder) => encoder.write_rows(rows.iter()),
+                Encoder::Json(encoder) => encoder.write_rows(rows),
+                #[cfg(feature = "parquet")]
+                Encoder::Parquet(encoder) => encoder.write_rows(rows.iter(), first_row),
+                Encoder::Xlsx(encoder) => encoder.write_rows(rows),
+            }
+        })
+    }
+
+    /// Writes one page of rows as Trino sent them, as [`write_rows`](Self::write_rows)
+    /// does: CSV and Parquet read each cell from the page's text, the other formats
+    /// decode the page first.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`write_rows`](Self::write_rows).
+    pub fn write_text_rows(&mut self, rows: &TextRows) -> Result<(), FormatError> {
+        self.write_page(rows.iter(), |encoder, first_row| {
+            #[cfg(not(feature = "parquet"))]
+            let _ = first_row;
+            match encoder {
+                Encoder::Csv(encoder) => encoder.write_rows(rows.iter()),
+                #[cfg(feature = "parquet")]
+                Encoder::Parquet(encoder) => encoder.write_rows(rows.iter(), first_row),
+                Encoder::Json(encoder) => encoder.write_rows(&decoded(rows)?),
+                Encoder::Xlsx(encoder) => encoder.write_rows(&decoded(rows)?),
+            }
+        })
+    }
+
+    /// Checks the page's row widths, lets `write` write it, and counts its rows.
+    fn write_page<R: Row>(
+        &mut self,
+        rows: impl ExactSizeIterator<Item = R>,
+        write: impl FnOnce(&mut Encoder<W>, u64) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
         let State::Writing(encoder) = &mut self.state else {
             return Err(FormatError::Misuse("write_rows called before begin"));
         };
         let first_row = self.progress.rows();
+        let count = rows.len();
         if let Some((offset, row)) = rows
-            .iter()
             .enumerate()
-            .find(|(_, row)| row.len() != self.columns)
+            .find(|(_, row)| row.width() != self.columns)
         {
             return Err(FormatError::RowWidth {
                 row: first_row + offset as u64,
-                values: row.len(),
+                values: row.width(),
                 columns: self.columns,
             });
         }
-        match encoder {
-            Encoder::Csv(encoder) => encoder.write_rows(rows)?,
-            Encoder::Json(encoder) => encoder.write_rows(rows)?,
-            #[cfg(feature = "parquet")]
-            Encoder::Parquet(encoder) => encoder.write_rows(rows, first_row)?,
-            Encoder::Xlsx(encoder) => encoder.write_rows(rows)?,
-        }
+        write(encoder, first_row)?;
         self.progress
             .counters
             .rows
-            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+            .fetch_add(count as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -389,6 +425,12 @@ impl<W: Write + Send> RowWriter<W> {
         };
         Ok((report, output.inner))
     }
+}
+
+/// A page of Trino's text decoded for the formats that write JSON values.
+fn decoded(rows: &TextRows) -> Result<Vec<Vec<Value>>, FormatError> {
+    rows.to_values()
+        .map_err(|error| FormatError::Io(io::Error::new(io::ErrorKind::InvalidData, error)))
 }
 
 /// Column names made unique for the keyed formats (JSON objects, Parquet fields):

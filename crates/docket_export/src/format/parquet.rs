@@ -20,6 +20,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use crate::cells::{Cell, Row};
 use ::parquet::arrow::ArrowWriter;
 use ::parquet::basic::Compression;
 use ::parquet::file::properties::WriterProperties;
@@ -32,7 +33,6 @@ use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::Value;
 
 use super::spec::{ColumnSpec, FormatError, WriterOptions};
 use super::trino_type::TrinoType;
@@ -102,16 +102,16 @@ impl<W: Write + Send> ParquetEncoder<W> {
         })
     }
 
-    pub(super) fn write_rows(
+    pub(super) fn write_rows<R: Row>(
         &mut self,
-        rows: &[Vec<Value>],
+        rows: impl Iterator<Item = R>,
         first_row: u64,
     ) -> Result<(), FormatError> {
-        for (offset, row) in rows.iter().enumerate() {
-            for (column, value) in self.columns.iter_mut().zip(row) {
+        for (offset, row) in rows.enumerate() {
+            for (column, value) in self.columns.iter_mut().zip(row.cells()) {
                 column
                     .builder
-                    .append(value)
+                    .append(&value)
                     .map_err(|reason| FormatError::Value {
                         row: first_row + offset as u64,
                         column: column.name.clone(),
@@ -305,14 +305,14 @@ impl Builder {
     }
 
     /// Appends one value, or says why it does not fit.
-    fn append(&mut self, value: &Value) -> Result<(), String> {
-        if value.is_null() {
+    fn append(&mut self, value: &Cell<'_>) -> Result<(), String> {
+        if matches!(value, Cell::Null) {
             self.append_null();
             return Ok(());
         }
         match self {
             Self::Boolean(builder) => match value {
-                Value::Bool(flag) => builder.append_value(*flag),
+                Cell::Bool(flag) => builder.append_value(*flag),
                 _ => return Err(mismatch("a boolean", value)),
             },
             Self::Int8(builder) => builder.append_value(integer(value)?),
@@ -328,25 +328,25 @@ impl Builder {
                 scale,
             } => builder.append_value(decimal(value, *precision, *scale)?),
             Self::Text(builder) => match value {
-                Value::String(text) => builder.append_value(text),
+                Cell::Text(text) => builder.append_value(text),
                 other => builder.append_value(other.to_string()),
             },
             Self::Binary(builder) => match value {
-                Value::String(text) => builder.append_value(
+                Cell::Text(text) => builder.append_value(
                     BASE64
-                        .decode(text)
+                        .decode(text.as_bytes())
                         .map_err(|error| format!("invalid base64 for varbinary: {error}"))?,
                 ),
                 _ => return Err(mismatch("base64 text", value)),
             },
             Self::Date(builder) => match value {
-                Value::String(text) => builder.append_value(
+                Cell::Text(text) => builder.append_value(
                     parse_date(text).ok_or_else(|| format!("invalid date {text:?}"))?,
                 ),
                 _ => return Err(mismatch("a date as text", value)),
             },
             Self::Timestamp(builder) => match value {
-                Value::String(text) => builder.append_value(
+                Cell::Text(text) => builder.append_value(
                     parse_timestamp_micros(text)
                         .ok_or_else(|| format!("invalid timestamp {text:?}"))?,
                 ),
@@ -374,23 +374,15 @@ impl Builder {
     }
 }
 
-fn mismatch(expected: &str, value: &Value) -> String {
-    let found = match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "text",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    };
-    format!("expected {expected}, found {found}")
+fn mismatch(expected: &str, value: &Cell<'_>) -> String {
+    format!("expected {expected}, found {}", value.kind())
 }
 
 /// An integer that fits `T`, from a JSON number (or its text).
-fn integer<T: TryFrom<i64>>(value: &Value) -> Result<T, String> {
+fn integer<T: TryFrom<i64>>(value: &Cell<'_>) -> Result<T, String> {
     let wide = match value {
-        Value::Number(number) => number.as_i64(),
-        Value::String(text) => text.trim().parse().ok(),
+        Cell::Number(number) => number.as_i64(),
+        Cell::Text(text) => text.trim().parse().ok(),
         _ => None,
     }
     .ok_or_else(|| mismatch("an integer", value))?;
@@ -398,10 +390,10 @@ fn integer<T: TryFrom<i64>>(value: &Value) -> Result<T, String> {
 }
 
 /// A floating-point number from a JSON number or Trino's `NaN` / `Infinity` text.
-fn float(value: &Value) -> Result<f64, String> {
+fn float(value: &Cell<'_>) -> Result<f64, String> {
     match value {
-        Value::Number(number) => number.as_f64(),
-        Value::String(text) => match text.as_str() {
+        Cell::Number(number) => number.as_f64(),
+        Cell::Text(text) => match text.as_ref() {
             "NaN" => Some(f64::NAN),
             "Infinity" => Some(f64::INFINITY),
             "-Infinity" => Some(f64::NEG_INFINITY),
@@ -413,10 +405,10 @@ fn float(value: &Value) -> Result<f64, String> {
 }
 
 /// A decimal's unscaled value at `scale`, from Trino's text (`-123.45`) or a number.
-fn decimal(value: &Value, precision: u8, scale: i8) -> Result<i128, String> {
+fn decimal(value: &Cell<'_>, precision: u8, scale: i8) -> Result<i128, String> {
     let text = match value {
-        Value::String(text) => text.trim().to_owned(),
-        Value::Number(number) => number.to_string(),
+        Cell::Text(text) => text.trim().to_owned(),
+        Cell::Number(number) => number.to_string(),
         _ => return Err(mismatch("a decimal", value)),
     };
     let invalid = || format!("invalid decimal {text:?} for decimal({precision}, {scale})");
@@ -514,7 +506,7 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 mod tests {
     use serde_json::json;
 
-    use super::{decimal, parse_date, parse_timestamp_micros};
+    use super::{Cell, decimal, parse_date, parse_timestamp_micros};
 
     #[test]
     fn dates_and_timestamps_convert() {
@@ -537,15 +529,19 @@ mod tests {
 
     #[test]
     fn decimals_scale_exactly() {
-        assert_eq!(decimal(&json!("123.45"), 10, 2), Ok(12_345));
-        assert_eq!(decimal(&json!("-0.5"), 10, 2), Ok(-50));
-        assert_eq!(decimal(&json!("7"), 10, 2), Ok(700));
-        assert_eq!(decimal(&json!(7), 10, 0), Ok(7));
-        assert!(decimal(&json!("1.234"), 10, 2).is_err());
-        assert!(decimal(&json!("12345"), 4, 0).is_err());
-        assert!(decimal(&json!("abc"), 10, 2).is_err());
+        assert_eq!(decimal(&Cell::from(&json!("123.45")), 10, 2), Ok(12_345));
+        assert_eq!(decimal(&Cell::from(&json!("-0.5")), 10, 2), Ok(-50));
+        assert_eq!(decimal(&Cell::from(&json!("7")), 10, 2), Ok(700));
+        assert_eq!(decimal(&Cell::from(&json!(7)), 10, 0), Ok(7));
+        assert!(decimal(&Cell::from(&json!("1.234")), 10, 2).is_err());
+        assert!(decimal(&Cell::from(&json!("12345")), 4, 0).is_err());
+        assert!(decimal(&Cell::from(&json!("abc")), 10, 2).is_err());
         assert_eq!(
-            decimal(&json!("99999999999999999999999999999999999999"), 38, 0),
+            decimal(
+                &Cell::from(&json!("99999999999999999999999999999999999999")),
+                38,
+                0
+            ),
             Ok(99_999_999_999_999_999_999_999_999_999_999_999_999)
         );
     }

@@ -1,9 +1,10 @@
 //! Row writers: exact CSV, JSON and JSONL output (escaping, the formula guard), format
 //! names and media types, misuse, bounded buffering on large streams, and Parquet and
-//! XLSX read back with independent readers.
+//! XLSX read back with independent readers, and rows kept as text written as decoded rows are.
 
 #[cfg(feature = "parquet")]
 mod parquet;
+mod text_rows;
 mod xlsx;
 
 use std::io::{self, Write};
