@@ -222,29 +222,21 @@ impl TextRows {
     ///
     /// When `text` is not one, or is larger than 4 GiB.
     pub fn parse(text: &str) -> Result<Self, TextRowsError> {
-        if u32::try_from(text.len()).is_err() {
-            return Err(TextRowsError::TooLarge);
-        }
         let mut spans = Spans::default();
         let mut deserializer = serde_json::Deserializer::from_str(text);
         SpansSeed(&mut spans).deserialize(&mut deserializer)?;
         deserializer.end()?;
-        let base = text.as_ptr() as usize;
-        let cells = spans
-            .cells
-            .iter()
-            .map(|cell| {
-                let start = cell.get().as_ptr() as usize - base;
-                // Within `text`, checked above to fit in 32 bits.
-                let end = start + cell.get().len();
-                (start as u32, end as u32)
-            })
-            .collect();
-        Ok(Self {
-            text: text.to_owned(),
-            cells,
-            ends: spans.ends,
-        })
+        let located = spans.locate(text)?;
+        Ok(Self::new(text.to_owned(), located))
+    }
+
+    /// The rows `located` found in `text` (see [`Spans::locate`]).
+    pub(crate) fn new(text: String, located: Located) -> Self {
+        Self {
+            text,
+            cells: located.cells,
+            ends: located.ends,
+        }
     }
 
     /// How many rows there are.
@@ -276,11 +268,9 @@ impl TextRows {
     ///
     /// None in practice: the text was read as JSON already.
     pub fn to_values(&self) -> Result<Vec<Vec<Value>>, serde_json::Error> {
-        if self.ends.is_empty() {
-            // Also the page without a `data` member, which has no text.
-            return Ok(Vec::new());
-        }
-        serde_json::from_str(&self.text)
+        self.iter()
+            .map(|row| row.texts().map(serde_json::from_str).collect())
+            .collect()
     }
 }
 
@@ -291,23 +281,74 @@ pub struct TextRow<'a> {
     cells: &'a [(u32, u32)],
 }
 
+impl<'a> TextRow<'a> {
+    /// Each cell's JSON text.
+    fn texts(self) -> impl Iterator<Item = &'a str> {
+        self.cells
+            .iter()
+            .map(|&(start, end)| &self.text[start as usize..end as usize])
+    }
+}
+
 impl Row for TextRow<'_> {
     fn width(&self) -> usize {
         self.cells.len()
     }
 
     fn cells(&self) -> impl Iterator<Item = Cell<'_>> {
-        self.cells
-            .iter()
-            .map(|&(start, end)| Cell::from_json(&self.text[start as usize..end as usize]))
+        self.texts().map(Cell::from_json)
     }
 }
 
-/// The cells found so far, borrowed from the text being read.
-#[derive(Default)]
-struct Spans<'de> {
+/// Rows of cells as read from a JSON document, each cell borrowed from its text: what
+/// a `QueryResults` document's `data` deserializes to, in the same pass as the rest.
+#[derive(Debug, Default)]
+pub(crate) struct Spans<'de> {
     cells: Vec<&'de RawValue>,
     ends: Vec<u32>,
+}
+
+/// Where [`Spans`] lie in their text, which can then move.
+#[derive(Debug)]
+pub(crate) struct Located {
+    cells: Vec<(u32, u32)>,
+    ends: Vec<u32>,
+}
+
+impl Spans<'_> {
+    /// Each cell's start and end in `text`, the whole text these spans were read from.
+    ///
+    /// # Errors
+    ///
+    /// [`TextRowsError::TooLarge`] for a text over 4 GiB.
+    pub(crate) fn locate(self, text: &str) -> Result<Located, TextRowsError> {
+        if u32::try_from(text.len()).is_err() {
+            return Err(TextRowsError::TooLarge);
+        }
+        let base = text.as_ptr() as usize;
+        let cells = self
+            .cells
+            .iter()
+            .map(|cell| {
+                let start = (cell.get().as_ptr() as usize).saturating_sub(base);
+                let end = start + cell.get().len();
+                // Within `text`, checked above to fit in 32 bits.
+                (start as u32, end as u32)
+            })
+            .collect();
+        Ok(Located {
+            cells,
+            ends: self.ends,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Spans<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut spans = Spans::default();
+        SpansSeed(&mut spans).deserialize(deserializer)?;
+        Ok(spans)
+    }
 }
 
 /// Reads the outer array: each element is a row.
@@ -361,14 +402,6 @@ impl<'de> Visitor<'de> for RowSeed<'_, 'de> {
             self.0.cells.push(cell);
         }
         Ok(())
-    }
-}
-
-/// `data` of a `QueryResults` document, read straight into [`TextRows`].
-impl<'de> Deserialize<'de> for TextRows {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = <&RawValue>::deserialize(deserializer)?;
-        TextRows::parse(raw.get()).map_err(de::Error::custom)
     }
 }
 

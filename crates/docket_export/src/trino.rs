@@ -50,12 +50,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
-
-use crate::cells::TextRows;
 use tracing::Instrument as _;
+
+use crate::cells::{Spans, TextRows};
 
 /// How the client authenticates. Its `Debug` output never shows the secret.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -615,7 +616,7 @@ impl Inner {
                         .map_err(|error| self.transport_error(url, error))?;
                     if status == StatusCode::OK {
                         if !body.iter().all(u8::is_ascii_whitespace) {
-                            return parse_results(&body);
+                            return parse_results(body);
                         }
                         Transient::EmptyBody
                     } else {
@@ -754,10 +755,11 @@ fn body_start(body: &[u8]) -> String {
     }
 }
 
-/// Trino's `QueryResults` document, as far as the client needs it.
+/// Trino's `QueryResults` document, as far as the client needs it: read with its rows
+/// as [`Spans`] borrowed from the body, then kept with them as [`TextRows`].
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct QueryResults {
+struct QueryResults<Rows = TextRows> {
     id: String,
     #[serde(default)]
     info_uri: Option<String>,
@@ -765,8 +767,8 @@ struct QueryResults {
     next_uri: Option<String>,
     #[serde(default)]
     columns: Option<Vec<Column>>,
-    #[serde(default)]
-    data: Option<TextRows>,
+    #[serde(default = "Option::default")]
+    data: Option<Rows>,
     stats: Stats,
     #[serde(default)]
     error: Option<QueryError>,
@@ -792,10 +794,46 @@ struct ErrorLocation {
     column_number: u32,
 }
 
-fn parse_results(body: &[u8]) -> Result<QueryResults, TrinoError> {
-    serde_json::from_slice(body).map_err(|error| TrinoError::Protocol {
-        message: format!("not a QueryResults document ({error})"),
-        source: Some(error),
+/// Reads a `QueryResults` document in one pass, its rows kept as the body's text.
+fn parse_results(body: Bytes) -> Result<QueryResults, TrinoError> {
+    let protocol = |message: String, source| TrinoError::Protocol { message, source };
+    let text = String::from_utf8(Vec::from(body)).map_err(|error| {
+        protocol(
+            format!("a QueryResults document that is not UTF-8 ({error})"),
+            None,
+        )
+    })?;
+    let document: QueryResults<Spans<'_>> = serde_json::from_str(&text).map_err(|error| {
+        protocol(
+            format!("not a QueryResults document ({error})"),
+            Some(error),
+        )
+    })?;
+    let QueryResults {
+        id,
+        info_uri,
+        next_uri,
+        columns,
+        data,
+        stats,
+        error,
+    } = document;
+    let located = match data {
+        Some(spans) => Some(
+            spans
+                .locate(&text)
+                .map_err(|error| protocol(error.to_string(), None))?,
+        ),
+        None => None,
+    };
+    Ok(QueryResults {
+        id,
+        info_uri,
+        next_uri,
+        columns,
+        data: located.map(|located| TextRows::new(text, located)),
+        stats,
+        error,
     })
 }
 
@@ -1074,5 +1112,28 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_document_is_read_in_one_pass_with_its_rows_as_text() {
+        let body = r#"{"id":"q1","stats":{"state":"RUNNING"},"data":[[1,"a\"b"],[null,{"k":[2]}]],"nextUri":"http://t/2"}"#;
+        let results = parse_results(Bytes::from(body)).expect("a document");
+        assert_eq!(results.next_uri.as_deref(), Some("http://t/2"));
+        let rows = results.data.expect("rows");
+        assert_eq!(
+            rows.to_values().expect("values"),
+            [
+                vec![serde_json::json!(1), serde_json::json!("a\"b")],
+                vec![Value::Null, serde_json::json!({"k": [2]})],
+            ]
+        );
+        for bad in [
+            r#"{"id":"q1","stats":{"state":"RUNNING"},"data":[1,2]}"#.as_bytes(),
+            br#"{"id":"q1","stats":{"state":"RUNNING"},"data":[["\x"]]}"#,
+            b"{\"id\":\"q1\",\"stats\":{\"state\":\"RUNNING\"},\"data\":[[\"\xff\"]]}",
+        ] {
+            let error = parse_results(Bytes::copy_from_slice(bad)).expect_err("refused");
+            assert!(matches!(error, TrinoError::Protocol { .. }), "{error}");
+        }
     }
 }
