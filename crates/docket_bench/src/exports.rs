@@ -41,6 +41,9 @@ const MEMORY_TARGET_BYTES: u64 = 64 * 1024 * 1024;
 /// The issue's speed target: CSV at this share of the raw page-fetch rate.
 const CSV_TARGET_SHARE: f64 = 0.8;
 
+/// The scale issue's speed target: Parquet at this share of the raw page-fetch rate.
+const PARQUET_TARGET_SHARE: f64 = 0.9;
+
 /// The size of the upstream response `api_export` stores: 200 MB.
 const API_BODY_BYTES: u64 = 200 * 1000 * 1000;
 
@@ -601,12 +604,20 @@ impl ExportResults {
     }
 
     fn target_rows(&self) -> Vec<Vec<String>> {
-        let mut rows = vec![vec![
-            "CSV export rate".to_owned(),
-            format!("≥ {:.0} % of the raw fetch", CSV_TARGET_SHARE * 100.0),
-            format!("{:.0} %", self.share(Format::Csv) * 100.0),
-            met(self.share(Format::Csv) >= CSV_TARGET_SHARE).to_owned(),
-        ]];
+        let mut rows: Vec<Vec<String>> = [
+            ("CSV", Format::Csv, CSV_TARGET_SHARE),
+            ("Parquet", Format::Parquet, PARQUET_TARGET_SHARE),
+        ]
+        .into_iter()
+        .map(|(name, format, target)| {
+            vec![
+                format!("{name} export rate"),
+                format!("≥ {:.0} % of the raw fetch", target * 100.0),
+                format!("{:.0} %", self.share(format) * 100.0),
+                met(self.share(format) >= target).to_owned(),
+            ]
+        })
+        .collect();
         for format in [Format::Csv, Format::Parquet, Format::Xlsx, Format::Api] {
             rows.push(vec![
                 format!("server memory, {} export", format.name()),
@@ -648,7 +659,8 @@ impl ExportResults {
              XLSX) of `{TABLE}` ({TABLE_ROWS} rows, pages of {} rows) from the Trino double in the \
              benchmark process to a `docket serve` child process (SQLite, filesystem \
              assets), called directly; the baseline fetches the same pages with Docket's \
-             Trino client and drops them. Then an `api_export` of a 200 MB response \
+             Trino client as the export does (each page's rows kept as its text) and drops \
+             them. Then an `api_export` of a 200 MB response \
              from an HTTP server in the benchmark process, against reading the same \
              response and dropping it. Medians of {} alternating rounds. Server idle \
              RSS {} after a warm-up export; peak = {}.\n\n### Targets\n\n{}\n### Rates and memory\n\n{}",

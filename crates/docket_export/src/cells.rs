@@ -3,8 +3,8 @@
 //! A page of a large result is read once and written once, so decoding every cell into
 //! a [`serde_json::Value`] (an allocation per row, per string and, with serde_json's
 //! arbitrary-precision numbers, per number; all of it freed a page later) was most of
-//! an export's own work. [`TextRows`] keeps the page's `data` text as it came and where
-//! each cell lies in it; a writer reads each cell as a [`Cell`] borrowed from that text.
+//! an export's own work. [`TextRows`] keeps the page's text as it came and where each
+//! cell lies in it; a writer reads each cell as a [`Cell`] borrowed from that text.
 //! The same [`Cell`] reads a decoded [`Value`], so a writer has one code path for both
 //! (see [`Row`]).
 //!
@@ -192,11 +192,11 @@ impl Row for Vec<Value> {
     }
 }
 
-/// A page's rows as Trino sent them: the `data` array's JSON text, checked to be an
-/// array of arrays, and where each cell lies in it.
+/// A page's rows as Trino sent them: the JSON text they were read from (the whole
+/// response, when the Trino client read them), and where each cell lies in it.
 #[derive(Clone, Debug, Default)]
 pub struct TextRows {
-    /// The `data` array's text.
+    /// The text the rows were read from.
     text: String,
     /// Each cell's start and end in `text`, row after row.
     cells: Vec<(u32, u32)>,
@@ -424,7 +424,7 @@ mod tests {
         let rows = TextRows::parse(
             r#" [ [1, -2.5e3, "x\ny", null, true, false, [1, {"a": 2}], {"k": []}] , [] ] "#,
         )
-        .unwrap();
+        .expect("rows");
         assert_eq!(
             cells_of(&rows),
             [
@@ -462,12 +462,12 @@ mod tests {
     #[test]
     fn decoded_values_and_text_read_alike() {
         let text = r#"[[12345678901234567890, "é\u00e9", {"a": [true]}, null]]"#;
-        let rows = TextRows::parse(text).unwrap();
-        let values = rows.to_values().unwrap();
+        let rows = TextRows::parse(text).expect("rows");
+        let values = rows.to_values().expect("values");
         let from_text: Vec<String> = rows
             .iter()
             .next()
-            .unwrap()
+            .expect("a row")
             .cells()
             .map(|c| c.to_string())
             .collect();

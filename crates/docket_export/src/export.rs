@@ -3,9 +3,12 @@
 //! a complete export is committed; any failure aborts the upload and cancels the
 //! query, so no partial asset is ever visible.
 //!
-//! Each page is encoded on a blocking thread while the next one is fetched, so the
-//! export runs at the pace of the slower of the two rather than of both in turn, and
-//! holds two pages at most.
+//! The pages are fetched and written at once: one half asks Trino for each page and
+//! queues it (at most [`PAGES_AHEAD`] wait), the other encodes each on a blocking thread
+//! and uploads its bytes. The export runs at the pace of the slower half rather than of
+//! both in turn, a page that takes longer to encode (one that closes a Parquet row
+//! group) does not hold up the fetching, and an export holds four pages at most: those
+//! waiting, the one being encoded and the one arriving.
 //!
 //! A format that writes its bytes only at the end (XLSX, see
 //! [`Format::writes_at_finish`]) finishes on a blocking thread and hands its bytes
@@ -22,7 +25,7 @@ use tracing::Instrument as _;
 
 use crate::format::{ChunkBuffer, ColumnSpec, Format, FormatError, FormatReport, RowWriter};
 use crate::sink::{SinkError, Upload};
-use crate::trino::{QueryStream, TrinoClient, TrinoError};
+use crate::trino::{QueryStream, TextPage, TrinoClient, TrinoError};
 
 /// The caps an export runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,7 +185,14 @@ pub(crate) fn sink_span(name: &'static str, bytes: usize) -> tracing::Span {
     )
 }
 
-/// The page loop. Keeps the stream in `slot` so the caller can cancel it.
+/// Pages fetched and waiting for the encoder: enough that Trino is asked for the next
+/// pages while a page that ends a Parquet batch or row group takes longer to encode,
+/// few enough that an export holds a handful of pages.
+const PAGES_AHEAD: usize = 2;
+
+/// Fetches the pages and writes them, the two at once (see the module's documentation);
+/// returns the rows written, the columns and the query's id. Keeps the stream in `slot`
+/// so the caller can cancel it.
 async fn write_all(
     client: &TrinoClient,
     sql: &str,
@@ -201,55 +211,12 @@ async fn write_all(
     } else {
         (Output::Buffer(buffer.clone()), None)
     };
-    let mut writer = RowWriter::new(format, output).map_err(format_error)?;
-    let mut columns: Option<Vec<ColumnSpec>> = None;
-    let mut next_page = stream.next_text_page().await?;
-    while let Some(page) = next_page {
-        if columns.is_none()
-            && let Some(page_columns) = &page.columns
-        {
-            let specs: Vec<ColumnSpec> = page_columns
-                .iter()
-                .map(|column| ColumnSpec::new(column.name.clone(), column.type_name.clone()))
-                .collect();
-            writer.begin(&specs).map_err(format_error)?;
-            columns = Some(specs);
-        }
-        if page.rows.is_empty() {
-            next_page = stream.next_text_page().await?;
-            continue;
-        }
-        if writer.rows_written() + page.rows.len() as u64 > limits.max_rows {
-            return Err(ExportError::TooManyRows {
-                limit: limits.max_rows,
-            });
-        }
-        // Encode this page on a blocking thread while the next one is fetched, instead
-        // of Trino waiting for the encoder and the encoder for Trino. The writer comes
-        // back with its outcome; an encoding error is reported before the fetch's, as
-        // when the two ran in turn.
-        let encoding = tokio::task::spawn_blocking(move || {
-            let outcome = writer.write_text_rows(&page.rows);
-            (writer, outcome)
-        });
-        let (fetched, encoded) = tokio::join!(stream.next_text_page(), encoding);
-        let (returned, outcome) =
-            encoded.map_err(|joined| format_error(FormatError::Io(io::Error::other(joined))))?;
-        writer = returned;
-        outcome.map_err(format_error)?;
-        if writer.bytes_written() + writer.buffered_bytes() > limits.max_bytes {
-            return Err(ExportError::TooLarge {
-                limit: limits.max_bytes,
-            });
-        }
-        let chunk = buffer.take();
-        if !chunk.is_empty() {
-            let span = sink_span("sink write", chunk.len());
-            upload.write(chunk).instrument(span).await?;
-        }
-        progress(writer.rows_written(), upload.bytes_written());
-        next_page = fetched?;
-    }
+    let writer = RowWriter::new(format, output).map_err(format_error)?;
+    let (pages, fetched) = mpsc::channel(PAGES_AHEAD);
+    let ((), (mut writer, columns)) = tokio::try_join!(
+        fetch_pages(stream, limits, pages),
+        write_pages(writer, fetched, &buffer, upload, limits, progress),
+    )?;
     // A query without columns (none reported) still produces a valid, empty output.
     let columns = match columns {
         Some(columns) => columns,
@@ -276,6 +243,88 @@ async fn write_all(
     }
     progress(report.rows, upload.bytes_written());
     Ok((report.rows, columns, query_id))
+}
+
+/// Sends the query's pages to the writer, those with rows and the first with the
+/// columns; refuses the page that would pass the row cap before it is written.
+async fn fetch_pages(
+    stream: &mut QueryStream,
+    limits: ExportLimits,
+    pages: mpsc::Sender<TextPage>,
+) -> Result<(), ExportError> {
+    let mut rows = 0_u64;
+    let mut columns_sent = false;
+    while let Some(page) = stream.next_text_page().await? {
+        let first_columns = !columns_sent && page.columns.is_some();
+        if page.rows.is_empty() && !first_columns {
+            continue;
+        }
+        rows += page.rows.len() as u64;
+        if rows > limits.max_rows {
+            return Err(ExportError::TooManyRows {
+                limit: limits.max_rows,
+            });
+        }
+        columns_sent |= first_columns;
+        if pages.send(page).await.is_err() {
+            // The writer has stopped, and says why.
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Encodes each page on a blocking thread and hands its bytes to the upload; returns
+/// the writer, to be finished, and the columns, once a page has named them.
+async fn write_pages(
+    mut writer: RowWriter<Output>,
+    mut pages: mpsc::Receiver<TextPage>,
+    buffer: &ChunkBuffer,
+    upload: &mut dyn Upload,
+    limits: ExportLimits,
+    progress: &(dyn Fn(u64, u64) + Send + Sync),
+) -> Result<(RowWriter<Output>, Option<Vec<ColumnSpec>>), ExportError> {
+    let format = writer.format();
+    let format_error = |source| ExportError::Format { format, source };
+    let mut columns: Option<Vec<ColumnSpec>> = None;
+    while let Some(page) = pages.recv().await {
+        if columns.is_none()
+            && let Some(page_columns) = &page.columns
+        {
+            let specs: Vec<ColumnSpec> = page_columns
+                .iter()
+                .map(|column| ColumnSpec::new(column.name.clone(), column.type_name.clone()))
+                .collect();
+            writer.begin(&specs).map_err(format_error)?;
+            columns = Some(specs);
+        }
+        if page.rows.is_empty() {
+            continue;
+        }
+        // The encoder runs on a blocking thread, not holding up the runtime; the writer
+        // comes back with its outcome.
+        let encoding = tokio::task::spawn_blocking(move || {
+            let outcome = writer.write_text_rows(&page.rows);
+            (writer, outcome)
+        });
+        let (returned, outcome) = encoding
+            .await
+            .map_err(|joined| format_error(FormatError::Io(io::Error::other(joined))))?;
+        writer = returned;
+        outcome.map_err(format_error)?;
+        if writer.bytes_written() + writer.buffered_bytes() > limits.max_bytes {
+            return Err(ExportError::TooLarge {
+                limit: limits.max_bytes,
+            });
+        }
+        let chunk = buffer.take();
+        if !chunk.is_empty() {
+            let span = sink_span("sink write", chunk.len());
+            upload.write(chunk).instrument(span).await?;
+        }
+        progress(writer.rows_written(), upload.bytes_written());
+    }
+    Ok((writer, columns))
 }
 
 /// Chunks in flight between a blocking `finish` and the upload: with [`PIPE_CHUNK_BYTES`]
