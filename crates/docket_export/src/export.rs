@@ -236,11 +236,7 @@ async fn write_all(
             limit: limits.max_bytes,
         });
     }
-    let chunk = buffer.take();
-    if !chunk.is_empty() {
-        let span = sink_span("sink write", chunk.len());
-        upload.write(chunk).instrument(span).await?;
-    }
+    upload_written(&buffer, upload).await?;
     progress(report.rows, upload.bytes_written());
     Ok((report.rows, columns, query_id))
 }
@@ -317,14 +313,20 @@ async fn write_pages(
                 limit: limits.max_bytes,
             });
         }
-        let chunk = buffer.take();
-        if !chunk.is_empty() {
-            let span = sink_span("sink write", chunk.len());
-            upload.write(chunk).instrument(span).await?;
-        }
+        upload_written(buffer, upload).await?;
         progress(writer.rows_written(), upload.bytes_written());
     }
     Ok((writer, columns))
+}
+
+/// Hands what the writer has written into `buffer` so far to the upload.
+async fn upload_written(buffer: &ChunkBuffer, upload: &mut dyn Upload) -> Result<(), SinkError> {
+    let chunk = buffer.take();
+    if chunk.is_empty() {
+        return Ok(());
+    }
+    let span = sink_span("sink write", chunk.len());
+    upload.write(chunk).instrument(span).await
 }
 
 /// Chunks in flight between a blocking `finish` and the upload: with [`PIPE_CHUNK_BYTES`]
