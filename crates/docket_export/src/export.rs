@@ -4,7 +4,7 @@
 //! query, so no partial asset is ever visible.
 //!
 //! The pages are fetched and written at once: one half asks Trino for each page and
-//! queues it (at most [`PAGES_AHEAD`] wait), the other encodes each on a blocking thread
+//! queues it (at most two wait), the other encodes each on a blocking thread
 //! and uploads its bytes. The export runs at the pace of the slower half rather than of
 //! both in turn, a page that takes longer to encode (one that closes a Parquet row
 //! group) does not hold up the fetching, and an export holds four pages at most: those
