@@ -222,9 +222,8 @@ impl TextRows {
     ///
     /// When `text` is not one, or is larger than 4 GiB.
     pub fn parse(text: &str) -> Result<Self, TextRowsError> {
-        let mut spans = Spans::default();
         let mut deserializer = serde_json::Deserializer::from_str(text);
-        SpansSeed(&mut spans).deserialize(&mut deserializer)?;
+        let spans = Spans::deserialize(&mut deserializer)?;
         deserializer.end()?;
         let located = spans.locate(text)?;
         Ok(Self::new(text.to_owned(), located))
@@ -345,37 +344,28 @@ impl Spans<'_> {
 
 impl<'de> Deserialize<'de> for Spans<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut spans = Spans::default();
-        SpansSeed(&mut spans).deserialize(deserializer)?;
-        Ok(spans)
+        deserializer.deserialize_seq(RowsVisitor)
     }
 }
 
 /// Reads the outer array: each element is a row.
-struct SpansSeed<'s, 'de>(&'s mut Spans<'de>);
+struct RowsVisitor;
 
-impl<'de> DeserializeSeed<'de> for SpansSeed<'_, 'de> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for SpansSeed<'_, 'de> {
-    type Value = ();
+impl<'de> Visitor<'de> for RowsVisitor {
+    type Value = Spans<'de>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str("an array of rows")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut rows: A) -> Result<(), A::Error> {
-        while rows.next_element_seed(RowSeed(&mut *self.0))?.is_some() {
-            let end = u32::try_from(self.0.cells.len())
+    fn visit_seq<A: SeqAccess<'de>>(self, mut rows: A) -> Result<Spans<'de>, A::Error> {
+        let mut spans = Spans::default();
+        while rows.next_element_seed(RowSeed(&mut spans))?.is_some() {
+            let end = u32::try_from(spans.cells.len())
                 .map_err(|_| de::Error::custom("too many cells"))?;
-            self.0.ends.push(end);
+            spans.ends.push(end);
         }
-        Ok(())
+        Ok(spans)
     }
 }
 
