@@ -50,7 +50,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
@@ -123,12 +123,16 @@ pub struct TrinoConfig {
     pub max_retries: u32,
     /// The wait before the first retry; it doubles for each further one.
     pub retry_backoff: Duration,
+    /// The largest answer read from Trino: a page is held whole while it is written,
+    /// so a larger one is refused ([`TrinoError::Protocol`]) rather than read. Trino's
+    /// pages are about a megabyte unless a client asks for more.
+    pub max_response_bytes: usize,
 }
 
 impl TrinoConfig {
     /// A configuration for `url` as `user`, with the defaults: no catalog or schema,
-    /// source `docket`, no authentication, 60 s per request, 10 s to connect, and 5
-    /// retries starting at 100 ms.
+    /// source `docket`, no authentication, 60 s per request, 10 s to connect, 5
+    /// retries starting at 100 ms, and answers of at most 64 MiB.
     pub fn new(url: impl Into<String>, user: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -141,6 +145,7 @@ impl TrinoConfig {
             connect_timeout: Duration::from_secs(10),
             max_retries: 5,
             retry_backoff: Duration::from_millis(100),
+            max_response_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -610,10 +615,7 @@ impl Inner {
                 Ok(response) => {
                     let status = response.status();
                     span.record("http.response.status_code", i64::from(status.as_u16()));
-                    let body = response
-                        .bytes()
-                        .await
-                        .map_err(|error| self.transport_error(url, error))?;
+                    let body = self.read_body(response, &method, url).await?;
                     if status == StatusCode::OK {
                         if !body.iter().all(u8::is_ascii_whitespace) {
                             return parse_results(body);
@@ -696,6 +698,39 @@ impl Inner {
             TrinoAuth::Basic { username, password } => request.basic_auth(username, Some(password)),
             TrinoAuth::Bearer { token } => request.bearer_auth(token),
         }
+    }
+
+    /// An answer's whole body, refused once it passes
+    /// [`TrinoConfig::max_response_bytes`] (by its `Content-Length`, or as it arrives).
+    async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+        method: &Method,
+        url: &str,
+    ) -> Result<Bytes, TrinoError> {
+        let limit = self.config.max_response_bytes;
+        let too_large = || TrinoError::Protocol {
+            message: format!(
+                "{method} {url} was answered with more than {limit} bytes (max_response_bytes)"
+            ),
+            source: None,
+        };
+        let announced = response.content_length().unwrap_or(0);
+        if announced > limit as u64 {
+            return Err(too_large());
+        }
+        let mut body = BytesMut::with_capacity(announced as usize);
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| self.transport_error(url, error))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
     }
 
     fn transport_error(&self, url: &str, error: reqwest::Error) -> TrinoError {

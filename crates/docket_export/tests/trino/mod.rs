@@ -631,3 +631,37 @@ async fn an_unreachable_trino_is_a_transport_error() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn an_answer_past_the_size_limit_is_refused_not_read() {
+    let double = double().await;
+    let mut config = config(&double);
+    config.max_response_bytes = 4 * 1024;
+    let client = TrinoClient::new(config).expect("a valid configuration");
+    let outcome = async {
+        let mut stream = client.query("SELECT * FROM synthetic.big.rows_1k").await?;
+        while stream.next_text_page().await?.is_some() {}
+        Ok::<_, TrinoError>(())
+    }
+    .await;
+    match outcome {
+        Err(TrinoError::Protocol { message, .. }) => {
+            assert!(message.contains("more than 4096 bytes"), "{message}");
+        }
+        other => panic!("expected the answer to be refused, got {other:?}"),
+    }
+    // The same rows under the default limit are read whole.
+    assert_eq!(client_rows(&self::client(&double)).await, 1000);
+}
+
+async fn client_rows(client: &TrinoClient) -> usize {
+    let mut stream = client
+        .query("SELECT * FROM synthetic.big.rows_1k")
+        .await
+        .expect("the query starts");
+    let mut rows = 0;
+    while let Some(page) = stream.next_text_page().await.expect("a page") {
+        rows += page.rows.len();
+    }
+    rows
+}
