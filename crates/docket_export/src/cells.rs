@@ -434,6 +434,20 @@ mod tests {
     }
 
     #[test]
+    fn a_deeply_nested_cell_is_read_as_text_and_refused_as_a_value() {
+        let depth = 100_000;
+        let text = format!("[[{}{}]]", "[".repeat(depth), "]".repeat(depth));
+        let rows = TextRows::parse(&text).expect("nesting is skipped, not recursed into");
+        let row = rows.iter().next().expect("a row");
+        let cells: Vec<Cell<'_>> = row.cells().collect();
+        assert_eq!(cells[0].to_string().len(), 2 * depth);
+        assert!(
+            rows.to_values().is_err(),
+            "decoding stops at serde_json's depth limit"
+        );
+    }
+
+    #[test]
     fn what_is_not_an_array_of_arrays_is_refused() {
         for text in [
             "",
