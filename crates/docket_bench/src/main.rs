@@ -265,7 +265,7 @@ fn run() -> anyhow::Result<()> {
             },
             docket_bin,
         };
-        let results = runtime.block_on(scale::run(sizes, &args.commit, &test_server))?;
+        let results = scale::run(sizes, &args.commit, &test_server)?;
         println!("{}", results.text());
         if let Some(path) = &args.output {
             scale::write(&results, path)?;
