@@ -22,6 +22,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -299,12 +300,17 @@ impl Row for TextRow<'_> {
     }
 }
 
-/// Rows of cells as read from a JSON document, each cell borrowed from its text: what
-/// a `QueryResults` document's `data` deserializes to, in the same pass as the rest.
+/// Rows of cells as read from a JSON document: what a `QueryResults` document's `data`
+/// deserializes to, in the same pass as the rest. Each cell is kept as its start and
+/// end relative to the first cell's start, eight bytes a cell, until [`Spans::locate`]
+/// places them in the whole text.
 #[derive(Debug, Default)]
 pub(crate) struct Spans<'de> {
-    cells: Vec<&'de RawValue>,
+    /// Where the first cell starts in memory.
+    first: usize,
+    cells: Vec<(u32, u32)>,
     ends: Vec<u32>,
+    text: PhantomData<&'de str>,
 }
 
 /// Where [`Spans`] lie in their text, which can then move.
@@ -314,7 +320,25 @@ pub(crate) struct Located {
     ends: Vec<u32>,
 }
 
-impl Spans<'_> {
+impl<'de> Spans<'de> {
+    /// Keeps `cell`, a slice of the text being read, after the cells before it.
+    fn push(&mut self, cell: &'de str) -> Result<(), &'static str> {
+        let at = cell.as_ptr() as usize;
+        if self.cells.is_empty() {
+            self.first = at;
+        }
+        let start = at
+            .checked_sub(self.first)
+            .and_then(|start| u32::try_from(start).ok())
+            .ok_or("a page of rows is larger than 4 GiB")?;
+        let end = u32::try_from(cell.len())
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .ok_or("a page of rows is larger than 4 GiB")?;
+        self.cells.push((start, end));
+        Ok(())
+    }
+
     /// Each cell's start and end in `text`, the whole text these spans were read from.
     ///
     /// # Errors
@@ -324,17 +348,15 @@ impl Spans<'_> {
         if u32::try_from(text.len()).is_err() {
             return Err(TextRowsError::TooLarge);
         }
-        let base = text.as_ptr() as usize;
-        let cells = self
-            .cells
-            .iter()
-            .map(|cell| {
-                let start = (cell.get().as_ptr() as usize).saturating_sub(base);
-                let end = start + cell.get().len();
-                // Within `text`, checked above to fit in 32 bits.
-                (start as u32, end as u32)
-            })
-            .collect();
+        // The first cell's offset in `text`; every cell lies within it, whose length
+        // fits in 32 bits, so the sums below do too.
+        let offset = u32::try_from(self.first.saturating_sub(text.as_ptr() as usize))
+            .map_err(|_| TextRowsError::TooLarge)?;
+        let mut cells = self.cells;
+        for (start, end) in &mut cells {
+            *start = start.saturating_add(offset);
+            *end = end.saturating_add(offset);
+        }
         Ok(Located {
             cells,
             ends: self.ends,
@@ -389,7 +411,7 @@ impl<'de> Visitor<'de> for RowSeed<'_, 'de> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut cells: A) -> Result<(), A::Error> {
         while let Some(cell) = cells.next_element::<&'de RawValue>()? {
-            self.0.cells.push(cell);
+            self.0.push(cell.get()).map_err(de::Error::custom)?;
         }
         Ok(())
     }
